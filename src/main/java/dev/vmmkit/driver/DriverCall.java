@@ -1,0 +1,34 @@
+package dev.vmmkit.driver;
+
+/** The kinds of driver call, for counters, logging and fault injection. */
+public enum DriverCall {
+    RESERVE("reserve"),
+    ADDRESS_FREE("address_free"),
+    CREATE("create"),
+    RELEASE("release"),
+    MAP("map"),
+    SET_ACCESS("set_access"),
+    UNMAP("unmap"),
+    MEMORY_INFO("memory_info"),
+    EVENT_CREATE("event_create"),
+    EVENT_RECORD("event_record"),
+    EVENT_QUERY("event_query"),
+    EVENT_SYNCHRONIZE("event_synchronize"),
+    EVENT_DESTROY("event_destroy");
+
+    private static final DriverCall[] VALUES = values();
+    private final String key;
+
+    DriverCall(String key) {
+        this.key = key;
+    }
+
+    /** The snake_case name used in reports and JSON. */
+    public String key() {
+        return key;
+    }
+
+    static DriverCall[] all() {
+        return VALUES;
+    }
+}

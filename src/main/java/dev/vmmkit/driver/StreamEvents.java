@@ -1,0 +1,24 @@
+package dev.vmmkit.driver;
+
+/**
+ * Device events, as a stream-ordered allocator needs them: mark a point in a stream's work, then
+ * ask whether the work before it has finished. Streams and events are opaque {@code long}s
+ * (0 is the default stream).
+ */
+public interface StreamEvents {
+
+    /** Creates an event with timing disabled. */
+    long create();
+
+    /** Records {@code event} at the current end of {@code stream}'s queued work. */
+    void record(long event, long stream);
+
+    /** True when all work recorded before {@code event} has completed; never blocks. */
+    boolean isComplete(long event);
+
+    /** Blocks until all work recorded before {@code event} has completed. */
+    void synchronize(long event);
+
+    /** Destroys an event. */
+    void destroy(long event);
+}

@@ -1,0 +1,78 @@
+package dev.vmmkit.driver;
+
+/**
+ * The one place that talks to a driver: CUDA's virtual memory API, or its host emulation.
+ *
+ * <p>Addresses, sizes and handles are plain {@code long}s so that callers allocate nothing.
+ * Every failure is a {@link DriverException}; nothing here returns an error code.
+ * Sizes and addresses must be multiples of {@link #granularity()}.
+ *
+ * <p>Implementations are thread-safe. Behaviour such as counting, logging and fault injection is
+ * added by wrapping a driver in an adaptor ({@link CountingDriver}, {@link LoggingDriver},
+ * {@link FaultInjectingDriver}), never by changing the implementation.
+ */
+public interface VmmDriver extends AutoCloseable {
+
+    /** Short name for messages and reports: "cuda" or "host". */
+    String name();
+
+    /** The device ordinal this driver allocates on. */
+    int device();
+
+    /** Allocation granularity in bytes (a power of two; 2 MiB on current GPUs). */
+    long granularity();
+
+    /** Reserves {@code size} bytes of virtual address space aligned to {@code alignment} (0 = granularity). */
+    long reserve(long size, long alignment);
+
+    /** Frees a whole reservation made by {@link #reserve}. */
+    void addressFree(long va, long size);
+
+    /** Creates a physical allocation of {@code size} bytes on {@link #device()}; returns its handle. */
+    long create(long size);
+
+    /** Releases a handle. Memory that is still mapped stays valid until its last unmap. */
+    void release(long handle);
+
+    /** Maps the whole of {@code handle} ({@code size} bytes) at {@code va}. No access is granted yet. */
+    void map(long va, long size, long handle);
+
+    /** Grants read/write access to {@link #device()} over a mapped range. */
+    void setAccess(long va, long size);
+
+    /** Unmaps a range made of whole mappings; it goes back to plain reserved space. */
+    void unmap(long va, long size);
+
+    /**
+     * Map plus set access as one step: if set access fails the map is undone before the exception
+     * leaves, so no half-mapped range ever exists. Adaptors inherit this method rather than
+     * forwarding it, so their own {@code map}/{@code setAccess}/{@code unmap} are the ones used.
+     */
+    default void mapWithAccess(long va, long size, long handle) {
+        map(va, size, handle);
+        try {
+            setAccess(va, size);
+        } catch (DriverException accessFailure) {
+            try {
+                unmap(va, size);
+            } catch (DriverException rollbackFailure) {
+                accessFailure.addSuppressed(rollbackFailure);
+            }
+            throw accessFailure;
+        }
+    }
+
+    /** Free and total device memory as the driver reports them. */
+    MemoryInfo memoryInfo();
+
+    /** Events for stream-ordered reuse. Kept apart because the hot path never calls them. */
+    StreamEvents events();
+
+    /** Releases the driver's own resources. Any later call fails with {@link CudaResult#DEINITIALIZED}. */
+    @Override
+    void close();
+
+    /** Free and total bytes of device memory. */
+    record MemoryInfo(long freeBytes, long totalBytes) {
+    }
+}
