@@ -1,0 +1,53 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverCall;
+
+import java.util.Map;
+
+/**
+ * A consistent snapshot of an allocator's figures.
+ *
+ * @param allocations           successful allocate calls with size &gt; 0
+ * @param frees                 successful deallocate calls of live addresses
+ * @param liveBytes             bytes requested by live allocations
+ * @param peakLiveBytes         highest {@code liveBytes} seen
+ * @param reservedBytes         physical memory held: mapped plus pooled handles
+ * @param peakReservedBytes     highest {@code reservedBytes} seen
+ * @param cachedBytes           physical memory held by no live allocation (free mapped plus pooled)
+ * @param cacheHits             allocations served without any driver call
+ * @param cacheMisses           allocations that needed the slow path
+ * @param outOfMemoryRecoveries times drain-and-retry turned an out-of-memory into a success
+ * @param driverCalls           driver calls by kind since the allocator was made
+ */
+public record AllocatorStats(
+        long allocations,
+        long frees,
+        long liveBytes,
+        long peakLiveBytes,
+        long reservedBytes,
+        long peakReservedBytes,
+        long cachedBytes,
+        long cacheHits,
+        long cacheMisses,
+        long outOfMemoryRecoveries,
+        Map<DriverCall, Long> driverCalls) {
+
+    public AllocatorStats {
+        driverCalls = Map.copyOf(driverCalls);
+    }
+
+    /** Peak physical memory held over peak bytes requested; 1.0 is perfect, 0 before any allocation. */
+    public double fragmentationRatio() {
+        return peakLiveBytes == 0 ? 0.0 : (double) peakReservedBytes / peakLiveBytes;
+    }
+
+    /** Share of allocations served without a driver call. */
+    public double hitRate() {
+        long all = cacheHits + cacheMisses;
+        return all == 0 ? 0.0 : (double) cacheHits / all;
+    }
+
+    public long driverCalls(DriverCall kind) {
+        return driverCalls.getOrDefault(kind, 0L);
+    }
+}

@@ -1,0 +1,113 @@
+package dev.vmmkit.core;
+
+import java.util.Map;
+
+/**
+ * Settings of one {@link VmmManager}. Every field can come from the environment (seed 2.1), e.g.
+ * {@code VMM_CHUNK_SIZE=8M}; {@link #fromEnvironment()} reads them.
+ *
+ * @param addressSpaceBytes    virtual address space reserved per region on first use (0 = sized from device memory)
+ * @param chunkBytes           size of each physical handle, a multiple of the granularity (0 = granularity)
+ * @param smallLimitBytes      requests up to this size are packed into the small-request region
+ * @param alignmentBytes       alignment of every returned address (power of two, at least 256 as cudaMalloc gives)
+ * @param reserveSlack         physical memory may grow to this multiple of peak live bytes before free pages are reclaimed
+ * @param maxCachedBytes       handles cached in the pool above this are released (a release threshold)
+ * @param fragRatio            scatter-gather refuses pooled pieces smaller than this share of a request (0 = accept all)
+ */
+public record VmmConfig(
+        long addressSpaceBytes,
+        long chunkBytes,
+        long smallLimitBytes,
+        long alignmentBytes,
+        double reserveSlack,
+        long maxCachedBytes,
+        double fragRatio) {
+
+    public static final VmmConfig DEFAULTS = new VmmConfig(0, 0, 1L << 20, 512, 1.02, Long.MAX_VALUE, 0.0);
+
+    public VmmConfig {
+        if (addressSpaceBytes < 0) throw new IllegalArgumentException("addressSpaceBytes < 0: " + addressSpaceBytes);
+        if (chunkBytes < 0) throw new IllegalArgumentException("chunkBytes < 0: " + chunkBytes);
+        if (smallLimitBytes < 0) throw new IllegalArgumentException("smallLimitBytes < 0: " + smallLimitBytes);
+        if (alignmentBytes < 256 || Long.bitCount(alignmentBytes) != 1) {
+            throw new IllegalArgumentException("alignmentBytes must be a power of two >= 256: " + alignmentBytes);
+        }
+        if (!(reserveSlack >= 1.0)) throw new IllegalArgumentException("reserveSlack must be >= 1.0: " + reserveSlack);
+        if (maxCachedBytes < 0) throw new IllegalArgumentException("maxCachedBytes < 0: " + maxCachedBytes);
+        if (!(fragRatio >= 0.0 && fragRatio <= 1.0)) throw new IllegalArgumentException("fragRatio must be in [0,1]: " + fragRatio);
+    }
+
+    /** Defaults overridden by VMM_* environment variables. */
+    public static VmmConfig fromEnvironment() {
+        return from(System.getenv());
+    }
+
+    /** Defaults overridden by the VMM_* keys of {@code env}; a malformed value is an IllegalArgumentException naming the key. */
+    public static VmmConfig from(Map<String, String> env) {
+        VmmConfig d = DEFAULTS;
+        return new VmmConfig(
+                bytes(env, "VMM_VA_SIZE", d.addressSpaceBytes),
+                bytes(env, "VMM_CHUNK_SIZE", d.chunkBytes),
+                bytes(env, "VMM_SMALL_LIMIT", d.smallLimitBytes),
+                bytes(env, "VMM_ALIGNMENT", d.alignmentBytes),
+                number(env, "VMM_RESERVE_SLACK", d.reserveSlack),
+                bytes(env, "VMM_MAX_CACHED", d.maxCachedBytes),
+                number(env, "VMM_FRAG_RATIO", d.fragRatio));
+    }
+
+    public VmmConfig withChunkBytes(long chunk) {
+        return new VmmConfig(addressSpaceBytes, chunk, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio);
+    }
+
+    public VmmConfig withAddressSpaceBytes(long bytes) {
+        return new VmmConfig(bytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio);
+    }
+
+    public VmmConfig withReserveSlack(double slack) {
+        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, slack, maxCachedBytes, fragRatio);
+    }
+
+    public VmmConfig withMaxCachedBytes(long bytes) {
+        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, bytes, fragRatio);
+    }
+
+    /** Parses sizes such as {@code 4096}, {@code 2M}, {@code 1G}, {@code 512k}. */
+    public static long parseBytes(String text) {
+        String t = text.trim().toUpperCase();
+        long unit = 1;
+        if (t.endsWith("IB")) t = t.substring(0, t.length() - 2);
+        else if (t.endsWith("B")) t = t.substring(0, t.length() - 1);
+        if (!t.isEmpty()) {
+            switch (t.charAt(t.length() - 1)) {
+                case 'K' -> unit = 1L << 10;
+                case 'M' -> unit = 1L << 20;
+                case 'G' -> unit = 1L << 30;
+                case 'T' -> unit = 1L << 40;
+                default -> { }
+            }
+        }
+        if (unit != 1) t = t.substring(0, t.length() - 1);
+        long value = Long.parseLong(t.trim());
+        return Math.multiplyExact(value, unit);
+    }
+
+    private static long bytes(Map<String, String> env, String key, long fallback) {
+        String v = env.get(key);
+        if (v == null || v.isBlank()) return fallback;
+        try {
+            return parseBytes(v);
+        } catch (RuntimeException e) {
+            throw new IllegalArgumentException(key + "=" + v + ": not a size (examples: 4096, 2M, 1G)", e);
+        }
+    }
+
+    private static double number(Map<String, String> env, String key, double fallback) {
+        String v = env.get(key);
+        if (v == null || v.isBlank()) return fallback;
+        try {
+            return Double.parseDouble(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + "=" + v + ": not a number", e);
+        }
+    }
+}
