@@ -1,47 +1,248 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 
+import java.util.EnumMap;
+import java.util.Map;
+
 /**
- * The facade of one device's allocator (seed: VmmManager). Work in progress: the public surface
- * below is fixed; the implementation lands with the allocator issue.
+ * The facade of one device's allocator (seed: VmmManager). It routes each request to a region by
+ * size class and coordinates recovery; the regions, the pool and the accounting each guard their
+ * own state, so the manager holds no lock on any allocate or free (seed 001, 5.4). The one lock
+ * it has serialises lazy initialisation and adding a region, both once in a long while.
+ *
+ * <p>Two size classes keep small, often long-lived tensors from pinning the pages of large ones:
+ * requests up to {@link VmmConfig#smallLimitBytes()} share mapped pages in the small region, larger
+ * ones live in the large region. Both are {@link RegionHeap}s.
+ *
+ * <p>Streams are opaque {@code long}s. {@link #DEVICE_WIDE_STREAM} marks a free that must wait for
+ * all earlier work on the device (cudaFree's guarantee): its events are recorded on the legacy
+ * default stream, which orders after every blocking stream's earlier work.
  */
 public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
+    /** Stream value for frees that must wait for all earlier device work, not one stream's. */
+    public static final long DEVICE_WIDE_STREAM = -1L;
 
+    private final VmmDriver driver;
+    private final VmmConfig config;
+    private final MemoryAccounting accounting = new MemoryAccounting();
+    private final PhysicalPool pool;
+    private final Object regionLock = new Object();
+    private final RegionHeap.PageDonor donor = this::donatePages;
+
+    private volatile RegionHeap[] smallRegions = new RegionHeap[0];
+    private volatile RegionHeap[] largeRegions = new RegionHeap[0];
+    private volatile boolean closed;
+    private long pageBytes;
+    private long regionSpan;
+    private long deviceBytes;
+
+    /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
-        throw new UnsupportedOperationException("allocator not landed yet");
+        this.driver = driver;
+        this.config = config;
+        this.pool = new PhysicalPool(config.maxCachedBytes());
+    }
+
+    static long eventStreamOf(long stream) {
+        return stream == DEVICE_WIDE_STREAM ? 0 : stream;
     }
 
     @Override
     public long allocate(long size, long stream) {
-        throw new UnsupportedOperationException();
+        if (size == 0) return 0;
+        if (size < 0) throw new IllegalArgumentException("negative size: " + size);
+        if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
+        ensureInitialised();
+        long alignment = config.alignmentBytes();
+        if (size > deviceBytes) {
+            throw new OutOfDeviceMemoryException(size, accounting.liveBytes(), accounting.physicalBytes(),
+                    deviceFreeBytes(), new IllegalArgumentException("larger than the device (" + deviceBytes + " bytes)"));
+        }
+        long bytes = (size + alignment - 1) & -alignment;
+        boolean small = size <= config.smallLimitBytes();
+        RegionHeap[] regions = small ? smallRegions : largeRegions;
+        for (int i = regions.length - 1; i >= 0; i--) {
+            try {
+                return regions[i].allocate(bytes, size, stream);
+            } catch (RegionHeap.RegionFullException full) {
+                // try an older region, then add one
+            }
+        }
+        return addRegion(small, bytes).allocate(bytes, size, stream);
     }
 
     @Override
     public void deallocate(long address, long stream) {
-        throw new UnsupportedOperationException();
+        if (address == 0) return;
+        RegionHeap region = regionOf(address);
+        if (region == null) {
+            throw new InvalidAddressException(address, "not an address vmmkit returned");
+        }
+        region.free(address, stream);
     }
 
-    /** True when {@code address} lies inside a live allocation of this manager. */
+    /** True when {@code address} lies in address space this manager reserved (live or not). */
     public boolean owns(long address) {
-        throw new UnsupportedOperationException();
+        return regionOf(address) != null;
     }
 
     /** The requested size of the live allocation that starts at {@code address}, or -1. */
     public long sizeOf(long address) {
-        throw new UnsupportedOperationException();
+        RegionHeap region = regionOf(address);
+        return region == null ? -1 : region.sizeOf(address);
     }
 
     public AllocatorStats stats() {
-        throw new UnsupportedOperationException();
+        long allocations = 0;
+        long frees = 0;
+        long hits = 0;
+        long misses = 0;
+        long mappedFree = 0;
+        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
+            for (RegionHeap r : regions) {
+                r.lock.lock();
+                try {
+                    allocations += r.allocations;
+                    frees += r.frees;
+                    hits += r.cacheHits;
+                    misses += r.cacheMisses;
+                } finally {
+                    r.lock.unlock();
+                }
+                mappedFree += r.mappedFreeBytes();
+            }
+        }
+        return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
+                accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
+                hits, misses, accounting.outOfMemoryRecoveries(), driverCalls());
     }
 
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
     public long drain() {
-        throw new UnsupportedOperationException();
+        long before = accounting.physicalBytes();
+        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
+            for (RegionHeap r : regions) {
+                r.lock.lock();
+                try {
+                    r.releaseCachedMemory(false);
+                } finally {
+                    r.lock.unlock();
+                }
+            }
+        }
+        pool.drain(driver, accounting);
+        return before - accounting.physicalBytes();
     }
 
+    /** Unmaps and releases everything, live allocations included. The driver stays open. */
     @Override
     public void close() {
+        synchronized (regionLock) {
+            if (closed) return;
+            closed = true;
+            for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
+                for (RegionHeap r : regions) r.close();
+            }
+            try {
+                pool.drain(driver, accounting);
+            } catch (DriverException ignored) {
+                // closing anyway
+            }
+            smallRegions = new RegionHeap[0];
+            largeRegions = new RegionHeap[0];
+        }
+    }
+
+    private Map<DriverCall, Long> driverCalls() {
+        return driverCallSource == null ? Map.of() : driverCallSource.get();
+    }
+
+    /** Where driver-call counts come from; set by {@link #countingDriverCalls}. */
+    private java.util.function.Supplier<Map<DriverCall, Long>> driverCallSource;
+
+    /** Makes {@link #stats()} report driver calls from {@code source} (e.g. a counting adaptor around the driver). */
+    public VmmManager countingDriverCalls(java.util.function.Supplier<Map<DriverCall, Long>> source) {
+        this.driverCallSource = source;
+        return this;
+    }
+
+    private RegionHeap regionOf(long address) {
+        for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
+        for (RegionHeap r : smallRegions) if (r.contains(address)) return r;
+        return null;
+    }
+
+    private void ensureInitialised() {
+        if (smallRegions.length > 0 && largeRegions.length > 0) return;
+        synchronized (regionLock) {
+            if (closed) throw new IllegalStateException("manager is closed");
+            if (largeRegions.length > 0) return;
+            long granularity = driver.granularity();
+            long chunk = config.chunkBytes() == 0 ? granularity : config.chunkBytes();
+            if (chunk % granularity != 0 || Long.bitCount(chunk) != 1) {
+                throw new IllegalArgumentException("chunk size " + chunk + " must be a power-of-two multiple of the granularity " + granularity);
+            }
+            pageBytes = chunk;
+            deviceBytes = driver.memoryInfo().totalBytes();
+            long span = config.addressSpaceBytes() != 0 ? config.addressSpaceBytes() : 2 * deviceBytes;
+            regionSpan = Math.max(pageBytes, (span + pageBytes - 1) & -pageBytes);
+            largeRegions = new RegionHeap[]{newRegion("large region", regionSpan)};
+            smallRegions = new RegionHeap[]{newRegion("small region", regionSpan)};
+        }
+    }
+
+    private RegionHeap addRegion(boolean small, long bytes) {
+        synchronized (regionLock) {
+            if (closed) throw new IllegalStateException("manager is closed");
+            long span = Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes);
+            RegionHeap region = newRegion(small ? "small region" : "large region", span);
+            RegionHeap[] old = small ? smallRegions : largeRegions;
+            RegionHeap[] grown = java.util.Arrays.copyOf(old, old.length + 1);
+            grown[old.length] = region;
+            if (small) smallRegions = grown;
+            else largeRegions = grown;
+            return region;
+        }
+    }
+
+    private RegionHeap newRegion(String name, long span) {
+        long base = driver.reserve(span, pageBytes);
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor);
+    }
+
+    /** Lets {@code requester} take whole free pages from the other regions, without waiting for their locks. */
+    private int donatePages(RegionHeap requester, int wanted, long[] out, int at) {
+        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
+            for (RegionHeap r : regions) {
+                if (r == requester || at >= (out == null ? Integer.MAX_VALUE : out.length)) continue;
+                if (!r.lock.tryLock()) continue;
+                try {
+                    if (out == null) {
+                        r.releaseCachedMemory(true);
+                    } else {
+                        at = r.reclaimFreePages(out.length - at, out, at);
+                    }
+                } finally {
+                    r.lock.unlock();
+                }
+            }
+        }
+        return at;
+    }
+
+    private long deviceFreeBytes() {
+        try {
+            return driver.memoryInfo().freeBytes();
+        } catch (DriverException e) {
+            return -1;
+        }
+    }
+
+    /** Driver-call counts by kind, for callers that wrap the driver themselves. */
+    static Map<DriverCall, Long> noCounts() {
+        return new EnumMap<>(DriverCall.class);
     }
 }

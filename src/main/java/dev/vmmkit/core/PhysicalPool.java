@@ -1,0 +1,100 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.VmmDriver;
+import org.agrona.collections.LongArrayList;
+
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Physical handles that are mapped nowhere, cached for reuse by size (seed: VmmPhysicalPool).
+ * Only the slow path touches it, so a plain TreeMap under the pool's own lock is enough.
+ */
+final class PhysicalPool {
+    static final long NO_HANDLE = 0;
+
+    private final TreeMap<Long, LongArrayList> handlesBySize = new TreeMap<>();
+    private final long maxCachedBytes;
+    private long cachedBytes;
+
+    PhysicalPool(long maxCachedBytes) {
+        this.maxCachedBytes = maxCachedBytes;
+    }
+
+    /** Caches a handle; returns false (and keeps nothing) when that would pass the cache limit. */
+    synchronized boolean push(long bytes, long handle) {
+        if (cachedBytes + bytes > maxCachedBytes) return false;
+        handlesBySize.computeIfAbsent(bytes, k -> new LongArrayList()).addLong(handle);
+        cachedBytes += bytes;
+        return true;
+    }
+
+    /** A handle of exactly {@code bytes}, or {@link #NO_HANDLE}. */
+    synchronized long popExact(long bytes) {
+        LongArrayList list = handlesBySize.get(bytes);
+        if (list == null || list.isEmpty()) return NO_HANDLE;
+        return take(bytes, list);
+    }
+
+    /**
+     * The largest cached handle not above {@code bytes} and not below {@code minBytes}; its size goes
+     * to {@code sizeOut[0]}. Returns {@link #NO_HANDLE} when none fits.
+     */
+    synchronized long popLargestNotAbove(long bytes, long minBytes, long[] sizeOut) {
+        Map.Entry<Long, LongArrayList> e = handlesBySize.floorEntry(bytes);
+        while (e != null && e.getValue().isEmpty()) e = handlesBySize.lowerEntry(e.getKey());
+        if (e == null || e.getKey() < minBytes) return NO_HANDLE;
+        sizeOut[0] = e.getKey();
+        return take(e.getKey(), e.getValue());
+    }
+
+    /**
+     * Scatter-gather: pops handles, largest first, until {@code bytes} are covered or no piece of at
+     * least {@code minPiece} remains. Returns the bytes gathered; handles and sizes are appended.
+     */
+    synchronized long gather(long bytes, long minPiece, LongArrayList handles, LongArrayList sizes) {
+        long gathered = 0;
+        long[] size = new long[1];
+        while (gathered < bytes) {
+            long h = popLargestNotAbove(bytes - gathered, Math.max(1, minPiece), size);
+            if (h == NO_HANDLE) break;
+            handles.addLong(h);
+            sizes.addLong(size[0]);
+            gathered += size[0];
+        }
+        return gathered;
+    }
+
+    synchronized long cachedBytes() {
+        return cachedBytes;
+    }
+
+    /** Releases every cached handle through {@code driver}; returns the bytes released. */
+    synchronized long drain(VmmDriver driver, MemoryAccounting accounting) {
+        long released = 0;
+        DriverException first = null;
+        for (Map.Entry<Long, LongArrayList> e : handlesBySize.entrySet()) {
+            LongArrayList list = e.getValue();
+            for (int i = 0; i < list.size(); i++) {
+                try {
+                    driver.release(list.getLong(i));
+                    released += e.getKey();
+                    accounting.physicalReleased(e.getKey());
+                } catch (DriverException ex) {
+                    if (first == null) first = ex;
+                }
+            }
+            list.clear();
+        }
+        cachedBytes = 0;
+        if (first != null) throw first;
+        return released;
+    }
+
+    private long take(long bytes, LongArrayList list) {
+        long h = list.removeAt(list.size() - 1);
+        cachedBytes -= bytes;
+        return h;
+    }
+}
