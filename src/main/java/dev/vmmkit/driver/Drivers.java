@@ -5,7 +5,9 @@ import dev.vmmkit.driver.host.HostDriver;
 
 import java.util.Locale;
 import java.util.logging.ConsoleHandler;
+import java.util.logging.Formatter;
 import java.util.logging.Level;
+import java.util.logging.LogRecord;
 import java.util.logging.Logger;
 
 /**
@@ -59,6 +61,12 @@ public final class Drivers {
         Logger logger = Logger.getLogger(LoggingDriver.LOGGER_NAME);
         ConsoleHandler stderr = new ConsoleHandler();
         stderr.setLevel(Level.FINE);
+        stderr.setFormatter(new Formatter() {
+            @Override
+            public String format(LogRecord record) {
+                return "vmmkit driver: " + formatMessage(record) + System.lineSeparator();
+            }
+        });
         logger.addHandler(stderr);
         logger.setLevel(Level.FINE);
         logger.setUseParentHandlers(false);
