@@ -10,8 +10,11 @@ import picocli.CommandLine.Command;
         description = "Transparent GPU memory manager on CUDA's virtual memory API.",
         subcommands = {
                 CommandLine.HelpCommand.class,
+                DriverCheckCommand.class,
         })
 public final class VmmkitCli implements Runnable {
+    /** Exit code of a command that stopped on an unexpected error. */
+    static final int EXIT_ERROR = 2;
 
     public static void main(String[] args) {
         System.exit(run(args));
@@ -19,7 +22,15 @@ public final class VmmkitCli implements Runnable {
 
     /** Runs the CLI and returns its exit code (tests call this instead of main). */
     public static int run(String... args) {
-        return new CommandLine(new VmmkitCli()).execute(args);
+        CommandLine commandLine = new CommandLine(new VmmkitCli());
+        // An error a command did not handle is one clear line, never a stack trace.
+        commandLine.setExecutionExceptionHandler((failure, failedCommand, parsed) -> {
+            String prefix = failedCommand.getParent() == null ? "vmmkit" : "vmmkit " + failedCommand.getCommandName();
+            failedCommand.getErr().println(prefix + ": " + failure.getMessage());
+            failedCommand.getErr().flush();
+            return EXIT_ERROR;
+        });
+        return commandLine.execute(args);
     }
 
     @Override

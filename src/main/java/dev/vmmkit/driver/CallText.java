@@ -1,0 +1,69 @@
+package dev.vmmkit.driver;
+
+/**
+ * How a driver call and its arguments read in messages and logs, e.g.
+ * {@code cuMemMap(va=0x7f0000000000, size=0x200000, offset=0x0, handle=0x3)}. Every driver and
+ * adaptor uses these, so a failure reads the same on the GPU and in the host emulation.
+ * Addresses, sizes and handles are hex. Only called on failure or logging paths.
+ */
+public final class CallText {
+    private CallText() {
+    }
+
+    public static String reserve(long size, long alignment) {
+        return "cuMemAddressReserve(size=" + hex(size) + ", alignment=" + hex(alignment) + ")";
+    }
+
+    public static String addressFree(long va, long size) {
+        return "cuMemAddressFree(va=" + hex(va) + ", size=" + hex(size) + ")";
+    }
+
+    public static String create(long size, int device) {
+        return "cuMemCreate(size=" + hex(size) + ", device=" + device + ")";
+    }
+
+    public static String release(long handle) {
+        return "cuMemRelease(handle=" + hex(handle) + ")";
+    }
+
+    public static String map(long va, long size, long handle) {
+        return "cuMemMap(va=" + hex(va) + ", size=" + hex(size) + ", offset=0x0, handle=" + hex(handle) + ")";
+    }
+
+    public static String setAccess(long va, long size, int device) {
+        return "cuMemSetAccess(va=" + hex(va) + ", size=" + hex(size) + ", device=" + device + ", READWRITE)";
+    }
+
+    public static String unmap(long va, long size) {
+        return "cuMemUnmap(va=" + hex(va) + ", size=" + hex(size) + ")";
+    }
+
+    public static String memoryInfo() {
+        return "cuMemGetInfo_v2()";
+    }
+
+    public static String eventCreate() {
+        return "cuEventCreate(flags=CU_EVENT_DISABLE_TIMING)";
+    }
+
+    public static String eventRecord(long event, long stream) {
+        return "cuEventRecord(event=" + hex(event) + ", stream=" + hex(stream) + ")";
+    }
+
+    public static String eventQuery(long event) {
+        return "cuEventQuery(event=" + hex(event) + ")";
+    }
+
+    public static String eventSynchronize(long event) {
+        return "cuEventSynchronize(event=" + hex(event) + ")";
+    }
+
+    public static String eventDestroy(long event) {
+        return "cuEventDestroy_v2(event=" + hex(event) + ")";
+    }
+
+    /** {@code 0x}-prefixed lower-case hex, as the messages print every address, size and handle. */
+    public static String hex(long value) {
+        return "0x" + Long.toHexString(value);
+    }
+}

@@ -1,0 +1,176 @@
+package dev.vmmkit.driver;
+
+/**
+ * Makes chosen driver calls fail as its {@link FaultPlan} says. A failing call throws the planned
+ * {@link DriverException} instead of being made: nothing reaches the delegate. Calls the plan lets
+ * through are forwarded unchanged.
+ */
+public final class FaultInjectingDriver implements DriverAdaptor {
+    private final VmmDriver delegate;
+    private final FaultPlan plan;
+    private final StreamEvents events = new FaultInjectingEvents();
+
+    public FaultInjectingDriver(VmmDriver delegate, FaultPlan plan) {
+        this.delegate = delegate;
+        this.plan = plan;
+    }
+
+    /** The plan in force; change it at any time. */
+    public FaultPlan plan() {
+        return plan;
+    }
+
+    @Override
+    public VmmDriver delegate() {
+        return delegate;
+    }
+
+    @Override
+    public String name() {
+        return delegate.name();
+    }
+
+    @Override
+    public int device() {
+        return delegate.device();
+    }
+
+    @Override
+    public long granularity() {
+        return delegate.granularity();
+    }
+
+    @Override
+    public long reserve(long size, long alignment) {
+        int fault = plan.faultFor(DriverCall.RESERVE);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.reserve(size, alignment));
+        }
+        return delegate.reserve(size, alignment);
+    }
+
+    @Override
+    public void addressFree(long va, long size) {
+        int fault = plan.faultFor(DriverCall.ADDRESS_FREE);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.addressFree(va, size));
+        }
+        delegate.addressFree(va, size);
+    }
+
+    @Override
+    public long create(long size) {
+        int fault = plan.faultFor(DriverCall.CREATE);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.create(size, delegate.device()));
+        }
+        return delegate.create(size);
+    }
+
+    @Override
+    public void release(long handle) {
+        int fault = plan.faultFor(DriverCall.RELEASE);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.release(handle));
+        }
+        delegate.release(handle);
+    }
+
+    @Override
+    public void map(long va, long size, long handle) {
+        int fault = plan.faultFor(DriverCall.MAP);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.map(va, size, handle));
+        }
+        delegate.map(va, size, handle);
+    }
+
+    @Override
+    public void setAccess(long va, long size) {
+        int fault = plan.faultFor(DriverCall.SET_ACCESS);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.setAccess(va, size, delegate.device()));
+        }
+        delegate.setAccess(va, size);
+    }
+
+    @Override
+    public void unmap(long va, long size) {
+        int fault = plan.faultFor(DriverCall.UNMAP);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.unmap(va, size));
+        }
+        delegate.unmap(va, size);
+    }
+
+    @Override
+    public MemoryInfo memoryInfo() {
+        int fault = plan.faultFor(DriverCall.MEMORY_INFO);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.memoryInfo());
+        }
+        return delegate.memoryInfo();
+    }
+
+    @Override
+    public StreamEvents events() {
+        return events;
+    }
+
+    @Override
+    public void close() {
+        delegate.close();
+    }
+
+    private static DriverException injected(int result, String call) {
+        return new DriverException(result, CudaResult.describe(result) + " (injected by FaultPlan)", call);
+    }
+
+    /** Event calls under the same plan. */
+    private final class FaultInjectingEvents implements StreamEvents {
+        @Override
+        public long create() {
+            int fault = plan.faultFor(DriverCall.EVENT_CREATE);
+            if (fault != CudaResult.SUCCESS) {
+                throw injected(fault, CallText.eventCreate());
+            }
+            return delegate.events().create();
+        }
+
+        @Override
+        public void record(long event, long stream) {
+            int fault = plan.faultFor(DriverCall.EVENT_RECORD);
+            if (fault != CudaResult.SUCCESS) {
+                throw injected(fault, CallText.eventRecord(event, stream));
+            }
+            delegate.events().record(event, stream);
+        }
+
+        @Override
+        public boolean isComplete(long event) {
+            int fault = plan.faultFor(DriverCall.EVENT_QUERY);
+            if (fault != CudaResult.SUCCESS) {
+                throw injected(fault, CallText.eventQuery(event));
+            }
+            return delegate.events().isComplete(event);
+        }
+
+        @Override
+        public void synchronize(long event) {
+            int fault = plan.faultFor(DriverCall.EVENT_SYNCHRONIZE);
+            if (fault != CudaResult.SUCCESS) {
+                throw injected(fault, CallText.eventSynchronize(event));
+            }
+            delegate.events().synchronize(event);
+        }
+
+        @Override
+        public void destroy(long event) {
+            int fault = plan.faultFor(DriverCall.EVENT_DESTROY);
+            if (fault != CudaResult.SUCCESS) {
+                throw injected(fault, CallText.eventDestroy(event));
+            }
+            delegate.events().destroy(event);
+        }
+    }
+}

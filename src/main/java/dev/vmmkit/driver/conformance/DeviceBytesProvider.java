@@ -1,0 +1,8 @@
+package dev.vmmkit.driver.conformance;
+
+/** A driver that can read and write its own device memory for the conformance checks. */
+public interface DeviceBytesProvider {
+
+    /** Byte access to the memory this driver maps. */
+    DeviceBytes deviceBytes();
+}

@@ -1,0 +1,83 @@
+package dev.vmmkit.tools;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.conformance.CheckResult;
+import dev.vmmkit.driver.conformance.ConformanceTarget;
+import dev.vmmkit.driver.conformance.DriverConformance;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code vmmkit driver-check}: runs the driver conformance checks against a real or emulated driver
+ * and prints one line per check, then {@code N passed, N failed} (and {@code , N skipped} if any).
+ * Exit code 0 when nothing failed, 1 when a check failed, 2 when the driver cannot be opened.
+ */
+@Command(name = "driver-check",
+        description = "Check that a driver behaves as vmmkit expects (one line per check).")
+public final class DriverCheckCommand implements Callable<Integer> {
+    static final int EXIT_FAILED = 1;
+    static final int EXIT_NO_DRIVER = 2;
+
+    @Spec
+    private CommandSpec spec;
+
+    @Option(names = "--driver", defaultValue = "auto", paramLabel = "cuda|host|auto",
+            description = "Driver to check: cuda, host (emulation) or auto (cuda when present). Default: ${DEFAULT-VALUE}.")
+    private String driverKind;
+
+    @Option(names = "--device", defaultValue = "0", paramLabel = "N", description = "Device ordinal. Default: ${DEFAULT-VALUE}.")
+    private int device;
+
+    @Option(names = "--oom-probe-limit-gib", defaultValue = "256", paramLabel = "GiB",
+            description = "Skip the out-of-memory check when the device has more free than this. Default: ${DEFAULT-VALUE}.")
+    private long oomProbeLimitGib;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        VmmDriver driver;
+        try {
+            driver = Drivers.open(driverKind, device);
+        } catch (DriverException e) {
+            return cannotOpen(err, "cannot open the " + driverKind + " driver on device " + device + ": " + e.getMessage());
+        } catch (IllegalArgumentException e) {
+            return cannotOpen(err, e.getMessage());
+        }
+        int passed = 0;
+        int failed = 0;
+        int skipped = 0;
+        try (driver) {
+            out.println("driver " + driver.name() + ", device " + driver.device()
+                    + ", granularity " + (driver.granularity() >> 10) + " KiB");
+            ConformanceTarget target = ConformanceTarget.of(driver, () -> Drivers.open(driverKind, device),
+                    oomProbeLimitGib << 30);
+            for (DriverConformance.Check check : DriverConformance.checks()) {
+                CheckResult result = DriverConformance.run(check, target);
+                out.println(result.line());
+                out.flush();
+                switch (result.status()) {
+                    case PASS -> passed++;
+                    case FAIL -> failed++;
+                    case SKIP -> skipped++;
+                }
+            }
+        }
+        out.println(passed + " passed, " + failed + " failed" + (skipped > 0 ? ", " + skipped + " skipped" : ""));
+        out.flush();
+        return failed == 0 ? 0 : EXIT_FAILED;
+    }
+
+    private static int cannotOpen(PrintWriter err, String why) {
+        err.println("vmmkit driver-check: " + why);
+        err.flush();
+        return EXIT_NO_DRIVER;
+    }
+}
