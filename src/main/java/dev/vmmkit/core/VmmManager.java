@@ -1,11 +1,9 @@
 package dev.vmmkit.core;
 
-import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.CountingDriver;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 
-import java.util.EnumMap;
-import java.util.Map;
 
 /**
  * The facade of one device's allocator (seed: VmmManager). It routes each request to a region by
@@ -25,7 +23,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     /** Stream value for frees that must wait for all earlier device work, not one stream's. */
     public static final long DEVICE_WIDE_STREAM = -1L;
 
-    private final VmmDriver driver;
+    /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
+    private final CountingDriver driver;
     private final VmmConfig config;
     private final MemoryAccounting accounting = new MemoryAccounting();
     private final PhysicalPool pool;
@@ -41,7 +40,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
-        this.driver = driver;
+        this.driver = new CountingDriver(driver);
         this.config = config;
         this.pool = new PhysicalPool(config.maxCachedBytes());
     }
@@ -117,7 +116,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         }
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
-                hits, misses, accounting.outOfMemoryRecoveries(), driverCalls());
+                hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall());
     }
 
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
@@ -156,18 +155,6 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         }
     }
 
-    private Map<DriverCall, Long> driverCalls() {
-        return driverCallSource == null ? Map.of() : driverCallSource.get();
-    }
-
-    /** Where driver-call counts come from; set by {@link #countingDriverCalls}. */
-    private java.util.function.Supplier<Map<DriverCall, Long>> driverCallSource;
-
-    /** Makes {@link #stats()} report driver calls from {@code source} (e.g. a counting adaptor around the driver). */
-    public VmmManager countingDriverCalls(java.util.function.Supplier<Map<DriverCall, Long>> source) {
-        this.driverCallSource = source;
-        return this;
-    }
 
     private RegionHeap regionOf(long address) {
         for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
@@ -217,13 +204,16 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     private int donatePages(RegionHeap requester, int wanted, long[] out, int at) {
         for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
             for (RegionHeap r : regions) {
-                if (r == requester || at >= (out == null ? Integer.MAX_VALUE : out.length)) continue;
+                int stillWanted = out == null ? Integer.MAX_VALUE : Math.min(wanted, out.length - at);
+                if (r == requester || stillWanted <= 0) continue;
                 if (!r.lock.tryLock()) continue;
                 try {
                     if (out == null) {
                         r.releaseCachedMemory(true);
                     } else {
-                        at = r.reclaimFreePages(out.length - at, out, at);
+                        int before = at;
+                        at = r.reclaimFreePages(stillWanted, out, at);
+                        wanted -= at - before;
                     }
                 } finally {
                     r.lock.unlock();
@@ -241,8 +231,4 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         }
     }
 
-    /** Driver-call counts by kind, for callers that wrap the driver themselves. */
-    static Map<DriverCall, Long> noCounts() {
-        return new EnumMap<>(DriverCall.class);
-    }
 }
