@@ -7,6 +7,7 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.cuda.CudaDriver;
 import dev.vmmkit.driver.cuda.CudaMemcpy;
@@ -88,6 +89,8 @@ public final class DriverBenchCommand implements Callable<Integer> {
             printHeader(driver);
             if (driver instanceof CudaDriver cuda) {
                 checkData(cuda);
+                checkEvents(cuda);
+                checkContextOnNewThread(cuda);
             }
             benchMapAccessUnmap(driver);
             benchEachCall(driver);
@@ -150,6 +153,49 @@ public final class DriverBenchCommand implements Callable<Integer> {
         } finally {
             driver.addressFree(va, size);
         }
+    }
+
+    /** An event recorded on the idle default stream must complete. */
+    private void checkEvents(CudaDriver driver) {
+        StreamEvents events = driver.events();
+        long event = events.create();
+        try {
+            events.record(event, 0);
+            events.synchronize(event);
+            out.println("events check: record, synchronize, query on the default stream: "
+                    + (events.isComplete(event) ? "ok" : "FAILED, not complete after synchronize"));
+        } finally {
+            events.destroy(event);
+        }
+    }
+
+    /** A thread with no CUDA context must get the primary context on its first driver call. */
+    private void checkContextOnNewThread(CudaDriver driver) {
+        long[] seen = new long[2];
+        RuntimeException[] failure = new RuntimeException[1];
+        Thread thread = new Thread(() -> {
+            try {
+                seen[0] = driver.currentContext();
+                long va = driver.reserve(driver.granularity(), 0);
+                seen[1] = driver.currentContext();
+                driver.addressFree(va, driver.granularity());
+            } catch (RuntimeException e) {
+                failure[0] = e;
+            }
+        }, "vmmkit-context-check");
+        thread.start();
+        try {
+            thread.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+        }
+        if (failure[0] != null) {
+            throw failure[0];
+        }
+        boolean ok = seen[0] == 0 && seen[1] == driver.primaryContext();
+        out.printf(Locale.ROOT, "context check: new thread had 0x%x, after a call 0x%x (primary 0x%x): %s%n",
+                seen[0], seen[1], driver.primaryContext(), ok ? "ok" : "UNEXPECTED");
     }
 
     /** (a) One cached handle mapped into a new slot of a large reservation, granted access, unmapped. */
