@@ -60,6 +60,7 @@ final class CudaApi {
     }
 
     /** Loads libcuda once, on first use; records the failure instead of throwing. */
+    @SuppressWarnings("restricted") // native access is the point of this class
     private static final class Library {
         static final SymbolLookup LOOKUP;
         static final String FAILURE;
@@ -78,6 +79,7 @@ final class CudaApi {
     }
 
     /** The downcall handles. Initialised on first call, which callers make only once libcuda loaded. */
+    @SuppressWarnings("restricted")
     private static final class Calls {
         static final List<String> MISSING = new ArrayList<>();
         private static final Linker LINKER = Linker.nativeLinker();

@@ -26,6 +26,7 @@ final class CudaErrors {
     }
 
     /** The driver's description of {@code result}, or vmmkit's own when the driver has none. */
+    @SuppressWarnings("restricted") // reads the driver's static C string
     static String message(int result) {
         if (CudaApi.isLoaded()) {
             try {
