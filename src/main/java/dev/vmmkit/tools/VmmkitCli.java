@@ -11,6 +11,7 @@ import picocli.CommandLine.Command;
         subcommands = {
                 CommandLine.HelpCommand.class,
                 DriverCheckCommand.class,
+                DriverBenchCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */

@@ -1,26 +1,279 @@
 package dev.vmmkit.driver.cuda;
 
+import static dev.vmmkit.driver.cuda.CudaErrors.failure;
+import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.conformance.DeviceBytesProvider;
 
 /**
- * PLACEHOLDER, replaced at merge by the real CUDA driver (branch {@code cuda}). It exists only so
- * that {@link dev.vmmkit.driver.Drivers} compiles on this branch: it reports that CUDA is
- * unavailable and refuses to open. The real class keeps these two signatures.
+ * {@link VmmDriver} on the real CUDA driver ({@code libcuda.so.1}), called through the FFM API.
+ *
+ * <p>Use {@link #isAvailable()} to ask whether a GPU is usable here, and {@link #open(int)} to get
+ * a driver for one device. Every call:
+ * <ol>
+ *   <li>fails with CUDA_ERROR_DEINITIALIZED once {@link #close()} ran;</li>
+ *   <li>makes the device's primary context current if the thread has none (see {@link PrimaryContext});</li>
+ *   <li>passes out-parameters through per-thread scratch memory and the two structs prebuilt at
+ *       open, so it allocates nothing on success;</li>
+ *   <li>turns a non-zero CUresult into a {@link DriverException} naming the call and its arguments.</li>
+ * </ol>
+ * {@link #mapWithAccess} is the interface's default (map, set access, undo the map on failure).
  */
-public abstract class CudaDriver implements VmmDriver {
+public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
 
-    private CudaDriver() {
+    /** Prop and access descriptor live as long as the driver object; the GC frees them after. */
+    private final Arena structs = Arena.ofAuto();
+    private final int ordinal;
+    private final int cuDevice;
+    private final PrimaryContext context;
+    private final MemorySegment allocationProp;
+    private final MemorySegment readWriteAccess;
+    private final long granularity;
+    private final CudaEvents events;
+    private volatile boolean closed;
+
+    private CudaDriver(int ordinal, int cuDevice, PrimaryContext context) {
+        this.ordinal = ordinal;
+        this.cuDevice = cuDevice;
+        this.context = context;
+        this.allocationProp = CudaLayouts.allocationProp(structs, ordinal);
+        this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
+        this.granularity = queryGranularity();
+        this.events = new CudaEvents(this);
     }
 
-    /** True when libcuda loads and at least one device is present. The placeholder: never. */
+    /** True when libcuda loads, cuInit succeeds and at least one device is visible. Never throws. */
     public static boolean isAvailable() {
-        return false;
+        try {
+            return CudaApi.isLoaded()
+                    && CudaApi.cuInit(0) == CudaResult.SUCCESS
+                    && deviceCount() > 0;
+        } catch (RuntimeException e) {
+            return false;
+        }
     }
 
-    /** Opens {@code device}. The placeholder: always fails as a machine without libcuda would. */
+    /**
+     * Opens device {@code device} (a CUDA ordinal, as CUDA_VISIBLE_DEVICES numbers them): loads the
+     * driver, checks the ordinal and retains the device's primary context.
+     *
+     * @throws DriverException CUDA_ERROR_NO_DEVICE when there is no driver or no GPU,
+     *         CUDA_ERROR_INVALID_DEVICE for a bad ordinal, or whatever cuInit reports
+     */
     public static CudaDriver open(int device) {
-        throw new DriverException(CudaResult.NOT_INITIALIZED, "libcuda.so.1 could not be loaded", "cuInit(0)");
+        String call = "open(device=" + device + ")";
+        if (!CudaApi.isLoaded()) {
+            throw new DriverException(CudaResult.NO_DEVICE,
+                    CudaApi.LIBRARY + " not found: no NVIDIA driver on this machine (" + CudaApi.loadFailure() + ")",
+                    call);
+        }
+        int result = CudaApi.cuInit(0);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuInit(flags=0)");
+        }
+        int count = deviceCount();
+        if (count == 0) {
+            throw new DriverException(CudaResult.NO_DEVICE, "the NVIDIA driver sees no CUDA device", call);
+        }
+        if (device < 0 || device >= count) {
+            throw new DriverException(CudaResult.INVALID_DEVICE,
+                    "invalid device ordinal: " + count + " device(s) visible, numbered 0.." + (count - 1), call);
+        }
+        CudaScratch scratch = CudaScratch.get();
+        result = CudaApi.cuDeviceGet(scratch.first, device);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuDeviceGet(ordinal=" + device + ")");
+        }
+        int cuDevice = scratch.firstInt();
+        PrimaryContext context = PrimaryContext.retain(cuDevice);
+        try {
+            return new CudaDriver(device, cuDevice, context);
+        } catch (RuntimeException e) {
+            try {
+                context.release();
+            } catch (RuntimeException releaseFailure) {
+                e.addSuppressed(releaseFailure);
+            }
+            throw e;
+        }
+    }
+
+    /** Number of CUDA devices the driver sees (after cuInit). */
+    public static int deviceCount() {
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuDeviceGetCount(scratch.first);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuDeviceGetCount()");
+        }
+        return scratch.firstInt();
+    }
+
+    /**
+     * The CUcontext current on the calling thread (0 when none): one trivial driver call, used by
+     * diagnostics and by the benchmark to show the cost of an FFM call.
+     */
+    public long currentContext() {
+        return PrimaryContext.current();
+    }
+
+    /** The retained primary context of this driver's device. */
+    public long primaryContext() {
+        return context.handle();
+    }
+
+    @Override
+    public String name() {
+        return "cuda";
+    }
+
+    @Override
+    public int device() {
+        return ordinal;
+    }
+
+    @Override
+    public long granularity() {
+        return granularity;
+    }
+
+    @Override
+    public long reserve(long size, long alignment) {
+        prepare("cuMemAddressReserve");
+        CudaScratch scratch = CudaScratch.get();
+        long align = alignment == 0 ? granularity : alignment;
+        int result = CudaApi.cuMemAddressReserve(scratch.first, size, align, 0L, 0L);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemAddressReserve(size=" + hex(size) + ", alignment=" + hex(align) + ")");
+        }
+        return scratch.firstLong();
+    }
+
+    @Override
+    public void addressFree(long va, long size) {
+        prepare("cuMemAddressFree");
+        int result = CudaApi.cuMemAddressFree(va, size);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemAddressFree(va=" + hex(va) + ", size=" + hex(size) + ")");
+        }
+    }
+
+    @Override
+    public long create(long size) {
+        prepare("cuMemCreate");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemCreate(scratch.first, size, allocationProp, 0L);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemCreate(size=" + hex(size) + ", device=" + ordinal + ")");
+        }
+        return scratch.firstLong();
+    }
+
+    @Override
+    public void release(long handle) {
+        prepare("cuMemRelease");
+        int result = CudaApi.cuMemRelease(handle);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemRelease(handle=" + hex(handle) + ")");
+        }
+    }
+
+    @Override
+    public void map(long va, long size, long handle) {
+        prepare("cuMemMap");
+        int result = CudaApi.cuMemMap(va, size, 0L, handle, 0L);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemMap(va=" + hex(va) + ", size=" + hex(size) + ", offset=0x0, handle="
+                    + hex(handle) + ")");
+        }
+    }
+
+    @Override
+    public void setAccess(long va, long size) {
+        prepare("cuMemSetAccess");
+        int result = CudaApi.cuMemSetAccess(va, size, readWriteAccess, 1L);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemSetAccess(va=" + hex(va) + ", size=" + hex(size) + ", device=" + ordinal
+                    + ", READWRITE)");
+        }
+    }
+
+    @Override
+    public void unmap(long va, long size) {
+        prepare("cuMemUnmap");
+        int result = CudaApi.cuMemUnmap(va, size);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemUnmap(va=" + hex(va) + ", size=" + hex(size) + ")");
+        }
+    }
+
+    @Override
+    public MemoryInfo memoryInfo() {
+        prepare("cuMemGetInfo_v2");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemGetInfo(scratch.first, scratch.second);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemGetInfo_v2()");
+        }
+        return new MemoryInfo(scratch.firstLong(), scratch.secondLong());
+    }
+
+    @Override
+    public StreamEvents events() {
+        return events;
+    }
+
+    /** Releases the primary context retained at open. Idempotent; later calls fail with DEINITIALIZED. */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        context.release();
+    }
+
+    @Override
+    public String toString() {
+        return "CudaDriver[device=" + ordinal + ", cuDevice=" + cuDevice + ", granularity=" + hex(granularity) + "]";
+    }
+
+    /** Checks the driver is open and the thread has a context; {@code function} names the call refused. */
+    void prepare(String function) {
+        if (closed) {
+            throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");
+        }
+        context.makeCurrentIfNone();
+    }
+
+    private long queryGranularity() {
+        prepare("cuMemGetAllocationGranularity");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemGetAllocationGranularity(scratch.first, allocationProp,
+                CudaLayouts.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemGetAllocationGranularity(device=" + ordinal + ", RECOMMENDED)");
+        }
+        long value = scratch.firstLong();
+        if (value <= 0 || Long.bitCount(value) != 1) {
+            throw new DriverException(CudaResult.UNKNOWN, "granularity " + value + " is not a power of two",
+                    "cuMemGetAllocationGranularity(device=" + ordinal + ", RECOMMENDED)");
+        }
+        return value;
+    }
+
+    /** Byte access for conformance checks and verification, through cuMemcpyHtoD/DtoH. */
+    @Override
+    public DeviceBytes deviceBytes() {
+        return new CudaMemcpy(this);
     }
 }

@@ -1,0 +1,71 @@
+package dev.vmmkit.driver.cuda;
+
+import static dev.vmmkit.driver.cuda.CudaErrors.failure;
+import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.StreamEvents;
+
+/**
+ * {@link StreamEvents} on CUDA events. Events are created with timing disabled, which makes
+ * record and query cheaper; a query that finds the work unfinished (CUDA_ERROR_NOT_READY) is an
+ * answer, not a failure.
+ */
+final class CudaEvents implements StreamEvents {
+    private final CudaDriver driver;
+
+    CudaEvents(CudaDriver driver) {
+        this.driver = driver;
+    }
+
+    @Override
+    public long create() {
+        driver.prepare("cuEventCreate");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuEventCreate(scratch.first, CudaLayouts.CU_EVENT_DISABLE_TIMING);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuEventCreate(flags=CU_EVENT_DISABLE_TIMING)");
+        }
+        return scratch.firstLong();
+    }
+
+    @Override
+    public void record(long event, long stream) {
+        driver.prepare("cuEventRecord");
+        int result = CudaApi.cuEventRecord(event, stream);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuEventRecord(event=" + hex(event) + ", stream=" + hex(stream) + ")");
+        }
+    }
+
+    @Override
+    public boolean isComplete(long event) {
+        driver.prepare("cuEventQuery");
+        int result = CudaApi.cuEventQuery(event);
+        if (result == CudaResult.SUCCESS) {
+            return true;
+        }
+        if (result == CudaResult.NOT_READY) {
+            return false;
+        }
+        throw failure(result, "cuEventQuery(event=" + hex(event) + ")");
+    }
+
+    @Override
+    public void synchronize(long event) {
+        driver.prepare("cuEventSynchronize");
+        int result = CudaApi.cuEventSynchronize(event);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuEventSynchronize(event=" + hex(event) + ")");
+        }
+    }
+
+    @Override
+    public void destroy(long event) {
+        driver.prepare("cuEventDestroy_v2");
+        int result = CudaApi.cuEventDestroy(event);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuEventDestroy_v2(event=" + hex(event) + ")");
+        }
+    }
+}
