@@ -155,6 +155,15 @@ class HostDriverTest {
     }
 
     @Test
+    void anOsFailureBecomesOutOfMemoryWithErrnoInTheMessage() {
+        // 2^60 bytes exceed any process address space: mmap fails with ENOMEM.
+        DriverException e = expect(CudaResult.OUT_OF_MEMORY, () -> driver.reserve(1L << 60, 0));
+        assertTrue(e.getMessage().contains("errno 12"), e.getMessage());
+        assertTrue(e.isOutOfMemory());
+        assertTrue(driver.usage().isEmpty());
+    }
+
+    @Test
     void messagesNameTheCallAndItsArguments() {
         long va = driver.reserve(G, 0);
         DriverException e = expect(CudaResult.INVALID_VALUE, () -> driver.map(va, G, 77));
