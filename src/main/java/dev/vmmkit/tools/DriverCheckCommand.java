@@ -55,10 +55,14 @@ public final class DriverCheckCommand implements Callable<Integer> {
         int failed = 0;
         int skipped = 0;
         try (driver) {
+            ConformanceTarget target;
+            try {
+                target = ConformanceTarget.of(driver, () -> Drivers.open(driverKind, device), oomProbeLimitGib << 30);
+            } catch (IllegalArgumentException e) {
+                return cannotOpen(err, e.getMessage());
+            }
             out.println("driver " + driver.name() + ", device " + driver.device()
                     + ", granularity " + (driver.granularity() >> 10) + " KiB");
-            ConformanceTarget target = ConformanceTarget.of(driver, () -> Drivers.open(driverKind, device),
-                    oomProbeLimitGib << 30);
             for (DriverConformance.Check check : DriverConformance.checks()) {
                 CheckResult result = DriverConformance.run(check, target);
                 out.println(result.line());

@@ -8,6 +8,7 @@ import java.lang.foreign.ValueLayout;
  * a segment over the address, read and written in place. With an {@link AccessCheck}, every access
  * is first checked, so a wrong address is an exception rather than a crash of the JVM.
  */
+@SuppressWarnings("restricted") // reading raw addresses is this class's whole job
 public final class HostDeviceBytes implements DeviceBytes {
     private static final ValueLayout.OfLong WORD = ValueLayout.JAVA_LONG_UNALIGNED;
 

@@ -22,6 +22,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * the calling thread, so {@link #errno()} after a failed call is that call's error and normal calls
  * allocate nothing.
  */
+@SuppressWarnings("restricted") // binding native functions is this class's whole job
 final class LibC {
     static final int PROT_NONE = 0;
     static final int PROT_READ = 0x1;
