@@ -17,6 +17,11 @@ class DriverBenchCommandTest {
 
     @Test
     void unknownDriverIsAUsageError() {
-        assertEquals(2, VmmkitCli.run("driver-bench", "--driver", "host"));
+        assertEquals(2, VmmkitCli.run("driver-bench", "--driver", "nonsense"));
+    }
+
+    @Test
+    void benchesTheHostEmulation() {
+        assertEquals(0, VmmkitCli.run("driver-bench", "--driver", "host", "--iterations", "20", "--stitch", "4"));
     }
 }
