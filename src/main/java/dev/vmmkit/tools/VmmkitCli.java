@@ -10,6 +10,7 @@ import picocli.CommandLine.Command;
         description = "Transparent GPU memory manager on CUDA's virtual memory API.",
         subcommands = {
                 CommandLine.HelpCommand.class,
+                ReplayCommand.class,
         })
 public final class VmmkitCli implements Runnable {
 
@@ -19,7 +20,13 @@ public final class VmmkitCli implements Runnable {
 
     /** Runs the CLI and returns its exit code (tests call this instead of main). */
     public static int run(String... args) {
-        return new CommandLine(new VmmkitCli()).execute(args);
+        return commandLine().execute(args);
+    }
+
+    /** The configured command line, for callers that redirect its output (tests). */
+    public static CommandLine commandLine() {
+        // Enum options such as --driver are written in lower case on the command line.
+        return new CommandLine(new VmmkitCli()).setCaseInsensitiveEnumValuesAllowed(true);
     }
 
     @Override

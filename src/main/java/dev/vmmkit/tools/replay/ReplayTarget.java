@@ -1,0 +1,17 @@
+package dev.vmmkit.tools.replay;
+
+import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.DeviceMemoryResource;
+
+/** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
+public interface ReplayTarget extends AutoCloseable {
+
+    DeviceMemoryResource resource();
+
+    /** The allocator's figures; read once, after the replay. */
+    AllocatorStats stats();
+
+    /** Gives everything the allocator holds back to the driver. */
+    @Override
+    void close();
+}
