@@ -41,9 +41,9 @@ import java.util.concurrent.Callable;
 @Command(name = "replay",
         mixinStandardHelpOptions = true,
         description = {
-                "Replays allocation traces (action,addr,size,stream; plain or gzipped) through vmmkit's allocator,",
-                "one fresh allocator per trace, and prints latency, memory and driver-call figures.",
-                "With several traces, --json holds one object keyed by trace file name."},
+                "Replays allocation traces (action,addr,size,stream; plain or gzipped) through vmmkit's "
+                        + "allocator, a fresh one per run, and prints latency, memory and driver-call figures.",
+                "With one trace --json holds one report object; with several, an object keyed by trace file name."},
         exitCodeListHeading = "%nExit codes:%n",
         exitCodeList = {"0:every trace replayed", "1:bad trace, failed request or verify failure", "2:usage error"})
 public final class ReplayCommand implements Callable<Integer> {
@@ -73,8 +73,8 @@ public final class ReplayCommand implements Callable<Integer> {
     private Long chunkBytes;
 
     @Option(names = "--warmup", defaultValue = "1", paramLabel = "N",
-            description = {"Replays each trace N times on a fresh allocator first and discards the figures,",
-                    "so JIT compilation is not measured (default: ${DEFAULT-VALUE})."})
+            description = "Replays each trace N times on a fresh allocator first and discards the figures, "
+                    + "so JIT compilation is not measured (default: ${DEFAULT-VALUE}).")
     private int warmupRuns;
 
     @Option(names = "--json", paramLabel = "FILE",

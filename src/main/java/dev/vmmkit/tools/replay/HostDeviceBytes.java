@@ -15,6 +15,7 @@ public final class HostDeviceBytes implements DeviceBytes {
      * The whole address space as one segment, made once: copying at an offset of it is the same as
      * {@code MemorySegment.ofAddress(address).reinterpret(length)} without a new segment per copy.
      */
+    @SuppressWarnings("restricted") // reaching raw addresses is this class's whole job
     private static final MemorySegment ADDRESS_SPACE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
 
     private HostDeviceBytes() {

@@ -2,6 +2,7 @@ package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.VmmManager;
 
 /** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
 public interface ReplayTarget extends AutoCloseable {
@@ -14,4 +15,24 @@ public interface ReplayTarget extends AutoCloseable {
     /** Gives everything the allocator holds back to the driver. */
     @Override
     void close();
+
+    /** vmmkit's own allocator as a target; closing the target closes the manager. */
+    static ReplayTarget of(VmmManager manager) {
+        return new ReplayTarget() {
+            @Override
+            public DeviceMemoryResource resource() {
+                return manager;
+            }
+
+            @Override
+            public AllocatorStats stats() {
+                return manager.stats();
+            }
+
+            @Override
+            public void close() {
+                manager.close();
+            }
+        };
+    }
 }

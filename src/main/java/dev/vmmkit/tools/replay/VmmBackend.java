@@ -1,7 +1,5 @@
 package dev.vmmkit.tools.replay;
 
-import dev.vmmkit.core.AllocatorStats;
-import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.VmmDriver;
@@ -25,23 +23,7 @@ final class VmmBackend implements ReplayBackend {
 
     @Override
     public ReplayTarget newTarget() {
-        VmmManager manager = new VmmManager(driver, config);
-        return new ReplayTarget() {
-            @Override
-            public DeviceMemoryResource resource() {
-                return manager;
-            }
-
-            @Override
-            public AllocatorStats stats() {
-                return manager.stats();
-            }
-
-            @Override
-            public void close() {
-                manager.close();
-            }
-        };
+        return ReplayTarget.of(new VmmManager(driver, config));
     }
 
     /** Only the host emulation's device addresses are host addresses. */

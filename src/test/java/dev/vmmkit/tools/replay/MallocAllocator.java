@@ -20,16 +20,9 @@ import java.util.Map;
  */
 public final class MallocAllocator implements DeviceMemoryResource, ReplayTarget {
     private static final long UNIT = 512;
-    private static final MethodHandle MALLOC;
-    private static final MethodHandle FREE;
-
-    static {
-        Linker linker = Linker.nativeLinker();
-        MALLOC = linker.downcallHandle(linker.defaultLookup().find("malloc").orElseThrow(),
-                FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
-        FREE = linker.downcallHandle(linker.defaultLookup().find("free").orElseThrow(),
-                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
-    }
+    private static final MethodHandle MALLOC =
+            libc("malloc", FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+    private static final MethodHandle FREE = libc("free", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
 
     private final Long2LongHashMap sizeOf = new Long2LongHashMap(1 << 16, 0.6f, -1);
     private long allocations;
@@ -81,6 +74,12 @@ public final class MallocAllocator implements DeviceMemoryResource, ReplayTarget
     public void close() {
         sizeOf.forEachLong((address, size) -> free(address));
         sizeOf.clear();
+    }
+
+    @SuppressWarnings("restricted") // binding libc is the point of this test allocator
+    private static MethodHandle libc(String name, FunctionDescriptor signature) {
+        Linker linker = Linker.nativeLinker();
+        return linker.downcallHandle(linker.defaultLookup().find(name).orElseThrow(), signature);
     }
 
     private static long malloc(long size) {
