@@ -12,6 +12,7 @@ import picocli.CommandLine.Command;
                 CommandLine.HelpCommand.class,
                 DriverCheckCommand.class,
                 DriverBenchCommand.class,
+                ReplayCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */
@@ -23,7 +24,13 @@ public final class VmmkitCli implements Runnable {
 
     /** Runs the CLI and returns its exit code (tests call this instead of main). */
     public static int run(String... args) {
-        CommandLine commandLine = new CommandLine(new VmmkitCli());
+        return commandLine().execute(args);
+    }
+
+    /** The configured command line, for callers that redirect its output (tests). */
+    public static CommandLine commandLine() {
+        // Enum options such as --driver are written in lower case on the command line.
+        CommandLine commandLine = new CommandLine(new VmmkitCli()).setCaseInsensitiveEnumValuesAllowed(true);
         // An error a command did not handle is one clear line, never a stack trace.
         commandLine.setExecutionExceptionHandler((failure, failedCommand, parsed) -> {
             String prefix = failedCommand.getParent() == null ? "vmmkit" : "vmmkit " + failedCommand.getCommandName();
@@ -31,7 +38,7 @@ public final class VmmkitCli implements Runnable {
             failedCommand.getErr().flush();
             return EXIT_ERROR;
         });
-        return commandLine.execute(args);
+        return commandLine;
     }
 
     @Override

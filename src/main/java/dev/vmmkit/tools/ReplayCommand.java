@@ -1,0 +1,203 @@
+package dev.vmmkit.tools;
+
+import dev.vmmkit.core.OutOfDeviceMemoryException;
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.tools.replay.DriverKind;
+import dev.vmmkit.tools.replay.PatternCheck;
+import dev.vmmkit.tools.replay.ReplayBackend;
+import dev.vmmkit.tools.replay.ReplayDrivers;
+import dev.vmmkit.tools.replay.ReplayException;
+import dev.vmmkit.tools.replay.ReplayReport;
+import dev.vmmkit.tools.replay.ReplaySummary;
+import dev.vmmkit.tools.replay.ReplayTarget;
+import dev.vmmkit.tools.replay.Replayer;
+import dev.vmmkit.tools.replay.ReportFiles;
+import dev.vmmkit.tools.trace.AllocationTrace;
+import dev.vmmkit.tools.trace.TraceReader;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code vmmkit replay}: replays recorded allocation traces through vmmkit's allocator and reports
+ * latency, memory and driver-call figures. Exit code 0 when every trace replayed, 1 for a bad trace,
+ * a failed request or a verify failure (one line on stderr), 2 for a usage error.
+ */
+@Command(name = "replay",
+        mixinStandardHelpOptions = true,
+        description = {
+                "Replays allocation traces (action,addr,size,stream; plain or gzipped) through vmmkit's "
+                        + "allocator, a fresh one per run, and prints latency, memory and driver-call figures.",
+                "With one trace --json holds one report object; with several, an object keyed by trace file name."},
+        exitCodeListHeading = "%nExit codes:%n",
+        exitCodeList = {"0:every trace replayed", "1:bad trace, failed request or verify failure", "2:usage error"})
+public final class ReplayCommand implements Callable<Integer> {
+
+    /** Opens the driver a replay runs on; tests substitute their own allocator here. */
+    @FunctionalInterface
+    interface BackendFactory {
+        ReplayBackend open(DriverKind kind, int device, long hostCapacityBytes, VmmConfig config);
+    }
+
+    @Spec
+    private CommandSpec spec;
+
+    @Option(names = "--driver", defaultValue = "auto", paramLabel = "host|cuda|auto",
+            description = "Driver to replay on: host emulation, a CUDA device, or CUDA when present (default: ${DEFAULT-VALUE}).")
+    private DriverKind driver;
+
+    @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
+    private int device;
+
+    @Option(names = "--capacity", defaultValue = "80G", paramLabel = "BYTES", converter = ByteSize.class,
+            description = "Device memory of the host emulation, e.g. 80G (default: ${DEFAULT-VALUE}).")
+    private long capacityBytes;
+
+    @Option(names = "--chunk-size", paramLabel = "BYTES", converter = ByteSize.class,
+            description = "Physical chunk size, e.g. 2M (default: VMM_CHUNK_SIZE, else the granularity).")
+    private Long chunkBytes;
+
+    @Option(names = "--warmup", defaultValue = "1", paramLabel = "N",
+            description = "Replays each trace N times on a fresh allocator first and discards the figures, "
+                    + "so JIT compilation is not measured (default: ${DEFAULT-VALUE}).")
+    private int warmupRuns;
+
+    @Option(names = "--json", paramLabel = "FILE",
+            description = "Also write the figures as JSON (written whole or not at all).")
+    private Path jsonFile;
+
+    @Option(names = "--verify",
+            description = "Write a pattern into each allocation and check it at its free (host driver only).")
+    private boolean verify;
+
+    @Parameters(arity = "1..*", paramLabel = "TRACE", description = "Trace files to replay, in order.")
+    private List<Path> traceFiles;
+
+    private final BackendFactory backends;
+
+    public ReplayCommand() {
+        this(ReplayDrivers::open);
+    }
+
+    ReplayCommand(BackendFactory backends) {
+        this.backends = backends;
+    }
+
+    @Override
+    public Integer call() {
+        checkOptions();
+        PrintWriter err = spec.commandLine().getErr();
+        try {
+            // Every trace is read (and checked) before any is replayed, so a bad one fails fast.
+            List<AllocationTrace> traces = new ArrayList<>();
+            for (Path file : traceFiles) traces.add(read(file));
+            Map<String, ReplayReport> reports = replayAll(traces);
+            if (jsonFile != null) {
+                Object json = reports.size() == 1 ? reports.values().iterator().next() : reports;
+                ReportFiles.write(jsonFile, json);
+            }
+            return 0;
+        } catch (IOException | ReplayException | DriverException | OutOfDeviceMemoryException
+                 | UnsupportedOperationException | IllegalArgumentException e) {
+            err.println("vmmkit replay: " + e.getMessage());
+            err.flush();
+            return 1;
+        }
+    }
+
+    private void checkOptions() {
+        CommandLine commandLine = spec.commandLine();
+        if (warmupRuns < 0) throw new CommandLine.ParameterException(commandLine, "--warmup must be >= 0");
+        if (capacityBytes <= 0) throw new CommandLine.ParameterException(commandLine, "--capacity must be > 0");
+        if (chunkBytes != null && chunkBytes < 0) {
+            throw new CommandLine.ParameterException(commandLine, "--chunk-size must be >= 0");
+        }
+    }
+
+    private static AllocationTrace read(Path file) throws IOException {
+        try {
+            return TraceReader.read(file);
+        } catch (NoSuchFileException e) {
+            throw new IOException("cannot read trace " + file + ": no such file", e);
+        }
+    }
+
+    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces) {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        VmmConfig config = VmmConfig.fromEnvironment();
+        if (chunkBytes != null) config = config.withChunkBytes(chunkBytes);
+        Map<String, ReplayReport> reports = new LinkedHashMap<>();
+        try (ReplayBackend backend = backends.open(driver, device, capacityBytes, config)) {
+            PatternCheck check = verify ? patternCheck(backend) : null;
+            for (int i = 0; i < traces.size(); i++) {
+                AllocationTrace trace = traces.get(i);
+                ReplayReport report = replay(backend, trace, check);
+                out.print(ReplaySummary.format(trace.name(), backend.driverName(), report));
+                out.flush();
+                if (report.peakLiveBytes() != trace.peakLiveBytes()) {
+                    err.printf("warning: %s: the allocator counts peak live %d bytes, the trace has %d%n",
+                            trace.name(), report.peakLiveBytes(), trace.peakLiveBytes());
+                    err.flush();
+                }
+                reports.put(reportKey(reports, trace, traceFiles.get(i)), report);
+            }
+        }
+        return reports;
+    }
+
+    /** Warm-up runs first, each on a fresh allocator, then the measured run on another fresh one. */
+    private ReplayReport replay(ReplayBackend backend, AllocationTrace trace, PatternCheck check) {
+        Replayer replayer = new Replayer(trace);
+        for (int run = 0; run < warmupRuns; run++) {
+            try (ReplayTarget target = backend.newTarget()) {
+                replayer.replay(target, check);
+            }
+        }
+        try (ReplayTarget target = backend.newTarget()) {
+            return replayer.replay(target, check);
+        }
+    }
+
+    private static PatternCheck patternCheck(ReplayBackend backend) {
+        DeviceBytes bytes = backend.deviceBytes().orElseThrow(() -> new UnsupportedOperationException(
+                "--verify needs the host driver: vmmkit cannot copy " + backend.driverName()
+                        + " device memory to the host yet"));
+        return new PatternCheck(bytes);
+    }
+
+    /** The trace's file name, or its path as given when two traces share a file name. */
+    private static String reportKey(Map<String, ReplayReport> reports, AllocationTrace trace, Path file) {
+        String key = trace.name();
+        if (reports.containsKey(key)) key = file.toString();
+        for (int n = 2; reports.containsKey(key); n++) key = file + " (" + n + ")";
+        return key;
+    }
+
+    /** Sizes such as 4096, 2M or 80G. */
+    static final class ByteSize implements CommandLine.ITypeConverter<Long> {
+        @Override
+        public Long convert(String value) {
+            try {
+                return VmmConfig.parseBytes(value);
+            } catch (RuntimeException e) {
+                throw new CommandLine.TypeConversionException("'" + value + "' is not a size (examples: 4096, 2M, 80G)");
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+package dev.vmmkit.tools.replay;
+
+import dev.vmmkit.driver.conformance.DeviceBytes;
+
+import java.util.Optional;
+
+/**
+ * What {@code vmmkit replay} runs on: an open driver that makes a fresh allocator for each replay
+ * (warm-up runs included) and is closed when the command ends.
+ */
+public interface ReplayBackend extends AutoCloseable {
+
+    /** The driver's short name for messages: "host" or "cuda". */
+    String driverName();
+
+    /** A new allocator on this driver, with nothing allocated and its counters at zero. */
+    ReplayTarget newTarget();
+
+    /** How the host reaches allocated bytes, for {@code --verify}; empty when it cannot. */
+    Optional<DeviceBytes> deviceBytes();
+
+    @Override
+    void close();
+}

@@ -1,0 +1,90 @@
+package dev.vmmkit.tools.replay;
+
+import com.fasterxml.jackson.annotation.JsonProperty;
+import com.fasterxml.jackson.annotation.JsonPropertyOrder;
+import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.driver.DriverCall;
+
+import java.util.Arrays;
+
+/**
+ * The figures of one replay, as written to {@code --json}. Sizes and counts come from the
+ * allocator's {@link AllocatorStats}; {@code ops}, {@code allocs} and {@code frees} from the trace;
+ * timings from the replayer.
+ *
+ * @param ops                 allocs plus frees replayed
+ * @param peakLiveBytes       highest bytes requested by live allocations, as the allocator saw it
+ * @param peakReservedBytes   highest physical memory the allocator held
+ * @param fragmentationRatio  peak reserved over peak live (1.0 is perfect)
+ * @param driverCalls         driver calls of the virtual memory API by kind
+ * @param hitRate             share of allocations served without a driver call
+ * @param allocNs             latency of {@code allocate}, in nanoseconds
+ * @param freeNs              latency of {@code deallocate}, in nanoseconds
+ * @param wallNsPerOp         wall time of the whole replay loop over {@code ops}
+ */
+@JsonPropertyOrder({"ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
+        "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op"})
+public record ReplayReport(
+        @JsonProperty("ops") long ops,
+        @JsonProperty("allocs") long allocs,
+        @JsonProperty("frees") long frees,
+        @JsonProperty("peak_live_bytes") long peakLiveBytes,
+        @JsonProperty("peak_reserved_bytes") long peakReservedBytes,
+        @JsonProperty("fragmentation_ratio") double fragmentationRatio,
+        @JsonProperty("driver_calls") DriverCalls driverCalls,
+        @JsonProperty("hit_rate") double hitRate,
+        @JsonProperty("alloc_ns") Latency allocNs,
+        @JsonProperty("free_ns") Latency freeNs,
+        @JsonProperty("wall_ns_per_op") double wallNsPerOp) {
+
+    /** Builds the report of a replay of {@code allocs} allocations and {@code frees} frees. */
+    public static ReplayReport of(long allocs, long frees, AllocatorStats stats,
+                                  Latency allocNs, Latency freeNs, long wallNs) {
+        long ops = allocs + frees;
+        return new ReplayReport(ops, allocs, frees, stats.peakLiveBytes(), stats.peakReservedBytes(),
+                stats.fragmentationRatio(), DriverCalls.of(stats), stats.hitRate(), allocNs, freeNs,
+                ops == 0 ? 0.0 : (double) wallNs / ops);
+    }
+
+    /** Counts of the virtual memory API's calls; event calls are left out. */
+    @JsonPropertyOrder({"reserve", "create", "map", "set_access", "unmap", "release", "address_free"})
+    public record DriverCalls(
+            @JsonProperty("reserve") long reserve,
+            @JsonProperty("create") long create,
+            @JsonProperty("map") long map,
+            @JsonProperty("set_access") long setAccess,
+            @JsonProperty("unmap") long unmap,
+            @JsonProperty("release") long release,
+            @JsonProperty("address_free") long addressFree) {
+
+        public static DriverCalls of(AllocatorStats stats) {
+            return new DriverCalls(stats.driverCalls(DriverCall.RESERVE), stats.driverCalls(DriverCall.CREATE),
+                    stats.driverCalls(DriverCall.MAP), stats.driverCalls(DriverCall.SET_ACCESS),
+                    stats.driverCalls(DriverCall.UNMAP), stats.driverCalls(DriverCall.RELEASE),
+                    stats.driverCalls(DriverCall.ADDRESS_FREE));
+        }
+
+        /** All of them together. */
+        public long total() {
+            return reserve + create + map + setAccess + unmap + release + addressFree;
+        }
+    }
+
+    /** Median and 99th percentile of a set of durations, by nearest rank; 0 for an empty set. */
+    @JsonPropertyOrder({"p50", "p99"})
+    public record Latency(@JsonProperty("p50") long p50, @JsonProperty("p99") long p99) {
+
+        /** Percentiles of the first {@code count} entries of {@code samples}, which this sorts in place. */
+        public static Latency of(long[] samples, int count) {
+            Arrays.sort(samples, 0, count);
+            return new Latency(nearestRank(samples, count, 0.50), nearestRank(samples, count, 0.99));
+        }
+
+        /** The smallest sample that at least {@code fraction} of the samples do not exceed. */
+        static long nearestRank(long[] sorted, int count, double fraction) {
+            if (count == 0) return 0;
+            int rank = (int) Math.ceil(fraction * count);
+            return sorted[Math.clamp(rank - 1, 0, count - 1)];
+        }
+    }
+}

@@ -1,0 +1,38 @@
+package dev.vmmkit.tools.replay;
+
+import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.VmmManager;
+
+/** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
+public interface ReplayTarget extends AutoCloseable {
+
+    DeviceMemoryResource resource();
+
+    /** The allocator's figures; read once, after the replay. */
+    AllocatorStats stats();
+
+    /** Gives everything the allocator holds back to the driver. */
+    @Override
+    void close();
+
+    /** vmmkit's own allocator as a target; closing the target closes the manager. */
+    static ReplayTarget of(VmmManager manager) {
+        return new ReplayTarget() {
+            @Override
+            public DeviceMemoryResource resource() {
+                return manager;
+            }
+
+            @Override
+            public AllocatorStats stats() {
+                return manager.stats();
+            }
+
+            @Override
+            public void close() {
+                manager.close();
+            }
+        };
+    }
+}

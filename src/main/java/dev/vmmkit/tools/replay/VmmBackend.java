@@ -1,0 +1,45 @@
+package dev.vmmkit.tools.replay;
+
+import dev.vmmkit.driver.conformance.DeviceBytes;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.VmmDriver;
+
+import java.util.Optional;
+
+/** Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay. */
+final class VmmBackend implements ReplayBackend {
+    private final VmmDriver driver;
+    private final VmmConfig config;
+
+    VmmBackend(VmmDriver driver, VmmConfig config) {
+        this.driver = driver;
+        this.config = config;
+    }
+
+    @Override
+    public String driverName() {
+        return driver.name();
+    }
+
+    @Override
+    public ReplayTarget newTarget() {
+        return ReplayTarget.of(new VmmManager(driver, config));
+    }
+
+    /** Only the host emulation's device addresses are host addresses. */
+    @Override
+    public Optional<DeviceBytes> deviceBytes() {
+        try {
+            return Optional.of(DeviceBytes.forDriver(driver));
+        } catch (IllegalArgumentException noByteAccess) {
+            return Optional.empty();
+        }
+    }
+
+    @Override
+    public void close() {
+        driver.close();
+    }
+}

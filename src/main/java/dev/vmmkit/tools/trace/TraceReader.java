@@ -1,0 +1,177 @@
+package dev.vmmkit.tools.trace;
+
+import org.agrona.collections.Long2LongHashMap;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.zip.GZIPInputStream;
+
+/**
+ * Reads an allocation trace (see {@code shared/traces/README.md}), plain or gzipped, into an
+ * {@link AllocationTrace}. Gzip is recognised by its magic bytes, never by the file name.
+ *
+ * <p>One event a line: {@code action,addr,size,stream}. Blank lines, lines starting with {@code #}
+ * and a bare {@code action,addr,size,stream} header are skipped. {@code alloc} and
+ * {@code free_completed} are kept; {@code free_requested}, the {@code segment_*} actions (the
+ * recording allocator's own driver traffic) and PyTorch's {@code snapshot}/{@code oom} markers are
+ * checked for form and then ignored.
+ *
+ * <p>The first malformed line stops reading with a {@link TraceFormatException} naming the file and
+ * the line: a wrong field count, a number that is not a number, a negative size, an unknown action,
+ * a free of a key that is not live, or an alloc of a key that already is.
+ */
+public final class TraceReader {
+    private static final String HEADER = "action,addr,size,stream";
+    private static final int GZIP_MAGIC_1 = 0x1f;
+    private static final int GZIP_MAGIC_2 = 0x8b;
+    /** Size of a key that is not live in {@link #liveSizes}; real sizes are never negative. */
+    private static final long NOT_LIVE = -1;
+
+    private final String source;
+    private int ops;
+    private byte[] kinds = new byte[1024];
+    private long[] keys = new long[1024];
+    private long[] sizes = new long[1024];
+    private long[] streams = new long[1024];
+    private int[] lineNumbers = new int[1024];
+    private int allocs;
+    private long liveBytes;
+    private long peakLiveBytes;
+    private int maxLiveAllocations;
+    private final Long2LongHashMap liveSizes = new Long2LongHashMap(NOT_LIVE);
+
+    private TraceReader(String source) {
+        this.source = source;
+    }
+
+    /** Reads the trace at {@code file}; its file name names it in messages. */
+    public static AllocationTrace read(Path file) throws IOException {
+        try (InputStream in = Files.newInputStream(file)) {
+            return read(in, String.valueOf(file.getFileName()));
+        }
+    }
+
+    /** Reads a trace from {@code in} (not closed), naming it {@code source} in messages. */
+    public static AllocationTrace read(InputStream in, String source) throws IOException {
+        return new TraceReader(source).readAll(in);
+    }
+
+    private AllocationTrace readAll(InputStream raw) throws IOException {
+        BufferedReader lines = new BufferedReader(new InputStreamReader(decompressed(raw), StandardCharsets.UTF_8));
+        int lineNumber = 0;
+        for (String line = lines.readLine(); line != null; line = lines.readLine()) {
+            if (lineNumber == Integer.MAX_VALUE) throw new TraceFormatException(source, lineNumber, "too many lines");
+            lineNumber++;
+            String text = line.strip();
+            if (text.isEmpty() || text.startsWith("#") || text.equals(HEADER)) continue;
+            parseLine(text, lineNumber);
+        }
+        // Trim the growth slack so a held trace costs only what it holds.
+        return new AllocationTrace(source, ops, Arrays.copyOf(kinds, ops), Arrays.copyOf(keys, ops),
+                Arrays.copyOf(sizes, ops), Arrays.copyOf(streams, ops), Arrays.copyOf(lineNumbers, ops),
+                allocs, maxLiveAllocations, peakLiveBytes);
+    }
+
+    /** Wraps {@code in} in a gzip stream when it starts with gzip's magic bytes. */
+    private static InputStream decompressed(InputStream in) throws IOException {
+        BufferedInputStream buffered = new BufferedInputStream(in, 1 << 16);
+        buffered.mark(2);
+        int first = buffered.read();
+        int second = buffered.read();
+        buffered.reset();
+        boolean gzipped = first == GZIP_MAGIC_1 && second == GZIP_MAGIC_2;
+        return gzipped ? new GZIPInputStream(buffered, 1 << 16) : buffered;
+    }
+
+    private void parseLine(String text, int lineNumber) throws TraceFormatException {
+        String[] fields = text.split(",", -1);
+        if (fields.length != 4) {
+            throw malformed(lineNumber, "expected 4 fields (action,addr,size,stream), found " + fields.length);
+        }
+        String action = fields[0].strip();
+        long key = unsignedNumber(fields[1], "addr", lineNumber);
+        long size = signedNumber(fields[2], "size", lineNumber);
+        long stream = unsignedNumber(fields[3], "stream", lineNumber);
+        if (size < 0) throw malformed(lineNumber, "negative size " + size);
+        switch (action) {
+            case "alloc" -> alloc(key, size, stream, lineNumber);
+            case "free_completed" -> free(key, stream, lineNumber);
+            case "free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap",
+                 "snapshot", "oom" -> { }
+            default -> throw malformed(lineNumber, "unknown action '" + action
+                    + "' (expected alloc, free_requested, free_completed or segment_*)");
+        }
+    }
+
+    private void alloc(long key, long size, long stream, int lineNumber) throws TraceFormatException {
+        if (liveSizes.get(key) != NOT_LIVE) {
+            throw malformed(lineNumber, "alloc of key " + Long.toUnsignedString(key) + ", which is already live");
+        }
+        liveSizes.put(key, size);
+        liveBytes += size;
+        peakLiveBytes = Math.max(peakLiveBytes, liveBytes);
+        maxLiveAllocations = Math.max(maxLiveAllocations, liveSizes.size());
+        allocs++;
+        append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
+    }
+
+    private void free(long key, long stream, int lineNumber) throws TraceFormatException {
+        long size = liveSizes.remove(key);
+        if (size == NOT_LIVE) {
+            throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
+                    + ", which is not live (never allocated or already freed)");
+        }
+        liveBytes -= size;
+        append(AllocationTrace.FREE, key, size, stream, lineNumber);
+    }
+
+    private void append(byte kind, long key, long size, long stream, int lineNumber) {
+        if (ops == kinds.length) grow();
+        kinds[ops] = kind;
+        keys[ops] = key;
+        sizes[ops] = size;
+        streams[ops] = stream;
+        lineNumbers[ops] = lineNumber;
+        ops++;
+    }
+
+    private void grow() {
+        int capacity = Math.multiplyExact(kinds.length, 2);
+        kinds = Arrays.copyOf(kinds, capacity);
+        keys = Arrays.copyOf(keys, capacity);
+        sizes = Arrays.copyOf(sizes, capacity);
+        streams = Arrays.copyOf(streams, capacity);
+        lineNumbers = Arrays.copyOf(lineNumbers, capacity);
+    }
+
+    /** Addresses and stream handles: unsigned 64-bit decimals. */
+    private long unsignedNumber(String field, String what, int lineNumber) throws TraceFormatException {
+        String text = field.strip();
+        try {
+            if (text.startsWith("+")) throw new NumberFormatException();
+            return Long.parseUnsignedLong(text);
+        } catch (NumberFormatException e) {
+            throw malformed(lineNumber, what + " '" + text + "' is not a non-negative decimal number");
+        }
+    }
+
+    private long signedNumber(String field, String what, int lineNumber) throws TraceFormatException {
+        String text = field.strip();
+        try {
+            return Long.parseLong(text);
+        } catch (NumberFormatException e) {
+            throw malformed(lineNumber, what + " '" + text + "' is not a decimal number");
+        }
+    }
+
+    private TraceFormatException malformed(int lineNumber, String problem) {
+        return new TraceFormatException(source, lineNumber, problem);
+    }
+}

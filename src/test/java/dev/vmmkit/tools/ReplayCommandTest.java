@@ -1,0 +1,187 @@
+package dev.vmmkit.tools;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.tools.replay.MallocAllocator;
+import dev.vmmkit.tools.replay.ReplayBackend;
+import dev.vmmkit.tools.replay.ReplayTarget;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class ReplayCommandTest {
+
+    private static final String TRACE = """
+            # action,addr,size,stream
+            alloc,1,4096,0
+            alloc,2,8192,0
+            free_requested,1,4096,0
+            free_completed,1,4096,0
+            """;
+
+    @TempDir
+    Path dir;
+
+    private final StringWriter out = new StringWriter();
+    private final StringWriter err = new StringWriter();
+    private final List<String> opened = new ArrayList<>();
+    private int targetsMade;
+    private boolean backendClosed;
+    private Optional<DeviceBytes> backendBytes = Optional.of(DeviceBytes.host());
+    private Path trace;
+
+    @BeforeEach
+    void writeTrace() throws IOException {
+        trace = dir.resolve("small.csv");
+        Files.writeString(trace, TRACE);
+    }
+
+    @Test
+    void replaysATracePrintsASummaryAndWritesJson() throws IOException {
+        Path json = dir.resolve("report.json");
+
+        int exit = run("--driver", "host", "--capacity", "1G", "--json", json.toString(), trace.toString());
+
+        assertEquals(0, exit, err.toString());
+        assertTrue(out.toString().startsWith("trace small.csv (malloc driver): 3 ops (2 allocs, 1 frees)"), out.toString());
+        assertEquals(List.of("HOST 0 1073741824"), opened);
+        assertEquals(2, targetsMade, "one warm-up run and the measured run, each on a fresh allocator");
+        assertTrue(backendClosed);
+        JsonNode report = new ObjectMapper().readTree(json.toFile());
+        assertEquals(3, report.get("ops").asLong());
+        assertEquals(4096 + 8192, report.get("peak_live_bytes").asLong());
+        assertEquals("", err.toString());
+    }
+
+    @Test
+    void severalTracesGiveOneJsonObjectKeyedByFileName() throws IOException {
+        Path other = dir.resolve("other.csv.gz");
+        Files.writeString(other, "alloc,7,512,0\n");
+        Path json = dir.resolve("reports.json");
+
+        int exit = run("--warmup", "0", "--verify", "--json", json.toString(), trace.toString(), other.toString());
+
+        assertEquals(0, exit, err.toString());
+        assertEquals(2, targetsMade);
+        JsonNode reports = new ObjectMapper().readTree(json.toFile());
+        assertEquals(List.of("small.csv", "other.csv.gz"), names(reports));
+        assertEquals(1, reports.get("other.csv.gz").get("allocs").asLong());
+        assertEquals(List.of("AUTO 0 85899345920"), opened, "auto driver and 80 GiB by default");
+    }
+
+    @Test
+    void aMalformedTraceFailsWithOneLineAndWritesNothing() throws IOException {
+        Path bad = dir.resolve("bad.csv");
+        Files.writeString(bad, "alloc,1,512,0\nfree_completed,2,512,0\n");
+        Path json = dir.resolve("report.json");
+
+        int exit = run("--json", json.toString(), trace.toString(), bad.toString());
+
+        assertEquals(1, exit);
+        assertEquals("vmmkit replay: bad.csv:2: free of key 2, which is not live (never allocated or already freed)\n",
+                err.toString().replace(System.lineSeparator(), "\n"));
+        assertEquals("", out.toString(), "no trace is replayed when one is malformed");
+        assertTrue(opened.isEmpty());
+        assertFalse(Files.exists(json));
+    }
+
+    @Test
+    void aMissingTraceFailsWithOneLine() {
+        int exit = run(dir.resolve("absent.csv").toString());
+
+        assertEquals(1, exit);
+        assertEquals("vmmkit replay: cannot read trace " + dir.resolve("absent.csv") + ": no such file",
+                err.toString().strip());
+    }
+
+    @Test
+    void verifyIsRefusedWhenTheHostCannotReachDeviceMemory() {
+        backendBytes = Optional.empty();
+
+        int exit = run("--verify", trace.toString());
+
+        assertEquals(1, exit);
+        assertEquals("vmmkit replay: --verify needs the host driver: vmmkit cannot copy malloc device memory to the host yet",
+                err.toString().strip());
+        assertTrue(backendClosed);
+    }
+
+    @Test
+    void usageErrorsExitWithTwo() {
+        assertEquals(2, run());
+        assertEquals(2, run("--driver", "opencl", trace.toString()));
+        assertEquals(2, run("--capacity", "lots", trace.toString()));
+        assertEquals(2, run("--warmup", "-1", trace.toString()));
+        assertTrue(opened.isEmpty());
+    }
+
+    @Test
+    void isASubcommandOfVmmkit() throws IOException {
+        Path bad = dir.resolve("bad.csv");
+        Files.writeString(bad, "alloc,1,512\n");
+        StringWriter cliErr = new StringWriter();
+        CommandLine cli = VmmkitCli.commandLine().setErr(new PrintWriter(cliErr));
+
+        assertEquals(1, cli.execute("replay", "--driver", "HOST", bad.toString()));
+        assertEquals("vmmkit replay: bad.csv:1: expected 4 fields (action,addr,size,stream), found 3",
+                cliErr.toString().strip());
+        assertEquals(2, VmmkitCli.commandLine().setErr(new PrintWriter(new StringWriter())).execute("replay"));
+    }
+
+    private int run(String... args) {
+        ReplayCommand command = new ReplayCommand((kind, device, capacity, config) -> {
+            opened.add(kind + " " + device + " " + capacity);
+            return new MallocBackend();
+        });
+        return new CommandLine(command)
+                .setCaseInsensitiveEnumValuesAllowed(true)
+                .setOut(new PrintWriter(out))
+                .setErr(new PrintWriter(err))
+                .execute(args);
+    }
+
+    private static List<String> names(JsonNode node) {
+        List<String> names = new ArrayList<>();
+        node.fieldNames().forEachRemaining(names::add);
+        return names;
+    }
+
+    /** A backend whose allocator is libc malloc; malloc's memory is host memory, so verify works. */
+    private final class MallocBackend implements ReplayBackend {
+        @Override
+        public String driverName() {
+            return "malloc";
+        }
+
+        @Override
+        public ReplayTarget newTarget() {
+            targetsMade++;
+            return new MallocAllocator();
+        }
+
+        @Override
+        public Optional<DeviceBytes> deviceBytes() {
+            return backendBytes;
+        }
+
+        @Override
+        public void close() {
+            backendClosed = true;
+        }
+    }
+}
