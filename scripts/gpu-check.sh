@@ -60,6 +60,17 @@ fi
 
 step driver-bench ./vmmkit driver-bench --driver cuda
 
+# Trace replays through the allocator on the GPU: traces are carried in .device/traces/.
+for trace in .device/traces/*.csv.gz; do
+  [ -f "$trace" ] || continue
+  name="$(basename "$trace" .csv.gz)"
+  json=/dev/null; [ -n "$out" ] && json="$out/replay-$name.json"
+  step "replay-$name" ./vmmkit replay --driver cuda --json "$json" "$trace"
+  json8=/dev/null; [ -n "$out" ] && json8="$out/replay-$name-chunk8m.json"
+  step "replay-$name-chunk8m" ./vmmkit replay --driver cuda --chunk-size 8M --json "$json8" "$trace"
+  step "replay-$name-verify" ./vmmkit replay --driver cuda --warmup 0 --verify "$trace"
+done
+
 echo
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

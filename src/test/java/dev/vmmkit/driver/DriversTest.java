@@ -28,7 +28,7 @@ class DriversTest {
     void cudaWithoutADriverIsAClearDriverException() {
         assumeFalse(CudaDriver.isAvailable(), "CUDA is present");
         DriverException e = assertThrows(DriverException.class, () -> Drivers.open("cuda", 0));
-        assertEquals(CudaResult.NOT_INITIALIZED, e.result());
+        assertEquals(CudaResult.NO_DEVICE, e.result());
         assertTrue(e.getMessage().contains("libcuda"), e.getMessage());
     }
 
