@@ -3,6 +3,7 @@ package dev.vmmkit.driver.conformance;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CountingDriver;
 import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverAdaptor;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverCallCounts;
 import dev.vmmkit.driver.DriverException;
@@ -38,6 +39,8 @@ public final class DriverConformance {
 
     /** Codes accepted for a released handle: the documented INVALID_VALUE, or INVALID_HANDLE. */
     private static final Set<Integer> RELEASED_HANDLE_CODES = Set.of(CudaResult.INVALID_VALUE, CudaResult.INVALID_HANDLE);
+    /** Codes accepted for invalid arguments. */
+    private static final Set<Integer> INVALID_CODES = Set.of(CudaResult.INVALID_VALUE, CudaResult.NOT_SUPPORTED);
     /** Codes accepted for a size too large for any address space: invalid, or no room for it. */
     private static final Set<Integer> HUGE_SIZE_CODES = Set.of(CudaResult.INVALID_VALUE, CudaResult.OUT_OF_MEMORY);
     /** At most this many creates to reach out of memory. */
@@ -161,12 +164,9 @@ public final class DriverConformance {
             bytes.fill(va, g, 31);
             scratch.release(handle);
             expectPattern(bytes, va, g, 31, "mapping of a released handle");
-            expectError("map of a released handle", () -> driver.map(va + g, g, handle),
-                    RELEASED_HANDLE_CODES, "cuMemMap", CallText.hex(va + g));
-            expectPattern(bytes, va, g, 31, "mapping after the refused map");
             scratch.unmap(va, g);
-            expectError("second release of a handle", () -> driver.release(handle),
-                    RELEASED_HANDLE_CODES, "cuMemRelease", CallText.hex(handle));
+            // Any use of the handle now is a use after free: CUDA 580 crashes in libcuda (SIGSEGV)
+            // rather than returning an error, so only the emulation checks it (error_released_handle).
             long again = scratch.create(g);
             scratch.mapWithAccess(va, g, again);
             bytes.fill(va, g, 32);
@@ -218,6 +218,7 @@ public final class DriverConformance {
     }
 
     private static void errorUnmapOfUnmappedRange(ConformanceTarget target) {
+        requireStrictEmulation(target, "CUDA 580 returns success for an unmap of reserved space that was never mapped");
         VmmDriver driver = target.driver();
         DeviceBytes bytes = target.bytes();
         long g = driver.granularity();
@@ -350,6 +351,7 @@ public final class DriverConformance {
     }
 
     private static void errorReleasedHandle(ConformanceTarget target) {
+        requireStrictEmulation(target, "CUDA 580 crashes in libcuda (SIGSEGV) on a released handle instead of returning an error");
         VmmDriver driver = target.driver();
         long g = driver.granularity();
         try (Scratch scratch = new Scratch(driver)) {
@@ -523,8 +525,19 @@ public final class DriverConformance {
 
     // ---- helpers ----
 
+    /** Invalid arguments: CUDA answers INVALID_VALUE, or NOT_SUPPORTED for a map size other than the handle's. */
     private static void expectInvalid(String what, Runnable call, String... mentions) {
-        expectError(what, call, Set.of(CudaResult.INVALID_VALUE), mentions);
+        expectError(what, call, INVALID_CODES, mentions);
+    }
+
+    /**
+     * Skips a check of a misuse that the emulation refuses but CUDA does not (measured on an H200,
+     * driver 580): the emulation is stricter on purpose, so that the allocator's tests catch it.
+     */
+    private static void requireStrictEmulation(ConformanceTarget target, String why) {
+        if (!"host".equals(DriverAdaptor.innermost(target.driver()).name())) {
+            throw new CheckSkipped("emulation only: " + why);
+        }
     }
 
     /** Runs {@code call}, which must throw a DriverException with one of {@code codes} whose call text names each of {@code mentions}. */
