@@ -10,6 +10,7 @@ import picocli.CommandLine.Command;
         description = "Transparent GPU memory manager on CUDA's virtual memory API.",
         subcommands = {
                 CommandLine.HelpCommand.class,
+                RunCommand.class,
         })
 public final class VmmkitCli implements Runnable {
 
