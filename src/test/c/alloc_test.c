@@ -90,7 +90,7 @@ static void basic(void) {
         CHECK(cudaMalloc((void **) &live[i], n) == 0);
         mark[0] = (unsigned char) i; mark[1] = (unsigned char) ~i;
         CHECK(cudaMemcpy(live[i], &mark[0], 1, H2D) == 0);
-        CHECK(cudaMemcpy(live[i] + n - 1, &mark[1], 1, H2D) == 0 || n == 1);
+        if (n > 1) CHECK(cudaMemcpy(live[i] + n - 1, &mark[1], 1, H2D) == 0);
     }
     for (int i = 0; i < LIVE; i++) {
         size_t n = 1 + (size_t) i * 997;

@@ -53,7 +53,9 @@ static cudaError_t release(void *p) {
     return cudaErrorInvalidValue;
 }
 
-cudaError_t cudaMalloc(void **devPtr, size_t size) {
+/* The public functions call these, never each other: a call between them would go through the
+ * PLT and be intercepted a second time. */
+static cudaError_t fake_malloc(void **devPtr, size_t size) {
     if (!devPtr) return cudaErrorInvalidValue;
     pthread_mutex_lock(&lock);
     malloc_calls++;
@@ -63,28 +65,34 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
     return (*devPtr = allocate(size)) ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
-    (void) stream;
-    return cudaMalloc(devPtr, size);
-}
-
-cudaError_t cudaFree(void *devPtr) { return devPtr ? release(devPtr) : cudaSuccess; }
-
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
-    (void) stream;
-    return cudaFree(devPtr);
-}
-
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
+static cudaError_t fake_memcpy(void *dst, const void *src, size_t count, int kind) {
     if (kind < 0 || kind > 4) return cudaErrorInvalidMemcpyDirection;
     if (count && (!dst || !src)) return cudaErrorInvalidValue;
     memmove(dst, src, count);
     return cudaSuccess;
 }
 
+cudaError_t cudaMalloc(void **devPtr, size_t size) { return fake_malloc(devPtr, size); }
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
+    (void) stream;
+    return fake_malloc(devPtr, size);
+}
+
+cudaError_t cudaFree(void *devPtr) { return devPtr ? release(devPtr) : cudaSuccess; }
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
+    (void) stream;
+    return devPtr ? release(devPtr) : cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
+    return fake_memcpy(dst, src, count, kind);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
     (void) stream;
-    return cudaMemcpy(dst, src, count, kind);
+    return fake_memcpy(dst, src, count, kind);
 }
 
 cudaError_t cudaGetDevice(int *device) {
