@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,16 @@ static void add_aot_cache(const char *jar, JavaVMOption *options, int *count) {
     if (access(option + strlen("-XX:AOTCache="), R_OK) == 0) options[(*count)++].optionString = option;
 }
 
+/* HotSpot ends the process when its initialisation fails (e.g. no room for the heap), calling its
+ * abort hook first. While we create it, jump back instead: the host keeps running, on the real
+ * runtime. The half-made JVM is never touched again. After a successful start the hook returns. */
+static __thread int creating_jvm;
+static __thread jmp_buf jvm_gave_up;
+
+static void JNICALL abort_hook(void) {
+    if (creating_jvm) longjmp(jvm_gave_up, 1);
+}
+
 static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
     char libjvm[PATH_MAX], class_path[PATH_MAX + 32];
     if (!find_libjvm(libjvm, sizeof libjvm)) {
@@ -210,8 +221,9 @@ static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
         {.optionString = "-XX:+DisplayVMOutputToStderr"}, /* the host's stdout stays its own */
         {.optionString = "-Xlog:disable"},
         {.optionString = "-Xlog:all=warning:stderr"},
+        {.optionString = "abort", .extraInfo = (void *) abort_hook},
     };
-    int count = 9;
+    int count = 10;
     add_aot_cache(jar, options, &count);
     /* VMMKIT_JVM_OPTS: extra options separated by spaces (no quoting). Copied: tokens are kept. */
     static char extra[4096];
@@ -221,7 +233,11 @@ static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
         options[count++].optionString = opt;
     JavaVMInitArgs args = {.version = JNI_VERSION_21, .nOptions = count, .options = options,
                            .ignoreUnrecognized = JNI_FALSE};
-    return create(vm, (void **) env, &args);
+    volatile jint result = JNI_ERR;
+    creating_jvm = 1;
+    if (!setjmp(jvm_gave_up)) result = create(vm, (void **) env, &args);
+    creating_jvm = 0;
+    return result;
 }
 
 /* A host that is itself a JVM: find it through the already loaded libjvm. */

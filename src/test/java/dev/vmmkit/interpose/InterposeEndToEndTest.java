@@ -166,10 +166,14 @@ class InterposeEndToEndTest {
         assertFalse(result.stderr().contains("ready in"), result::toString);
     }
 
-    @Test
-    void aJvmThatCannotStartLeavesTheProgramOnTheRuntime() throws Exception {
-        Result result = vmmkitRun("stand-in", Map.of("VMMKIT_JAR", dir.resolve("missing.jar").toString()),
-                "--", ALLOC_TEST.toString(), "errors", "foreign");
+    /** A jar that is not there; a heap the JVM refuses (HotSpot would end the process: the shim must not let it). */
+    @ParameterizedTest
+    @ValueSource(strings = {"missing-jar", "heap-too-small"})
+    void aJvmThatCannotStartLeavesTheProgramOnTheRuntime(String failure) throws Exception {
+        Map<String, String> env = failure.equals("missing-jar")
+                ? Map.of("VMMKIT_JAR", dir.resolve("missing.jar").toString())
+                : Map.of("VMMKIT_JVM_OPTS", "-Xmx1k");
+        Result result = vmmkitRun("stand-in", env, "--", ALLOC_TEST.toString(), "errors", "foreign");
         assertScenariosPassed(result, List.of("errors", "foreign"));
         assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
     }
