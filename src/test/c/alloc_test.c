@@ -5,6 +5,8 @@
  * every allocation to reach the stand-in; otherwise (vmm) it expects none to.
  * Prints "ok <scenario>" for each, and exits 1 at the first failure.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -152,6 +154,23 @@ static void oom(void) {
     CHECK(fake_cudart_malloc_calls() == 0);
 }
 
+/* The PyTorch pluggable-allocator pair, found as torch finds it: by name in the shim. */
+static void torch(void) {
+    void *(*alloc)(long, int, cudaStream_t) = (void *(*)(long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_alloc");
+    void (*release)(void *, long, int, cudaStream_t) =
+        (void (*)(void *, long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_free");
+    CHECK(alloc && release);
+    long before = fake_cudart_malloc_calls();
+    cudaStream_t stream = (cudaStream_t) 0x5700;
+    void *a = alloc(1 << 20, 0, stream), *b = alloc(1 << 20, 0, stream);
+    CHECK(a && b && a != b);
+    round_trip(a, b, 1 << 20, 11, stream);
+    release(a, 1 << 20, 0, stream);
+    release(b, 1 << 20, 0, stream);
+    CHECK(alloc(-1, 0, stream) == NULL);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
+}
+
 enum { THREADS = 8, ROUNDS = 2000, KEEP = 16 };
 static volatile int thread_failed;
 
@@ -217,7 +236,7 @@ static void forks(void) {
 
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
-    {"threads", threads}, {"fork", forks}, {"oom", oom},
+    {"threads", threads}, {"fork", forks}, {"torch", torch}, {"oom", oom},
 };
 
 int main(int argc, char **argv) {
