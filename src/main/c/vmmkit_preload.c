@@ -39,9 +39,9 @@ enum {
     cudaErrorInitializationError = 3, /* returned only when no real runtime can be found */
 };
 enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+       cudaMemcpyDeviceToDevice, cudaMemcpyDefault }; /* device-to-device: the future remap hook */
 
-/* ---- The table Java fills (layout mirrored by dev.vmmkit.interpose.EntryTable) ------------- */
+/* ---- The table Java fills (layout mirrored by NativeBootstrap.TABLE) ---------------------- */
 
 /* Results of the Java entry points, mirrored by dev.vmmkit.interpose.InterposedCalls. */
 #define JAVA_PASS_THROUGH (-1000) /* allocate: vmmkit cannot serve it, use the real runtime */
