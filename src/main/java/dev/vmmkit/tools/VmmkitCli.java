@@ -13,6 +13,7 @@ import picocli.CommandLine.Command;
                 DriverCheckCommand.class,
                 DriverBenchCommand.class,
                 ReplayCommand.class,
+                RunCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */

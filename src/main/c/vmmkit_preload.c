@@ -1,0 +1,450 @@
+/*
+ * vmmkit_preload.c: the native entry point of vmmkit.
+ *
+ * Loaded with LD_PRELOAD (or as a PyTorch pluggable allocator), it intercepts the CUDA runtime's
+ * allocation calls and hands them to vmmkit's allocator, which runs in a JVM inside this process.
+ * The JVM is started on the first intercepted call; Java then fills a table of C function
+ * pointers (FFM upcall stubs), and every later call is a plain indirect call, no JNI.
+ *
+ * Rule of this file: the host program keeps running whatever state vmmkit is in. Whenever vmmkit
+ * cannot serve a call (monitor mode, a pointer it does not own, a forked child, a JVM that did not
+ * start) the call goes to the real CUDA runtime, found with dlsym.
+ *
+ * No CUDA headers: the few types and values used are declared here, as in CUDA's driver_types.h.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <glob.h>
+#include <jni.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+enum {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3, /* returned only when no real runtime can be found */
+};
+enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+       cudaMemcpyDeviceToDevice, cudaMemcpyDefault }; /* device-to-device: the future remap hook */
+
+/* ---- The table Java fills (layout mirrored by NativeBootstrap.TABLE) ---------------------- */
+
+/* Results of the Java entry points, mirrored by dev.vmmkit.interpose.InterposedCalls. */
+#define JAVA_PASS_THROUGH (-1000) /* allocate: vmmkit cannot serve it, use the real runtime */
+#define JAVA_FREED 0              /* release: vmmkit took the pointer back */
+#define JAVA_NOT_OURS 1           /* release: not a vmmkit pointer, give it to the real runtime */
+#define DEVICE_WIDE_STREAM (-1)   /* cudaFree: ordered after earlier work on every stream */
+
+struct entry_table {
+    int32_t table_size;    /* in: sizeof(struct entry_table), so Java refuses a mismatched shim */
+    int32_t monitor_mode;  /* in: 1 = memory comes from the real runtime, Java only records */
+    int32_t owns_jvm;      /* in: 1 = this shim created the JVM (0: attached to a host JVM) */
+    int32_t reserved;
+    /* out: address > 0, 0 for size 0, or -cudaError, or JAVA_PASS_THROUGH */
+    int64_t (*allocate)(int64_t size, int32_t device, int64_t stream);
+    /* out: JAVA_FREED, JAVA_NOT_OURS or -cudaError */
+    int32_t (*release)(int64_t address, int32_t device, int64_t stream);
+    void (*record_alloc)(int64_t address, int64_t size, int64_t stream); /* monitor mode */
+    void (*record_free)(int64_t address, int64_t stream);                /* monitor mode */
+    void (*at_exit)(int64_t passthrough_calls);                          /* writes stats, trace */
+};
+
+static struct entry_table java;
+static int java_ready;             /* the table is filled and usable */
+static int monitor_mode;
+static volatile int in_forked_child; /* set by the atfork handler: the JVM's threads are gone */
+static __thread int inside_start;  /* this thread is starting the JVM: pass through */
+static int64_t passthrough_calls;  /* allocation calls served by the real runtime */
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+
+static int log_info(void) {
+    const char *level = getenv("VMM_LOG");
+    return level && (!strcmp(level, "info") || !strcmp(level, "debug"));
+}
+
+/* ---- The real CUDA runtime --------------------------------------------------------------- */
+
+static struct {
+    cudaError_t (*cudaMalloc)(void **, size_t);
+    cudaError_t (*cudaFree)(void *);
+    cudaError_t (*cudaMallocAsync)(void **, size_t, cudaStream_t);
+    cudaError_t (*cudaFreeAsync)(void *, cudaStream_t);
+    cudaError_t (*cudaMemcpy)(void *, const void *, size_t, int);
+    cudaError_t (*cudaMemcpyAsync)(void *, const void *, size_t, int, cudaStream_t);
+    cudaError_t (*cudaGetDevice)(int *);
+} real;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+/* Finds a loaded libcudart: a library loaded with dlopen(RTLD_LOCAL), as Python does, is not
+ * visible to dlsym(RTLD_NEXT), so we look through the loaded objects ourselves. */
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *found) {
+    (void) size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libcudart.so")) {
+        *(void **) found = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+        return *(void **) found != NULL;
+    }
+    return 0;
+}
+
+static void *real_symbol(void *cudart, const char *name) {
+    void *fn = dlsym(RTLD_NEXT, name);
+    return fn ? fn : cudart ? dlsym(cudart, name) : NULL;
+}
+
+static void resolve_real(void) {
+    void *cudart = NULL;
+    dl_iterate_phdr(find_cudart, &cudart);
+#define RESOLVE(name) real.name = (__typeof__(real.name)) real_symbol(cudart, #name)
+    RESOLVE(cudaMalloc); RESOLVE(cudaFree); RESOLVE(cudaMallocAsync); RESOLVE(cudaFreeAsync);
+    RESOLVE(cudaMemcpy); RESOLVE(cudaMemcpyAsync); RESOLVE(cudaGetDevice);
+#undef RESOLVE
+}
+
+/* Calls the real function, or fails cleanly when no runtime is loaded. */
+#define REAL(name, ...) (pthread_once(&real_once, resolve_real), \
+    real.name ? real.name(__VA_ARGS__) : no_runtime(#name))
+
+static cudaError_t no_runtime(const char *name) {
+    fprintf(stderr, "vmmkit: %s: no CUDA runtime (libcudart) found in this process\n", name);
+    return cudaErrorInitializationError;
+}
+
+static int current_device(void) {
+    int device = 0;
+    pthread_once(&real_once, resolve_real);
+    if (real.cudaGetDevice && real.cudaGetDevice(&device) != cudaSuccess) device = 0;
+    return device;
+}
+
+/* ---- Starting (or joining) the JVM ------------------------------------------------------- */
+
+static int java_version_at_least_25(const char *home) {
+    char path[PATH_MAX], line[256];
+    snprintf(path, sizeof path, "%s/release", home);
+    FILE *release = fopen(path, "r");
+    if (!release) return 1; /* no release file (custom image): let JNI_CreateJavaVM decide */
+    int version = 0;
+    while (fgets(line, sizeof line, release))
+        if (sscanf(line, "JAVA_VERSION=\"%d", &version) == 1) break;
+    fclose(release);
+    return version >= 25;
+}
+
+/* VMMKIT_JAVA_HOME (set by `vmmkit run`), JAVA_HOME, then /usr/lib/jvm/temurin-25-*. */
+static int find_libjvm(char *libjvm, size_t size) {
+    const char *homes[8];
+    int count = 0;
+    homes[count++] = getenv("VMMKIT_JAVA_HOME");
+    homes[count++] = getenv("JAVA_HOME");
+    glob_t found = {0};
+    glob("/usr/lib/jvm/temurin-25-*", 0, NULL, &found);
+    for (size_t i = 0; i < found.gl_pathc && count < 8; i++) homes[count++] = found.gl_pathv[i];
+    int ok = 0;
+    for (int i = 0; i < count && !ok; i++) {
+        if (!homes[i] || !*homes[i]) continue;
+        snprintf(libjvm, size, "%s/lib/server/libjvm.so", homes[i]);
+        ok = access(libjvm, R_OK) == 0 && java_version_at_least_25(homes[i]);
+    }
+    globfree(&found);
+    return ok;
+}
+
+/* VMMKIT_JAR, else vmmkit.jar next to the folder holding this library (target/native/..). */
+static void find_jar(char *jar, size_t size) {
+    const char *env = getenv("VMMKIT_JAR");
+    Dl_info self;
+    if (env && *env) {
+        snprintf(jar, size, "%s", env);
+    } else if (dladdr((void *) find_jar, &self) && self.dli_fname) {
+        snprintf(jar, size, "%s", self.dli_fname);
+        char *slash = strrchr(jar, '/');
+        if (slash) *slash = 0; else snprintf(jar, size, ".");
+        strncat(jar, "/../vmmkit.jar", size - strlen(jar) - 1);
+    }
+}
+
+/* The AOT cache the build writes next to the jar (see AotTraining); it matches that jar alone. */
+static void add_aot_cache(const char *jar, JavaVMOption *options, int *count) {
+    static char option[PATH_MAX + 32];
+    const char *slash = strrchr(jar, '/');
+    size_t length = strlen(jar);
+    if (!slash || strchr(jar, ':') || length < 4 || strcmp(jar + length - 4, ".jar") != 0) return;
+    snprintf(option, sizeof option, "-XX:AOTCache=%.*s/vmmkit.aot", (int) (slash - jar), jar);
+    if (access(option + strlen("-XX:AOTCache="), R_OK) == 0) options[(*count)++].optionString = option;
+}
+
+/* HotSpot ends the process when its initialisation fails (e.g. no room for the heap), calling its
+ * abort hook first. While we create it, jump back instead: the host keeps running, on the real
+ * runtime. The half-made JVM is never touched again. After a successful start the hook returns. */
+static __thread int creating_jvm;
+static __thread jmp_buf jvm_gave_up;
+
+static void JNICALL abort_hook(void) {
+    if (creating_jvm) longjmp(jvm_gave_up, 1);
+}
+
+static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
+    char libjvm[PATH_MAX], class_path[PATH_MAX + 32];
+    if (!find_libjvm(libjvm, sizeof libjvm)) {
+        fprintf(stderr, "vmmkit: no Java 25 runtime found (set VMMKIT_JAVA_HOME or JAVA_HOME)\n");
+        return JNI_ERR;
+    }
+    void *handle = dlopen(libjvm, RTLD_NOW | RTLD_GLOBAL); /* as the java launcher does */
+    jint (*create)(JavaVM **, void **, void *) = handle ? dlsym(handle, "JNI_CreateJavaVM") : NULL;
+    if (!create) {
+        fprintf(stderr, "vmmkit: cannot load %s: %s\n", libjvm, dlerror());
+        return JNI_ERR;
+    }
+    snprintf(class_path, sizeof class_path, "-Djava.class.path=%s", jar);
+    JavaVMOption options[48] = {
+        {.optionString = class_path},
+        {.optionString = "-Xrs"},                  /* leave SIGINT, SIGTERM... to the host */
+        {.optionString = "--enable-native-access=ALL-UNNAMED"},
+        {.optionString = "-XX:+UseSerialGC"},      /* no GC threads competing with the host */
+        {.optionString = "-XX:-UsePerfData"},      /* no hsperfdata file, faster start */
+        /* Full tiered JIT kept: C1-only started ~40 ms faster but the pair cost rose 100 -> 130 ns. */
+        {.optionString = "-Xss512k"},
+        {.optionString = "-XX:+DisplayVMOutputToStderr"}, /* the host's stdout stays its own */
+        {.optionString = "-Xlog:disable"},
+        {.optionString = "-Xlog:all=warning:stderr"},
+        {.optionString = "abort", .extraInfo = (void *) abort_hook},
+    };
+    int count = 10;
+    add_aot_cache(jar, options, &count);
+    /* VMMKIT_JVM_OPTS: extra options separated by spaces (no quoting). Copied: tokens are kept. */
+    static char extra[4096];
+    snprintf(extra, sizeof extra, "%s", getenv("VMMKIT_JVM_OPTS") ? getenv("VMMKIT_JVM_OPTS") : "");
+    for (char *save = NULL, *opt = strtok_r(extra, " \t", &save); opt && count < 48;
+         opt = strtok_r(NULL, " \t", &save))
+        options[count++].optionString = opt;
+    JavaVMInitArgs args = {.version = JNI_VERSION_21, .nOptions = count, .options = options,
+                           .ignoreUnrecognized = JNI_FALSE};
+    volatile jint result = JNI_ERR;
+    creating_jvm = 1;
+    if (!setjmp(jvm_gave_up)) result = create(vm, (void **) env, &args);
+    creating_jvm = 0;
+    return result;
+}
+
+/* A host that is itself a JVM: find it through the already loaded libjvm. */
+static JavaVM *running_jvm(void) {
+    jint (*created)(JavaVM **, jsize, jsize *) = dlsym(RTLD_DEFAULT, "JNI_GetCreatedJavaVMs");
+    JavaVM *vm = NULL;
+    jsize count = 0;
+    return created && created(&vm, 1, &count) == JNI_OK && count > 0 ? vm : NULL;
+}
+
+/* In a host JVM our jar is not on the class path: load the class through a URLClassLoader. */
+static jclass class_from_jar(JNIEnv *env, const char *jar, const char *name) {
+    jclass file = (*env)->FindClass(env, "java/io/File");
+    jclass url = (*env)->FindClass(env, "java/net/URL");
+    jclass loader = (*env)->FindClass(env, "java/net/URLClassLoader");
+    if (!file || !url || !loader) return NULL;
+    jobject path = (*env)->NewObject(env, file,
+            (*env)->GetMethodID(env, file, "<init>", "(Ljava/lang/String;)V"), (*env)->NewStringUTF(env, jar));
+    jobject uri = (*env)->CallObjectMethod(env, path, (*env)->GetMethodID(env, file, "toURI", "()Ljava/net/URI;"));
+    jclass uri_class = (*env)->FindClass(env, "java/net/URI");
+    jobject as_url = (*env)->CallObjectMethod(env, uri, (*env)->GetMethodID(env, uri_class, "toURL", "()Ljava/net/URL;"));
+    if ((*env)->ExceptionCheck(env)) return NULL;
+    jobjectArray urls = (*env)->NewObjectArray(env, 1, url, as_url);
+    jobject instance = (*env)->CallStaticObjectMethod(env, loader,
+            (*env)->GetStaticMethodID(env, loader, "newInstance", "([Ljava/net/URL;)Ljava/net/URLClassLoader;"), urls);
+    if ((*env)->ExceptionCheck(env)) return NULL;
+    jclass class_loader = (*env)->FindClass(env, "java/lang/ClassLoader");
+    return (jclass) (*env)->CallObjectMethod(env, instance,
+            (*env)->GetMethodID(env, class_loader, "loadClass", "(Ljava/lang/String;)Ljava/lang/Class;"),
+            (*env)->NewStringUTF(env, name));
+}
+
+/* Runs on a thread of its own with a known stack: HotSpot must not start on the host's primordial
+ * thread (the java launcher avoids it too), and a small host thread stack would not do. */
+static double jvm_ms; /* time JNI_CreateJavaVM took, for VMM_LOG=info */
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void *bootstrap(void *result) {
+    inside_start = 1;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    JavaVM *vm = running_jvm();
+    JNIEnv *env = NULL;
+    char jar[PATH_MAX] = "";
+    find_jar(jar, sizeof jar);
+    java.owns_jvm = vm == NULL;
+    if (vm ? (*vm)->AttachCurrentThread(vm, (void **) &env, NULL) : create_jvm(&vm, &env, jar)) {
+        fprintf(stderr, "vmmkit: the JVM did not start\n");
+        return NULL;
+    }
+    jvm_ms = ms_since(&t0);
+    jclass entry = (*env)->FindClass(env, "dev/vmmkit/interpose/NativeBootstrap");
+    if (!entry && !java.owns_jvm) {
+        (*env)->ExceptionClear(env);
+        entry = class_from_jar(env, jar, "dev.vmmkit.interpose.NativeBootstrap");
+    }
+    jmethodID method = entry ? (*env)->GetStaticMethodID(env, entry, "entryPoints", "(J)I") : NULL;
+    jint status = method ? (*env)->CallStaticIntMethod(env, entry, method, (jlong) (intptr_t) &java) : -1;
+    if ((*env)->ExceptionCheck(env)) {
+        (*env)->ExceptionDescribe(env); /* to stderr */
+        status = -1;
+    }
+    if (status != 0) fprintf(stderr, "vmmkit: cannot load vmmkit from %s\n", jar);
+    *(int *) result = status == 0;
+    (*vm)->DetachCurrentThread(vm);
+    return NULL;
+}
+
+static void call_java_at_exit(void) {
+    if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED));
+}
+
+static void start_vmmkit(void) {
+    const char *mode = getenv("VMM_MODE");
+    monitor_mode = mode && *mode && strcmp(mode, "vmm") != 0;
+    if (monitor_mode && strcmp(mode, "monitor") != 0)
+        fprintf(stderr, "vmmkit: VMM_MODE=%s is not vmm or monitor; passing every call through\n", mode);
+    const char *stats = getenv("VMM_STATS_FILE"), *trace = getenv("VMM_TRACE_FILE");
+    if (monitor_mode && !(stats && *stats) && !(trace && *trace)) return; /* nothing to record */
+
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    java.table_size = sizeof java;
+    java.monitor_mode = monitor_mode;
+    int started = 0;
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8 << 20);
+    if (pthread_create(&thread, &attr, bootstrap, &started) == 0) pthread_join(thread, NULL);
+    pthread_attr_destroy(&attr);
+    double total_ms = ms_since(&t0);
+    if (!started) {
+        fprintf(stderr, "vmmkit: passing every CUDA call through to the real runtime\n");
+        return;
+    }
+    if (java.owns_jvm) atexit(call_java_at_exit); /* a host JVM writes stats in a shutdown hook */
+    __atomic_store_n(&java_ready, 1, __ATOMIC_RELEASE);
+    if (log_info())
+        fprintf(stderr, "vmmkit: %s mode ready in %.1f ms (JVM %s in %.1f ms)\n", monitor_mode ? "monitor" : "vmm",
+                total_ms, java.owns_jvm ? "started" : "attached", jvm_ms);
+}
+
+static void mark_forked_child(void) { in_forked_child = 1; }
+
+__attribute__((constructor)) static void on_load(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
+
+/* True when Java is up; starts it on the first call. Forked children and the thread starting
+ * the JVM never wait for it. */
+static int java_up(void) {
+    if (in_forked_child || inside_start) return 0;
+    pthread_once(&start_once, start_vmmkit);
+    return __atomic_load_n(&java_ready, __ATOMIC_ACQUIRE);
+}
+
+/* ---- The two decisions: serve with vmmkit, or forward (CALL_REAL) ----------------------- */
+
+#define CALL_REAL (-1)
+
+static int vmmkit_malloc(void **ptr, size_t size, int device, cudaStream_t stream) {
+    if (!java_up() || monitor_mode) return CALL_REAL;
+    if (!ptr) return cudaErrorInvalidValue;
+    if (size == 0) { *ptr = NULL; return cudaSuccess; }
+    if (size > INT64_MAX) return cudaErrorMemoryAllocation;
+    int64_t result = java.allocate((int64_t) size, device < 0 ? current_device() : device,
+                                   (int64_t) (intptr_t) stream);
+    if (result == JAVA_PASS_THROUGH) return CALL_REAL;
+    if (result < 0) return (int) -result;
+    *ptr = (void *) (intptr_t) result;
+    return cudaSuccess;
+}
+
+static int vmmkit_free(void *ptr, int device, int64_t stream) {
+    if (!ptr || !java_up()) return CALL_REAL; /* cudaFree(NULL) initialises the runtime */
+    if (monitor_mode) {
+        java.record_free((int64_t) (intptr_t) ptr, stream); /* before: the address may be reused */
+        return CALL_REAL;
+    }
+    int32_t result = java.release((int64_t) (intptr_t) ptr, device < 0 ? current_device() : device, stream);
+    return result == JAVA_NOT_OURS ? CALL_REAL : result == JAVA_FREED ? cudaSuccess : -result;
+}
+
+/* After the real runtime served an allocation call: count it, and record it in monitor mode. */
+static cudaError_t served_by_runtime(cudaError_t rc, void **ptr, size_t size, cudaStream_t stream) {
+    __atomic_fetch_add(&passthrough_calls, 1, __ATOMIC_RELAXED);
+    if (rc == cudaSuccess && ptr && *ptr && monitor_mode && java_up())
+        java.record_alloc((int64_t) (intptr_t) *ptr, (int64_t) size, (int64_t) (intptr_t) stream);
+    return rc;
+}
+
+static cudaError_t freed_by_runtime(cudaError_t rc) {
+    __atomic_fetch_add(&passthrough_calls, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
+/* ---- Exported CUDA runtime functions ----------------------------------------------------- */
+
+EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
+    int rc = vmmkit_malloc(devPtr, size, -1, NULL);
+    return rc != CALL_REAL ? rc : served_by_runtime(REAL(cudaMalloc, devPtr, size), devPtr, size, NULL);
+}
+
+EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
+    int rc = vmmkit_malloc(devPtr, size, -1, stream);
+    return rc != CALL_REAL ? rc
+        : served_by_runtime(REAL(cudaMallocAsync, devPtr, size, stream), devPtr, size, stream);
+}
+
+/* The real cudaFree waits for the whole device; vmmkit instead promises (DEVICE_WIDE_STREAM)
+ * never to reuse the memory before earlier work on any stream has finished. */
+EXPORT cudaError_t cudaFree(void *devPtr) {
+    int rc = vmmkit_free(devPtr, -1, DEVICE_WIDE_STREAM);
+    return rc != CALL_REAL ? rc : freed_by_runtime(REAL(cudaFree, devPtr));
+}
+
+EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
+    int rc = vmmkit_free(devPtr, -1, (int64_t) (intptr_t) stream);
+    return rc != CALL_REAL ? rc : freed_by_runtime(REAL(cudaFreeAsync, devPtr, stream));
+}
+
+/* Copies always go to the real runtime. Hook point for the zero-copy remap of device-to-device
+ * copies (seed: VmmOptimizer), which is not in scope yet. */
+EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
+    return REAL(cudaMemcpy, dst, src, count, kind);
+}
+
+EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
+    return REAL(cudaMemcpyAsync, dst, src, count, kind, stream);
+}
+
+/* ---- PyTorch CUDAPluggableAllocator ------------------------------------------------------ */
+
+EXPORT void *vmmkit_torch_alloc(ssize_t size, int device, cudaStream_t stream) {
+    void *ptr = NULL;
+    if (size < 0) return NULL;
+    int rc = vmmkit_malloc(&ptr, (size_t) size, device, stream);
+    if (rc == CALL_REAL) rc = served_by_runtime(REAL(cudaMallocAsync, &ptr, (size_t) size, stream), &ptr, size, stream);
+    return rc == cudaSuccess ? ptr : NULL;
+}
+
+EXPORT void vmmkit_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream) {
+    (void) size;
+    if (vmmkit_free(ptr, device, (int64_t) (intptr_t) stream) == CALL_REAL && ptr)
+        freed_by_runtime(REAL(cudaFreeAsync, ptr, stream));
+}

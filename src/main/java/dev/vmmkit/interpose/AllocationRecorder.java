@@ -1,0 +1,39 @@
+package dev.vmmkit.interpose;
+
+/**
+ * Where the program's requests are recorded for {@code vmmkit run --trace}. Kept behind this small
+ * interface so the recorder can be swapped for {@code dev.vmmkit.tools.trace.TraceWriter}.
+ */
+interface AllocationRecorder extends AutoCloseable {
+
+    /** Records nothing. */
+    AllocationRecorder NONE = new AllocationRecorder() {
+        @Override
+        public boolean isRecording() {
+            return false;
+        }
+
+        @Override
+        public void allocated(long address, long size, long stream) {
+        }
+
+        @Override
+        public void freed(long address, long size, long stream) {
+        }
+
+        @Override
+        public void close() {
+        }
+    };
+
+    /** False for {@link #NONE}, so callers can skip the work of finding a size. */
+    boolean isRecording();
+
+    void allocated(long address, long size, long stream);
+
+    /** A free the program asked for; {@code size} is -1 when unknown. */
+    void freed(long address, long size, long stream);
+
+    @Override
+    void close();
+}

@@ -1,0 +1,60 @@
+package dev.vmmkit.interpose;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * Everything one interposed process needs, made once when the shim starts Java: the mode, the
+ * per-device allocators (vmm mode), the ledger (monitor mode), the trace recorder and the stats file.
+ * Settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
+ * {@code VMM_TRACE_FILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_HOST_CAPACITY},
+ * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}).
+ */
+final class InterposeSession {
+    final boolean monitorMode;
+    final DeviceManagers managers;
+    final RequestLedger ledger = new RequestLedger();
+    final AllocationRecorder recorder;
+    private final Path statsFile;
+    private final AtomicBoolean finished = new AtomicBoolean();
+
+    InterposeSession(boolean monitorMode, DeviceManagers managers, AllocationRecorder recorder, Path statsFile) {
+        this.monitorMode = monitorMode;
+        this.managers = managers;
+        this.recorder = recorder;
+        this.statsFile = statsFile;
+    }
+
+    static InterposeSession fromEnvironment(boolean monitorMode, Map<String, String> env)
+            throws IOException, ReflectiveOperationException {
+        String mode = monitorMode ? "monitor" : "vmm";
+        Path trace = path(env.get("VMM_TRACE_FILE"));
+        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE : new CsvTraceRecorder(trace, mode);
+        DeviceManagers managers = new DeviceManagers(monitorMode ? device -> null : ResourceFactory.fromSystemProperty());
+        return new InterposeSession(monitorMode, managers, recorder, path(env.get("VMM_STATS_FILE")));
+    }
+
+    private static Path path(String value) {
+        return value == null || value.isBlank() ? null : Path.of(value);
+    }
+
+    /** Writes the stats file and closes the trace; runs once, whoever calls first (atexit or a shutdown hook). */
+    void finish(long passthroughCalls) {
+        if (!finished.compareAndSet(false, true)) return;
+        try {
+            recorder.close();
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("trace-close", "cannot finish the trace", e);
+        }
+        if (statsFile == null) return;
+        try {
+            StatsWriter.write(statsFile, monitorMode
+                    ? StatsWriter.monitorJson(ledger, passthroughCalls)
+                    : StatsWriter.vmmJson(managers.stats(), passthroughCalls));
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("stats", "cannot write the stats file " + statsFile, e);
+        }
+    }
+}

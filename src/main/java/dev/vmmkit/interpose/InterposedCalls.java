@@ -1,0 +1,121 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.InvalidAddressException;
+import dev.vmmkit.core.OutOfDeviceMemoryException;
+
+/**
+ * The calls the native shim ({@code src/main/c/vmmkit_preload.c}) makes, through FFM upcall stubs.
+ * Primitive arguments only, and no method ever throws: an exception leaving an upcall would end the
+ * host process. Results use the CUDA runtime's own error codes, negated.
+ *
+ * <h2>Streams</h2>
+ * {@code cudaMallocAsync}/{@code cudaFreeAsync} pass their stream. {@code cudaMalloc} passes stream 0.
+ * {@code cudaFree} passes {@link #DEVICE_WIDE_STREAM}: the real cudaFree synchronises the whole device,
+ * so the program may free memory that work on any stream still uses. The allocator must not hand such
+ * memory to a later allocation until all work queued before the free, on every stream, has finished,
+ * and must not synchronise to get there. With legacy default-stream semantics, an event recorded on
+ * the legacy default stream (stream 0) completes only after the earlier work of every blocking stream;
+ * streams made with {@code cudaStreamNonBlocking} are not covered by it.
+ */
+public final class InterposedCalls {
+    /** {@link #allocate}: vmmkit cannot serve the call; the shim uses the real runtime. */
+    public static final long PASS_THROUGH = -1000;
+    /** {@link #release}: vmmkit took the pointer back. */
+    public static final int FREED = 0;
+    /** {@link #release}: not a vmmkit pointer; the shim gives it to the real runtime. */
+    public static final int NOT_OURS = 1;
+    /** The stream of a {@code cudaFree}: ordered after earlier work on every stream (see above). */
+    public static final long DEVICE_WIDE_STREAM = -1;
+
+    static final int CUDA_ERROR_INVALID_VALUE = 1;
+    static final int CUDA_ERROR_MEMORY_ALLOCATION = 2;
+
+    private static volatile InterposeSession session;
+
+    private InterposedCalls() {
+    }
+
+    static void install(InterposeSession newSession) {
+        session = newSession;
+    }
+
+    static InterposeSession session() {
+        return session;
+    }
+
+    /** The address of {@code size} bytes on {@code device}; 0 for size 0; else -cudaError or {@link #PASS_THROUGH}. */
+    public static long allocate(long size, int device, long stream) {
+        try {
+            InterposeSession s = session;
+            InterposedResource resource = s.managers.forDevice(device);
+            if (resource == null) return PASS_THROUGH;
+            long address = resource.allocate(size, stream);
+            if (s.recorder.isRecording() && address != 0) s.recorder.allocated(address, size, stream);
+            return address;
+        } catch (OutOfDeviceMemoryException e) {
+            InterposeLog.info("device " + device + ": " + e.getMessage());
+            return -CUDA_ERROR_MEMORY_ALLOCATION;
+        } catch (IllegalArgumentException e) {
+            return -CUDA_ERROR_INVALID_VALUE;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("allocate", "allocation failed inside vmmkit; using the CUDA runtime", e);
+            return PASS_THROUGH;
+        }
+    }
+
+    /** {@link #FREED}, {@link #NOT_OURS}, or -cudaError. */
+    public static int release(long address, int device, long stream) {
+        InterposeSession s = session;
+        InterposedResource owner;
+        try {
+            owner = s.managers.owner(address, device);
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("owns", "ownership check failed inside vmmkit", e);
+            return NOT_OURS;
+        }
+        if (owner == null) return NOT_OURS;
+        try {
+            if (s.recorder.isRecording()) s.recorder.freed(address, owner.sizeOf(address), stream);
+            owner.deallocate(address, stream);
+            return FREED;
+        } catch (InvalidAddressException e) {
+            return -CUDA_ERROR_INVALID_VALUE; // e.g. two threads freeing one pointer
+        } catch (Throwable e) {
+            // The pointer is ours: the runtime would refuse it. Leaking it keeps the program running.
+            InterposeLog.warnOnce("release", "free failed inside vmmkit; the memory is leaked", e);
+            return FREED;
+        }
+    }
+
+    /** Monitor mode: the real runtime allocated {@code address}. */
+    public static void recordAlloc(long address, long size, long stream) {
+        try {
+            InterposeSession s = session;
+            s.ledger.allocated(address, size);
+            s.recorder.allocated(address, size, stream);
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("record", "cannot record an allocation", e);
+        }
+    }
+
+    /** Monitor mode: the program is about to free {@code address} through the real runtime. */
+    public static void recordFree(long address, long stream) {
+        try {
+            InterposeSession s = session;
+            long size = s.ledger.freed(address);
+            if (size >= 0) s.recorder.freed(address, size, stream);
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("record", "cannot record a free", e);
+        }
+    }
+
+    /** The host process is exiting: write the stats file and finish the trace. */
+    public static void atExit(long passthroughCalls) {
+        try {
+            InterposeSession s = session;
+            if (s != null) s.finish(passthroughCalls);
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("exit", "cannot finish", e);
+        }
+    }
+}

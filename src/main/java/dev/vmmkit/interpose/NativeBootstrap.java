@@ -1,0 +1,84 @@
+package dev.vmmkit.interpose;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * The one method the native shim calls through JNI, once: {@link #entryPoints(long)} fills the
+ * shim's table of function pointers with FFM upcall stubs to {@link InterposedCalls}. From then on the
+ * shim calls them as plain C functions.
+ */
+public final class NativeBootstrap {
+
+    /** Mirror of {@code struct entry_table} in vmmkit_preload.c; keep both in the same order. */
+    static final StructLayout TABLE = MemoryLayout.structLayout(
+            JAVA_INT.withName("table_size"),
+            JAVA_INT.withName("monitor_mode"),
+            JAVA_INT.withName("owns_jvm"),
+            JAVA_INT.withName("reserved"),
+            ADDRESS.withName("allocate"),
+            ADDRESS.withName("release"),
+            ADDRESS.withName("record_alloc"),
+            ADDRESS.withName("record_free"),
+            ADDRESS.withName("at_exit"));
+
+    private NativeBootstrap() {
+    }
+
+    /**
+     * Makes the session from the environment and fills the table at {@code tableAddress}.
+     * Returns 0 on success; otherwise the shim passes every call through.
+     */
+    public static int entryPoints(long tableAddress) {
+        try {
+            MemorySegment table = MemorySegment.ofAddress(tableAddress).reinterpret(TABLE.byteSize());
+            int size = table.get(JAVA_INT, offset("table_size"));
+            if (size != TABLE.byteSize()) {
+                System.err.printf("vmmkit: the native shim's table has %d bytes, this jar expects %d: "
+                        + "shim and jar are from different builds%n", size, TABLE.byteSize());
+                return 2;
+            }
+            boolean monitorMode = table.get(JAVA_INT, offset("monitor_mode")) != 0;
+            boolean ownsJvm = table.get(JAVA_INT, offset("owns_jvm")) != 0;
+            InterposedCalls.install(InterposeSession.fromEnvironment(monitorMode, System.getenv()));
+            if (!ownsJvm) {
+                // In a host JVM the shim registers no atexit handler: finish when the JVM shuts down.
+                Runtime.getRuntime().addShutdownHook(new Thread(() -> InterposedCalls.atExit(0), "vmmkit-exit"));
+            }
+            set(table, "allocate", "allocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "release", "release", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
+            set(table, "record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
+            set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG));
+            return 0;
+        } catch (Throwable e) {
+            System.err.println("vmmkit: cannot start: " + e);
+            e.printStackTrace();
+            return 1;
+        }
+    }
+
+    private static long offset(String field) {
+        return TABLE.byteOffset(MemoryLayout.PathElement.groupElement(field));
+    }
+
+    /** Stores in {@code field} an upcall stub (alive for the whole process) to {@code InterposedCalls.method}. */
+    private static void set(MemorySegment table, String field, String method, FunctionDescriptor descriptor)
+            throws ReflectiveOperationException {
+        MethodType type = descriptor.toMethodType();
+        var target = MethodHandles.lookup().findStatic(InterposedCalls.class, method, type);
+        MemorySegment stub = Linker.nativeLinker().upcallStub(target, descriptor, Arena.global());
+        table.set(ValueLayout.ADDRESS, offset(field), stub);
+    }
+}

@@ -1,0 +1,19 @@
+package dev.vmmkit.interpose;
+
+/**
+ * Makes the allocator of one device. The interposer uses {@link VmmManagerFactory} unless the
+ * system property {@value #PROPERTY} names another implementation (a class with a public no-argument
+ * constructor); tests use that to run the native path over a stand-in allocator.
+ */
+public interface ResourceFactory {
+    String PROPERTY = "vmmkit.interpose.resource";
+
+    InterposedResource open(int device);
+
+    /** The factory named by {@value #PROPERTY}, or the real one. */
+    static ResourceFactory fromSystemProperty() throws ReflectiveOperationException {
+        String name = System.getProperty(PROPERTY);
+        if (name == null || name.isBlank()) return new VmmManagerFactory();
+        return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
+    }
+}

@@ -1,0 +1,49 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDriver;
+
+import java.util.Map;
+
+/**
+ * The real allocator: one {@link VmmManager} per device, over the driver named by
+ * {@code VMM_DRIVER} ({@code cuda}, the default, or {@code host}, the emulation used by tests, whose
+ * capacity comes from {@code VMM_HOST_CAPACITY}, e.g. {@code 64M}), configured by
+ * {@link VmmConfig#fromEnvironment()}.
+ */
+public final class VmmManagerFactory implements ResourceFactory {
+    private final Map<String, String> env;
+
+    public VmmManagerFactory() {
+        this(System.getenv());
+    }
+
+    VmmManagerFactory(Map<String, String> env) {
+        this.env = env;
+    }
+
+    @Override
+    public InterposedResource open(int device) {
+        String kind = env.getOrDefault("VMM_DRIVER", "cuda").trim();
+        String capacity = env.get("VMM_HOST_CAPACITY");
+        long hostCapacity = capacity == null || capacity.isBlank() ? 0 : VmmConfig.parseBytes(capacity);
+        VmmDriver driver = openDriver(kind, device, hostCapacity);
+        try {
+            return new VmmManagerResource(new VmmManager(driver, VmmConfig.from(env)));
+        } catch (RuntimeException e) {
+            driver.close();
+            throw e;
+        }
+    }
+
+    /** The one place that builds a driver: the host emulation is sized by {@code hostCapacityBytes} (0 = its default). */
+    static VmmDriver openDriver(String kind, int device, long hostCapacityBytes) {
+        if ("host".equals(kind) && hostCapacityBytes > 0) {
+            return HostDriver.builder().capacity(hostCapacityBytes).device(device).build();
+        }
+        return Drivers.open(kind, device);
+    }
+}

@@ -1,0 +1,260 @@
+/*
+ * alloc_test.c: a CUDA program, linked against the stand-in runtime (fake_cudart.c), run under
+ * `vmmkit run` by InterposeEndToEndTest. Each argument names a scenario; `all` runs every scenario
+ * except `oom` (which needs a small VMM_HOST_CAPACITY). With VMM_MODE=monitor the program expects
+ * every allocation to reach the stand-in; otherwise (vmm) it expects none to.
+ * Prints "ok <scenario>" for each, and exits 1 at the first failure.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+enum { H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
+cudaError_t cudaMalloc(void **, size_t);
+cudaError_t cudaFree(void *);
+cudaError_t cudaMallocAsync(void **, size_t, cudaStream_t);
+cudaError_t cudaFreeAsync(void *, cudaStream_t);
+cudaError_t cudaMemcpy(void *, const void *, size_t, int);
+cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
+cudaError_t cudaSetDevice(int);
+cudaError_t cudaDeviceSynchronize(void);
+long fake_cudart_malloc_calls(void);
+long fake_cudart_free_calls(void);
+void *fake_cudart_own_malloc(size_t);
+
+static int monitor;
+static const char *scenario = "";
+
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf(stderr, "FAIL %s: %s (alloc_test.c:%d)\n", scenario, #cond, __LINE__); exit(1); } } while (0)
+
+/* Allocations expected to reach the stand-in for `n` requests: all in monitor mode, none in vmm. */
+static long expected_stand_in_calls(long n) { return monitor ? n : 0; }
+
+static void fill(unsigned char *buf, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char) (seed * 31 + i * 7);
+}
+
+/* H2D into a, D2D a -> b, D2H from b: the data must come back unchanged. */
+static void round_trip(void *a, void *b, size_t n, unsigned seed, cudaStream_t stream) {
+    unsigned char *in = malloc(n), *out = malloc(n);
+    CHECK(in && out);
+    fill(in, n, seed);
+    memset(out, 0, n);
+    if (stream) {
+        CHECK(cudaMemcpyAsync(a, in, n, H2D, stream) == 0);
+        CHECK(cudaMemcpyAsync(b, a, n, D2D, stream) == 0);
+        CHECK(cudaMemcpyAsync(out, b, n, DEFAULT_KIND, stream) == 0);
+    } else {
+        CHECK(cudaMemcpy(a, in, n, H2D) == 0);
+        CHECK(cudaMemcpy(b, a, n, D2D) == 0);
+        CHECK(cudaMemcpy(out, b, n, D2H) == 0);
+    }
+    CHECK(memcmp(in, out, n) == 0);
+    free(in);
+    free(out);
+}
+
+static void basic(void) {
+    static const size_t sizes[] = {1, 7, 255, 256, 511, 512, 4096, 65537, 1 << 20, (3 << 20) + 5, 16 << 20};
+    const int count = sizeof sizes / sizeof sizes[0];
+    long before = fake_cudart_malloc_calls();
+    for (int i = 0; i < count; i++) {
+        void *a = NULL, *b = NULL;
+        CHECK(cudaMalloc(&a, sizes[i]) == 0 && a);
+        CHECK(cudaMalloc(&b, sizes[i]) == 0 && b && b != a);
+        round_trip(a, b, sizes[i], i, NULL);
+        CHECK(cudaFree(a) == 0);
+        CHECK(cudaFree(b) == 0);
+    }
+    cudaStream_t stream = (cudaStream_t) 0x5700;
+    for (int i = 0; i < count; i++) {
+        void *a = NULL, *b = NULL;
+        CHECK(cudaMallocAsync(&a, sizes[i], stream) == 0 && a);
+        CHECK(cudaMallocAsync(&b, sizes[i], stream) == 0 && b);
+        round_trip(a, b, sizes[i], i + 100, stream);
+        CHECK(cudaFreeAsync(a, stream) == 0);
+        CHECK(cudaFreeAsync(b, stream) == 0);
+    }
+    /* Many live at once: each keeps its own bytes (no overlap). */
+    enum { LIVE = 200 };
+    unsigned char *live[LIVE], mark[2];
+    for (int i = 0; i < LIVE; i++) {
+        size_t n = 1 + (size_t) i * 997;
+        CHECK(cudaMalloc((void **) &live[i], n) == 0);
+        mark[0] = (unsigned char) i; mark[1] = (unsigned char) ~i;
+        CHECK(cudaMemcpy(live[i], &mark[0], 1, H2D) == 0);
+        if (n > 1) CHECK(cudaMemcpy(live[i] + n - 1, &mark[1], 1, H2D) == 0);
+    }
+    for (int i = 0; i < LIVE; i++) {
+        size_t n = 1 + (size_t) i * 997;
+        CHECK(cudaMemcpy(&mark[0], live[i], 1, D2H) == 0 && mark[0] == (unsigned char) i);
+        if (n > 1) CHECK(cudaMemcpy(&mark[1], live[i] + n - 1, 1, D2H) == 0 && mark[1] == (unsigned char) ~i);
+        CHECK(cudaFree(live[i]) == 0);
+    }
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(4L * count + LIVE));
+}
+
+static void errors(void) {
+    void *p = (void *) 1;
+    CHECK(cudaMalloc(&p, 0) == 0 && p == NULL);
+    CHECK(cudaMalloc(NULL, 16) == 1);
+    CHECK(cudaFree(NULL) == 0);
+    CHECK(cudaMalloc(&p, SIZE_MAX) == 2);
+    CHECK(cudaMalloc(&p, 4096) == 0);
+    CHECK(cudaFree(p) == 0);
+    CHECK(cudaFree(p) == 1); /* double free: the runtime's answer, invalid value */
+}
+
+static void devices(void) {
+    long before = fake_cudart_malloc_calls();
+    void *on1 = NULL, *on0 = NULL;
+    CHECK(cudaSetDevice(1) == 0);
+    CHECK(cudaMalloc(&on1, 1 << 16) == 0);
+    CHECK(cudaSetDevice(0) == 0);
+    CHECK(cudaMalloc(&on0, 1 << 16) == 0);
+    round_trip(on1, on0, 1 << 16, 5, NULL);
+    CHECK(cudaFree(on1) == 0); /* freed while device 0 is current */
+    CHECK(cudaFree(on0) == 0);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
+}
+
+static void foreign(void) {
+    void *own = fake_cudart_own_malloc(1024), *own_async = fake_cudart_own_malloc(1024);
+    long frees = fake_cudart_free_calls();
+    CHECK(cudaFree(own) == 0);
+    CHECK(cudaFreeAsync(own_async, (cudaStream_t) 0x5700) == 0);
+    CHECK(fake_cudart_free_calls() - frees == 2);
+}
+
+static void oom(void) {
+    if (monitor) return;
+    enum { MAX = 1 << 16 };
+    static void *blocks[MAX];
+    int n = 0;
+    cudaError_t rc = 0;
+    while (n < MAX && (rc = cudaMalloc(&blocks[n], 1 << 20)) == 0) n++;
+    CHECK(n > 0 && n < MAX);
+    CHECK(rc == 2);
+    CHECK(cudaFree(blocks[--n]) == 0);
+    CHECK(cudaMalloc(&blocks[n], 1 << 20) == 0);
+    n++;
+    void *huge = NULL;
+    CHECK(cudaMalloc(&huge, (size_t) 1 << 39) == 2);
+    while (n > 0) CHECK(cudaFree(blocks[--n]) == 0);
+    CHECK(cudaMalloc(&huge, 1 << 20) == 0 && cudaFree(huge) == 0);
+    CHECK(fake_cudart_malloc_calls() == 0);
+}
+
+/* The PyTorch pluggable-allocator pair, found as torch finds it: by name in the shim. */
+static void torch(void) {
+    void *(*alloc)(long, int, cudaStream_t) = (void *(*)(long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_alloc");
+    void (*release)(void *, long, int, cudaStream_t) =
+        (void (*)(void *, long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_free");
+    CHECK(alloc && release);
+    long before = fake_cudart_malloc_calls();
+    cudaStream_t stream = (cudaStream_t) 0x5700;
+    void *a = alloc(1 << 20, 0, stream), *b = alloc(1 << 20, 0, stream);
+    CHECK(a && b && a != b);
+    round_trip(a, b, 1 << 20, 11, stream);
+    release(a, 1 << 20, 0, stream);
+    release(b, 1 << 20, 0, stream);
+    CHECK(alloc(-1, 0, stream) == NULL);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
+}
+
+enum { THREADS = 8, ROUNDS = 2000, KEEP = 16 };
+static volatile int thread_failed;
+
+static void *worker(void *arg) {
+    unsigned id = (unsigned) (uintptr_t) arg, seed = id * 7919 + 1;
+    struct { unsigned char *ptr; size_t size; unsigned tag; } held[KEEP] = {{0}};
+    unsigned char buf[8192];
+    for (int round = 0; round < ROUNDS && !thread_failed; round++) {
+        int slot = round % KEEP;
+        if (held[slot].ptr) { /* verify, then free */
+            if (cudaMemcpy(buf, held[slot].ptr, held[slot].size, D2H) != 0) thread_failed = 1;
+            unsigned char want[8192];
+            fill(want, held[slot].size, held[slot].tag);
+            if (memcmp(buf, want, held[slot].size) != 0 || cudaFree(held[slot].ptr) != 0) thread_failed = 1;
+        }
+        seed = seed * 1103515245 + 12345;
+        size_t size = 1 + (seed >> 8) % sizeof buf;
+        unsigned tag = id * 100000 + round;
+        if (cudaMalloc((void **) &held[slot].ptr, size) != 0) { thread_failed = 1; break; }
+        fill(buf, size, tag);
+        if (cudaMemcpy(held[slot].ptr, buf, size, H2D) != 0) thread_failed = 1;
+        held[slot].size = size;
+        held[slot].tag = tag;
+    }
+    for (int slot = 0; slot < KEEP; slot++)
+        if (held[slot].ptr && cudaFree(held[slot].ptr) != 0) thread_failed = 1;
+    return NULL;
+}
+
+static void threads(void) {
+    long before = fake_cudart_malloc_calls();
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&t[i], NULL, worker, (void *) (uintptr_t) i) == 0);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    CHECK(!thread_failed);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls((long) THREADS * ROUNDS));
+}
+
+static void forks(void) {
+    void *parent_block = NULL;
+    CHECK(cudaMalloc(&parent_block, 4096) == 0);
+    long before = fake_cudart_malloc_calls();
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) { /* the JVM's threads did not come along: everything goes to the runtime */
+        void *a = NULL, *b = NULL;
+        CHECK(cudaMalloc(&a, 1 << 16) == 0 && cudaMalloc(&b, 1 << 16) == 0);
+        round_trip(a, b, 1 << 16, 9, NULL);
+        CHECK(cudaFree(a) == 0 && cudaFree(b) == 0);
+        CHECK(fake_cudart_malloc_calls() - before == 2);
+        exit(0); /* runs atexit handlers: vmmkit's must not call into the (absent) JVM */
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    void *after = NULL;
+    CHECK(cudaMalloc(&after, 1 << 16) == 0);
+    round_trip(after, parent_block, 4096, 3, NULL);
+    CHECK(cudaFree(after) == 0 && cudaFree(parent_block) == 0);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(1));
+}
+
+static const struct { const char *name; void (*run)(void); } scenarios[] = {
+    {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
+    {"threads", threads}, {"fork", forks}, {"torch", torch}, {"oom", oom},
+};
+
+int main(int argc, char **argv) {
+    const char *mode = getenv("VMM_MODE");
+    monitor = mode && strcmp(mode, "monitor") == 0;
+    int ran = 0;
+    for (int a = 1; a < argc; a++) {
+        for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+            int all = strcmp(argv[a], "all") == 0 && strcmp(scenarios[i].name, "oom") != 0;
+            if (all || strcmp(argv[a], scenarios[i].name) == 0) {
+                scenario = scenarios[i].name;
+                scenarios[i].run();
+                printf("ok %s\n", scenario);
+                ran++;
+            }
+        }
+    }
+    CHECK(ran > 0);
+    cudaDeviceSynchronize();
+    return 0;
+}

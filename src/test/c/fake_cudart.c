@@ -1,0 +1,129 @@
+/*
+ * fake_cudart.c: a stand-in CUDA runtime for tests, built as libcudart.so. "Device" memory is host
+ * memory, so copies are memcpy. It counts the allocations that reach it (with vmmkit in vmm mode,
+ * none should) and refuses to free pointers it did not hand out, as the real runtime does.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
+       cudaErrorInvalidDevice = 101, cudaErrorInvalidMemcpyDirection = 21 };
+#define DEVICE_COUNT 2
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static long malloc_calls, free_calls;
+static __thread int current_device;
+
+/* Live pointers, so a free of anything else fails like the real runtime's. */
+#define BUCKETS 4096
+struct live { void *ptr; struct live *next; };
+static struct live *live[BUCKETS];
+static size_t bucket(void *p) { return ((uintptr_t) p >> 8) % BUCKETS; }
+
+static void *allocate(size_t size) {
+    void *p = aligned_alloc(256, (size + 255) & ~(size_t) 255);
+    struct live *entry = malloc(sizeof *entry);
+    if (!p || !entry) { free(p); free(entry); return NULL; }
+    pthread_mutex_lock(&lock);
+    entry->ptr = p;
+    entry->next = live[bucket(p)];
+    live[bucket(p)] = entry;
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+static cudaError_t release(void *p) {
+    pthread_mutex_lock(&lock);
+    free_calls++;
+    for (struct live **at = &live[bucket(p)]; *at; at = &(*at)->next) {
+        if ((*at)->ptr == p) {
+            struct live *gone = *at;
+            *at = gone->next;
+            pthread_mutex_unlock(&lock);
+            free(gone);
+            free(p);
+            return cudaSuccess;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return cudaErrorInvalidValue;
+}
+
+/* The public functions call these, never each other: a call between them would go through the
+ * PLT and be intercepted a second time. */
+static cudaError_t fake_malloc(void **devPtr, size_t size) {
+    if (!devPtr) return cudaErrorInvalidValue;
+    pthread_mutex_lock(&lock);
+    malloc_calls++;
+    pthread_mutex_unlock(&lock);
+    if (size == 0) { *devPtr = NULL; return cudaSuccess; }
+    if (size > ((size_t) 1 << 40)) return cudaErrorMemoryAllocation;
+    return (*devPtr = allocate(size)) ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+static cudaError_t fake_memcpy(void *dst, const void *src, size_t count, int kind) {
+    if (kind < 0 || kind > 4) return cudaErrorInvalidMemcpyDirection;
+    if (count && (!dst || !src)) return cudaErrorInvalidValue;
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **devPtr, size_t size) { return fake_malloc(devPtr, size); }
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
+    (void) stream;
+    return fake_malloc(devPtr, size);
+}
+
+cudaError_t cudaFree(void *devPtr) { return devPtr ? release(devPtr) : cudaSuccess; }
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
+    (void) stream;
+    return devPtr ? release(devPtr) : cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
+    return fake_memcpy(dst, src, count, kind);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
+    (void) stream;
+    return fake_memcpy(dst, src, count, kind);
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    if (!device) return cudaErrorInvalidValue;
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= DEVICE_COUNT) return cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+/* ---- Fixture hooks ---- */
+
+long fake_cudart_malloc_calls(void) {
+    pthread_mutex_lock(&lock);
+    long calls = malloc_calls;
+    pthread_mutex_unlock(&lock);
+    return calls;
+}
+
+long fake_cudart_free_calls(void) {
+    pthread_mutex_lock(&lock);
+    long calls = free_calls;
+    pthread_mutex_unlock(&lock);
+    return calls;
+}
+
+/* Memory from the stand-in itself, bypassing any interposed cudaMalloc: a pointer vmmkit never saw. */
+void *fake_cudart_own_malloc(size_t size) { return allocate(size); }

@@ -1,0 +1,199 @@
+package dev.vmmkit.interpose;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The whole native path: {@code vmmkit run --driver host} (a separate java process, as a user runs it)
+ * preloads the shim into {@code alloc_test}, a C program linked against the stand-in runtime
+ * {@code libcudart.so} (src/test/c). Each test runs twice: over the test-only bump allocator
+ * ({@code stand-in}, runs today) and over the real VmmManager with the host driver ({@code real},
+ * skipped until the allocator and the driver factory are merged).
+ */
+class InterposeEndToEndTest {
+    private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
+    private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
+    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch");
+    private static final Set<String> STATS_KEYS = Set.of("mode", "allocs", "frees", "passthrough_calls",
+            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio");
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path dir;
+
+    record Result(int exitCode, String stdout, String stderr) {
+        @Override
+        public String toString() {
+            return "exit " + exitCode + "\n--- stdout\n" + stdout + "--- stderr\n" + stderr;
+        }
+    }
+
+    /** Runs {@code vmmkit run ARGS} in a new JVM, the embedded JVM loading {@code allocator}'s classes. */
+    private Result vmmkitRun(String allocator, Map<String, String> extraEnv, String... args)
+            throws IOException, InterruptedException {
+        String classPath = System.getProperty("java.class.path");
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED", "-cp", classPath, "dev.vmmkit.tools.VmmkitCli", "run"));
+        command.addAll(List.of(args));
+        ProcessBuilder builder = new ProcessBuilder(command)
+                .redirectOutput(dir.resolve("stdout.txt").toFile())
+                .redirectError(dir.resolve("stderr.txt").toFile());
+        Map<String, String> env = builder.environment();
+        env.put("VMMKIT_JAR", classPath);
+        env.remove("VMM_MODE");
+        if (allocator.equals("stand-in")) {
+            env.put("VMMKIT_JVM_OPTS", "-D" + ResourceFactory.PROPERTY + "=" + BumpResourceFactory.class.getName());
+        } else {
+            assumeTrue(RealAllocator.present(), "the real allocator has not landed in this build");
+        }
+        env.putAll(extraEnv);
+        Process process = builder.start();
+        if (!process.waitFor(180, TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            throw new AssertionError("vmmkit run timed out");
+        }
+        return new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+                Files.readString(dir.resolve("stderr.txt")));
+    }
+
+    private static void assertScenariosPassed(Result result, List<String> scenarios) {
+        assertEquals(0, result.exitCode(), result::toString);
+        for (String scenario : scenarios) assertTrue(result.stdout().contains("ok " + scenario + "\n"), result::toString);
+    }
+
+    private JsonNode stats(Path file) throws IOException {
+        JsonNode stats = JSON.readTree(file.toFile());
+        Set<String> keys = new TreeSet<>();
+        stats.fieldNames().forEachRemaining(keys::add);
+        assertEquals(new TreeSet<>(STATS_KEYS), keys);
+        return stats;
+    }
+
+    /** Checks the trace's lines and returns the number of allocs; every free pairs with an earlier alloc. */
+    private static long checkTrace(Path file) throws IOException {
+        List<String> lines = Files.readAllLines(file);
+        assertTrue(lines.getFirst().startsWith("# action,addr,size,stream"), lines.getFirst());
+        Map<Long, Long> live = new HashMap<>();
+        long allocs = 0;
+        for (String line : lines.subList(1, lines.size())) {
+            String[] f = line.split(",");
+            assertEquals(4, f.length, line);
+            long address = Long.parseLong(f[1]), size = Long.parseLong(f[2]);
+            Long.parseLong(f[3]);
+            switch (f[0]) {
+                case "alloc" -> {
+                    assertFalse(live.containsKey(address), "allocated twice: " + line);
+                    live.put(address, size);
+                    allocs++;
+                }
+                case "free_requested" -> assertEquals(live.get(address), size, line);
+                case "free_completed" -> assertEquals(size, live.remove(address), line);
+                default -> throw new AssertionError("unknown action: " + line);
+            }
+        }
+        assertTrue(live.isEmpty(), "never freed: " + live.keySet());
+        return allocs;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"stand-in", "real"})
+    void vmmModeServesEveryScenarioWithoutTheRuntimesAllocator(String allocator) throws Exception {
+        Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
+        Result result = vmmkitRun(allocator, Map.of("VMM_LOG", "info"), "--driver", "host",
+                "--stats", stats.toString(), "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "all");
+        assertScenariosPassed(result, ALL);
+        assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
+        JsonNode s = stats(stats);
+        assertEquals("vmm", s.get("mode").asText());
+        assertTrue(s.get("allocs").asLong() > 16_000, s::toString);
+        assertEquals(s.get("allocs").asLong(), s.get("frees").asLong(), s::toString);
+        // foreign: 2 frees of the stand-in's own memory; errors: one double free.
+        assertTrue(s.get("passthrough_calls").asLong() >= 3, s::toString);
+        assertTrue(s.get("peak_reserved_bytes").asLong() >= s.get("peak_live_bytes").asLong(), s::toString);
+        assertEquals(s.get("allocs").asLong(), checkTrace(trace));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"stand-in", "real"})
+    void outOfMemoryIsTheRuntimesErrorAndFreeingRecovers(String allocator) throws Exception {
+        Result result = vmmkitRun(allocator, Map.of("VMM_HOST_CAPACITY", "64M"), "--driver", "host",
+                "--", ALLOC_TEST.toString(), "oom");
+        assertScenariosPassed(result, List.of("oom"));
+    }
+
+    @Test
+    void monitorModePassesEverythingThroughAndRecords() throws Exception {
+        Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
+        Result result = vmmkitRun("stand-in", Map.of(), "--mode", "monitor", "--driver", "host",
+                "--stats", stats.toString(), "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "all");
+        assertScenariosPassed(result, ALL);
+        JsonNode s = stats(stats);
+        assertEquals("monitor", s.get("mode").asText());
+        assertTrue(s.get("allocs").asLong() > 16_000, s::toString);
+        assertEquals(s.get("allocs").asLong(), s.get("frees").asLong(), s::toString);
+        assertTrue(s.get("passthrough_calls").asLong() >= 2 * s.get("allocs").asLong(), s::toString);
+        assertTrue(s.get("peak_reserved_bytes").isNull() && s.get("fragmentation_ratio").isNull(), s::toString);
+        assertEquals(s.get("allocs").asLong(), checkTrace(trace));
+    }
+
+    @Test
+    void monitorModeWithNothingToRecordStartsNoJvm() throws Exception {
+        Result result = vmmkitRun("stand-in", Map.of("VMM_LOG", "info"), "--mode", "monitor",
+                "--", ALLOC_TEST.toString(), "basic", "foreign");
+        assertScenariosPassed(result, List.of("basic", "foreign"));
+        assertFalse(result.stderr().contains("ready in"), result::toString);
+    }
+
+    /** A jar that is not there; a heap the JVM refuses (HotSpot would end the process: the shim must not let it). */
+    @ParameterizedTest
+    @ValueSource(strings = {"missing-jar", "heap-too-small"})
+    void aJvmThatCannotStartLeavesTheProgramOnTheRuntime(String failure) throws Exception {
+        Map<String, String> env = failure.equals("missing-jar")
+                ? Map.of("VMMKIT_JAR", dir.resolve("missing.jar").toString())
+                : Map.of("VMMKIT_JVM_OPTS", "-Xmx1k");
+        Result result = vmmkitRun("stand-in", env, "--", ALLOC_TEST.toString(), "errors", "foreign");
+        assertScenariosPassed(result, List.of("errors", "foreign"));
+        assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
+    }
+
+    @Test
+    void runReturnsTheProgramsExitCode() throws Exception {
+        Result result = vmmkitRun("stand-in", Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");
+        assertEquals(7, result.exitCode(), result::toString);
+        assertTrue(result.stdout().contains("libvmmkit_preload.so"), result::toString);
+    }
+
+    @Test
+    void benchmarkRuns() throws Exception {
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
+                NATIVE.resolve("bench_pair").toString(), "4096", "2000");
+        assertEquals(0, result.exitCode(), result::toString);
+        JsonNode figures = JSON.readTree(result.stdout());
+        assertTrue(figures.get("pair_median_ns").asDouble() > 0, result::toString);
+        Set<String> seen = new HashSet<>();
+        figures.fieldNames().forEachRemaining(seen::add);
+        assertTrue(seen.contains("first_call_ms"), result::toString);
+    }
+}

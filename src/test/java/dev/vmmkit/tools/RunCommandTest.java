@@ -1,0 +1,48 @@
+package dev.vmmkit.tools;
+
+import org.junit.jupiter.api.Test;
+import picocli.CommandLine;
+
+import java.nio.file.Path;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class RunCommandTest {
+
+    private static RunCommand parse(String... args) {
+        RunCommand run = new RunCommand();
+        new CommandLine(run).parseArgs(args);
+        return run;
+    }
+
+    @Test
+    void optionsBecomeTheShimsEnvironment() throws Exception {
+        RunCommand run = parse("--mode", "monitor", "--driver", "host", "--stats", "s.json", "--trace", "t.csv",
+                "--", "prog", "--flag");
+        assertEquals(java.util.List.of("prog", "--flag"), run.command);
+        Map<String, String> env = run.environment(Map.of("LD_PRELOAD", "/lib/other.so"), Path.of("/x/libvmmkit_preload.so"));
+        assertEquals("/x/libvmmkit_preload.so:/lib/other.so", env.get("LD_PRELOAD"));
+        assertEquals("monitor", env.get("VMM_MODE"));
+        assertEquals("host", env.get("VMM_DRIVER"));
+        assertEquals(Path.of("s.json").toAbsolutePath().toString(), env.get("VMM_STATS_FILE"));
+        assertEquals(Path.of("t.csv").toAbsolutePath().toString(), env.get("VMM_TRACE_FILE"));
+        assertEquals(System.getProperty("java.home"), env.get("VMMKIT_JAVA_HOME"));
+        assertFalse(env.get("VMMKIT_JAR").isBlank());
+    }
+
+    @Test
+    void settingsNotGivenAreLeftToTheEnvironment() throws Exception {
+        Map<String, String> env = parse("--", "prog").environment(Map.of("VMMKIT_JAR", "/my.jar"), Path.of("/s.so"));
+        assertEquals("/s.so", env.get("LD_PRELOAD"));
+        assertEquals("/my.jar", env.get("VMMKIT_JAR"));
+        assertTrue(!env.containsKey("VMM_MODE") && !env.containsKey("VMM_DRIVER") && !env.containsKey("VMM_STATS_FILE"));
+    }
+
+    @Test
+    void aBadModeIsRefused() {
+        assertEquals(2, VmmkitCli.run("run", "--mode", "fast", "--", "true"));
+    }
+}
