@@ -74,7 +74,12 @@ final class AllocatorTestSupport {
 
     /** Writes the whole pattern of {@code seed} into {@code [address, address + size)}. */
     static void fill(HostDriver host, long address, long size, long seed) {
-        MemorySegment s = bytesAt(host, address, size, "fill");
+        fill(host, address, size, seed, "fill");
+    }
+
+    /** As {@link #fill(HostDriver, long, long, long)}, naming {@code context} if the range is not accessible. */
+    static void fill(HostDriver host, long address, long size, long seed, String context) {
+        MemorySegment s = bytesAt(host, address, size, context + ": fill of a new allocation");
         for (long i = 0; i < size; i++) {
             s.set(ValueLayout.JAVA_BYTE, i, patternByte(seed, i));
         }

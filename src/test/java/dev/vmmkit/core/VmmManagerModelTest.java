@@ -86,7 +86,7 @@ class VmmManagerModelTest {
                     model.allocated(address, size, patternSeed, stream, alignment, ctx);
                     assertTrue(m.owns(address), ctx + ": owns(new address)");
                     assertEquals(size, m.sizeOf(address), ctx + ": sizeOf(new address)");
-                    fill(host, address, size, patternSeed);
+                    fill(host, address, size, patternSeed, ctx);
                 } else if (dice < 95) {
                     LiveModel.Live victim = model.pick(rng);
                     assertFullyIntact(host, victim.address(), victim.size(), victim.seed(), ctx + " (at free)");
