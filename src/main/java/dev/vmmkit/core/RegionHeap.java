@@ -51,8 +51,9 @@ final class RegionHeap {
     private long freeSequence;
     private int[] scratch = new int[64];
 
-    // Hot-path memo: the size tree of the stream used last.
-    private long lastStream = Long.MIN_VALUE + 1;
+    // Hot-path memo: the size tree of the stream used last. Starts at NO_PENDING_WORK, which
+    // treeOf answers before consulting the memo, so the memo never matches before it is set.
+    private long lastStream = NO_PENDING_WORK;
     private SizeTree lastStreamTree;
 
     // Counters, read under the lock by stats().
