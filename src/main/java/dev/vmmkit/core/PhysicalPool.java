@@ -30,6 +30,12 @@ final class PhysicalPool {
         return true;
     }
 
+    /** Caches a handle even past the cache limit: one the driver refused to release, kept for a later drain. */
+    synchronized void keep(long bytes, long handle) {
+        handlesBySize.computeIfAbsent(bytes, k -> new LongArrayList()).addLong(handle);
+        cachedBytes += bytes;
+    }
+
     /** A handle of exactly {@code bytes}, or {@link #NO_HANDLE}. */
     synchronized long popExact(long bytes) {
         LongArrayList list = handlesBySize.get(bytes);
@@ -70,24 +76,31 @@ final class PhysicalPool {
         return cachedBytes;
     }
 
-    /** Releases every cached handle through {@code driver}; returns the bytes released. */
+    /**
+     * Releases every cached handle through {@code driver}; returns the bytes released. Handles the
+     * driver refuses to release stay cached (and counted), so nothing is lost; the first refusal is
+     * thrown after the others were tried.
+     */
     synchronized long drain(VmmDriver driver, MemoryAccounting accounting) {
         long released = 0;
         DriverException first = null;
         for (Map.Entry<Long, LongArrayList> e : handlesBySize.entrySet()) {
             LongArrayList list = e.getValue();
+            int kept = 0;
             for (int i = 0; i < list.size(); i++) {
+                long handle = list.getLong(i);
                 try {
-                    driver.release(list.getLong(i));
+                    driver.release(handle);
                     released += e.getKey();
                     accounting.physicalReleased(e.getKey());
                 } catch (DriverException ex) {
                     if (first == null) first = ex;
+                    list.setLong(kept++, handle);
                 }
             }
-            list.clear();
+            while (list.size() > kept) list.removeAt(list.size() - 1);
         }
-        cachedBytes = 0;
+        cachedBytes -= released;
         if (first != null) throw first;
         return released;
     }

@@ -51,8 +51,9 @@ final class RegionHeap {
     private long freeSequence;
     private int[] scratch = new int[64];
 
-    // Hot-path memo: the size tree of the stream used last.
-    private long lastStream = Long.MIN_VALUE + 1;
+    // Hot-path memo: the size tree of the stream used last. Starts at NO_PENDING_WORK, which
+    // treeOf answers before consulting the memo, so the memo never matches before it is set.
+    private long lastStream = NO_PENDING_WORK;
     private SizeTree lastStreamTree;
 
     // Counters, read under the lock by stats().
@@ -243,6 +244,10 @@ final class RegionHeap {
             } catch (DriverException again) {
                 if (!again.isOutOfMemory()) throw again;
                 throw outOfMemory(requested, again);
+            } catch (RegionFullException setAside) {
+                // The failed attempt's pages were set aside (its undo failed too) and no space is left
+                // to retry on: report the out-of-memory rather than leak this internal signal.
+                throw outOfMemory(requested, e);
             }
         }
     }
@@ -288,8 +293,16 @@ final class RegionHeap {
         try {
             for (; mapped < pages; mapped++) {
                 long va = mapFrom + ((long) mapped << pageShift);
-                driver.mapWithAccess(va, pageBytes, handles[mapped]);
+                // Not mapWithAccess: if granting access fails, the rollback below must unmap this
+                // page too, and must know when that unmap fails (the page is then still mapped).
+                driver.map(va, pageBytes, handles[mapped]);
                 pageHandle[pageIndex(va)] = handles[mapped];
+                try {
+                    driver.setAccess(va, pageBytes);
+                } catch (RuntimeException accessFailure) {
+                    mapped++;
+                    throw accessFailure;
+                }
             }
         } catch (RuntimeException e) {
             rollBackMapping(u, extend ? below : NONE, mapFrom, handles, mapped, e);
@@ -319,8 +332,9 @@ final class RegionHeap {
 
     /**
      * Undoes the first {@code mapped} page mappings of a failed placement and pools all handles. If
-     * an unmap fails too, that page stays mapped and recorded, and the whole range is set aside
-     * for good (dirty VA discard) rather than offered again while the driver still maps part of it.
+     * an unmap fails too, that page stays mapped and recorded, and the placement's pages are set
+     * aside for good (dirty VA discard) rather than offered again while the driver still maps part
+     * of them.
      */
     private void rollBackMapping(int u, int below, long mapFrom, long[] handles, int mapped, RuntimeException cause) {
         boolean clean = true;
@@ -340,9 +354,18 @@ final class RegionHeap {
         }
         if (clean) {
             restoreAfterFailure(u, below);
-        } else if (below != NONE) {
-            insertFree(below);
+            return;
         }
+        // Set aside only the pages of this placement; the unmapped space after them stays usable.
+        long mapTo = mapFrom + ((long) handles.length << pageShift);
+        long uEnd = blocks.end(u);
+        if (uEnd > mapTo) {
+            int rest = blocks.newBlock(UNMAPPED, mapTo, uEnd - mapTo);
+            blocks.linkAfter(u, rest);
+            blocks.size[u] = mapTo - mapFrom;
+            unmapped.insert(rest);
+        }
+        if (below != NONE) insertFree(below);
     }
 
     private void restoreAfterFailure(int u, int below) {
@@ -389,8 +412,20 @@ final class RegionHeap {
 
     private void poolOrRelease(long handle) {
         if (!pool.push(pageBytes, handle)) {
+            release(handle);
+        }
+    }
+
+    /**
+     * Releases an unmapped handle. If the driver refuses, the pool keeps the handle (past its limit)
+     * so that a later drain or close retries, rather than losing it halfway through a loop.
+     */
+    private void release(long handle) {
+        try {
             driver.release(handle);
             accounting.physicalReleased(pageBytes);
+        } catch (DriverException e) {
+            pool.keep(pageBytes, handle);
         }
     }
 
@@ -423,8 +458,7 @@ final class RegionHeap {
                 if (out != null) {
                     out[at++] = h;
                 } else {
-                    driver.release(h);
-                    accounting.physicalReleased(pageBytes);
+                    release(h);
                 }
             }
             remaining -= (int) take;
@@ -542,8 +576,7 @@ final class RegionHeap {
                 long va = base + ((long) i << pageShift);
                 try {
                     driver.unmap(va, pageBytes);
-                    driver.release(h);
-                    accounting.physicalReleased(pageBytes);
+                    release(h);
                 } catch (DriverException ignored) {
                     // Closing anyway; the driver reclaims what is left when the process ends.
                 }

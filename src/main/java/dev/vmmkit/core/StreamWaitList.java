@@ -28,9 +28,10 @@ final class StreamWaitList {
      */
     long completedUpTo(long stream, long currentSequence) {
         Pending p = pending(stream);
+        long done = -1;
         if (p.recordedAtSequence >= 0) {
             if (!events.isComplete(p.event)) return -1;
-            long done = p.recordedAtSequence;
+            done = p.recordedAtSequence;
             p.recordedAtSequence = -1;
             if (done == currentSequence) return done;
         }
@@ -40,7 +41,8 @@ final class StreamWaitList {
             p.recordedAtSequence = -1;
             return currentSequence;
         }
-        return -1;
+        // The new event is still pending, but the completed one covers the frees up to `done`.
+        return done;
     }
 
     /** Blocks until every free on {@code stream} up to {@code currentSequence} is complete. */

@@ -45,6 +45,28 @@ public record VmmConfig(
     /** Defaults overridden by the VMM_* keys of {@code env}; a malformed value is an IllegalArgumentException naming the key. */
     public static VmmConfig from(Map<String, String> env) {
         VmmConfig d = DEFAULTS;
+        try {
+            return fromParsed(env, d);
+        } catch (IllegalArgumentException e) {
+            if (e.getMessage() != null && e.getMessage().startsWith("VMM_")) throw e;
+            // A well-formed value out of range: the constructor names the field; name the key too.
+            String key = KEY_OF_FIELD.entrySet().stream()
+                    .filter(k -> e.getMessage() != null && e.getMessage().startsWith(k.getKey()))
+                    .map(Map.Entry::getValue).findFirst().orElse("VMM_*");
+            throw new IllegalArgumentException(key + "=" + env.get(key) + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static final Map<String, String> KEY_OF_FIELD = Map.of(
+            "addressSpaceBytes", "VMM_VA_SIZE",
+            "chunkBytes", "VMM_CHUNK_SIZE",
+            "smallLimitBytes", "VMM_SMALL_LIMIT",
+            "alignmentBytes", "VMM_ALIGNMENT",
+            "reserveSlack", "VMM_RESERVE_SLACK",
+            "maxCachedBytes", "VMM_MAX_CACHED",
+            "fragRatio", "VMM_FRAG_RATIO");
+
+    private static VmmConfig fromParsed(Map<String, String> env, VmmConfig d) {
         return new VmmConfig(
                 bytes(env, "VMM_VA_SIZE", d.addressSpaceBytes),
                 bytes(env, "VMM_CHUNK_SIZE", d.chunkBytes),

@@ -76,6 +76,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     @Override
     public void deallocate(long address, long stream) {
         if (address == 0) return;
+        if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
         RegionHeap region = regionOf(address);
         if (region == null) {
             throw new InvalidAddressException(address, "not an address vmmkit returned");
