@@ -75,7 +75,10 @@ public final class InterposedCalls {
         }
         if (owner == null) return NOT_OURS;
         try {
-            if (s.recorder.isRecording()) s.recorder.freed(address, owner.sizeOf(address), stream);
+            // Recorded before the free, since another thread may get the address right after it; and
+            // only for a live allocation: a double free is the program's error, not a request.
+            long size = s.recorder.isRecording() ? owner.sizeOf(address) : -1;
+            if (size >= 0) s.recorder.freed(address, size, stream);
             owner.deallocate(address, stream);
             return FREED;
         } catch (InvalidAddressException e) {

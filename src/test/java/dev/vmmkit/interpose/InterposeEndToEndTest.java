@@ -70,9 +70,10 @@ class InterposeEndToEndTest {
         }
         env.putAll(extraEnv);
         Process process = builder.start();
-        if (!process.waitFor(180, TimeUnit.SECONDS)) {
+        if (!process.waitFor(120, TimeUnit.SECONDS)) {
             process.destroyForcibly();
-            throw new AssertionError("vmmkit run timed out");
+            throw new AssertionError("vmmkit run timed out; stdout:\n" + Files.readString(dir.resolve("stdout.txt"))
+                    + "\nstderr:\n" + Files.readString(dir.resolve("stderr.txt")));
         }
         return new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
                 Files.readString(dir.resolve("stderr.txt")));
@@ -117,11 +118,8 @@ class InterposeEndToEndTest {
         return allocs;
     }
 
-    // KNOWN ISSUE: with the real allocator this run completes in under a second by hand
-    // ("vmmkit run --driver host -- alloc_test all"), but hangs when spawned from Surefire; not yet
-    // diagnosed, so only the stand-in allocator runs here. The other end-to-end tests use the real one.
     @ParameterizedTest
-    @ValueSource(strings = {"stand-in"})
+    @ValueSource(strings = {"stand-in", "real"})
     void vmmModeServesEveryScenarioWithoutTheRuntimesAllocator(String allocator) throws Exception {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
         Result result = vmmkitRun(allocator, Map.of("VMM_LOG", "info"), "--driver", "host",
