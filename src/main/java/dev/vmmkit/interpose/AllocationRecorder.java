@@ -2,7 +2,7 @@ package dev.vmmkit.interpose;
 
 /**
  * Where the program's requests are recorded for {@code vmmkit run --trace}. Kept behind this small
- * interface so the recorder can be swapped for {@code dev.vmmkit.tools.trace.TraceWriter}.
+ * interface so that tests can record in memory and a run without --trace records nothing.
  */
 interface AllocationRecorder extends AutoCloseable {
 

@@ -31,7 +31,7 @@ final class InterposeSession {
             throws IOException, ReflectiveOperationException {
         String mode = monitorMode ? "monitor" : "vmm";
         Path trace = path(env.get("VMM_TRACE_FILE"));
-        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE : new CsvTraceRecorder(trace, mode);
+        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE : new TraceFileRecorder(trace, mode);
         DeviceManagers managers = new DeviceManagers(monitorMode ? device -> null : ResourceFactory.fromSystemProperty());
         return new InterposeSession(monitorMode, managers, recorder, path(env.get("VMM_STATS_FILE")));
     }

@@ -76,14 +76,14 @@ class InterposedCallsTest {
     @Test
     void statsAndTraceAreWrittenAtExit() throws Exception {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
-        vmmSession(bump("8M"), new CsvTraceRecorder(trace, "vmm"), stats);
+        vmmSession(bump("8M"), new TraceFileRecorder(trace, "vmm"), stats);
         long a = InterposedCalls.allocate(1000, 0, 7);
         InterposedCalls.release(a, 0, InterposedCalls.DEVICE_WIDE_STREAM);
         InterposedCalls.atExit(5);
         InterposedCalls.atExit(6); // once only
         assertEquals("{\"mode\":\"vmm\",\"allocs\":1,\"frees\":1,\"passthrough_calls\":5,\"peak_live_bytes\":1000,"
                 + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000}\n", Files.readString(stats));
-        assertEquals(List.of("# action,addr,size,stream  (vmmkit run, mode=vmm)", "alloc," + a + ",1000,7",
+        assertEquals(List.of("# action,addr,size,stream  (vmmkit trace, vmmkit run, mode=vmm)", "alloc," + a + ",1000,7",
                 "free_requested," + a + ",1000,0", "free_completed," + a + ",1000,0"), Files.readAllLines(trace));
     }
 
