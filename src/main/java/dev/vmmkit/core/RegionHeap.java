@@ -68,7 +68,7 @@ final class RegionHeap {
     }
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
-               MemoryAccounting accounting, VmmConfig config, PageDonor donor) {
+               MemoryAccounting accounting, VmmConfig config, PageDonor donor, DeviceWideFence deviceFence) {
         this.name = name;
         this.base = base;
         this.span = span;
@@ -81,7 +81,7 @@ final class RegionHeap {
         this.config = config;
         this.donor = donor;
         this.pageHandle = new long[Math.toIntExact(span >>> pageShift)];
-        this.waitList = new StreamWaitList(driver.events());
+        this.waitList = new StreamWaitList(driver.events(), deviceFence);
         int all = blocks.newBlock(UNMAPPED, base, span);
         unmapped.insert(all);
     }
@@ -150,12 +150,21 @@ final class RegionHeap {
     }
 
     private int bestFitFree(long bytes, long stream) {
-        SizeTree own = treeOf(stream, false);
+        SizeTree own = reusesOwnFreesAtOnce(stream) ? treeOf(stream, false) : null;
         int a = own == null ? NONE : own.bestFit(bytes);
         int b = freeWithoutPendingWork.bestFit(bytes);
         if (a == NONE) return b;
         if (b == NONE) return a;
         return blocks.size[a] <= blocks.size[b] ? a : b;
+    }
+
+    /**
+     * Memory freed on a stream is safe for that stream's later work at once. Not so for
+     * {@link VmmManager#DEVICE_WIDE_STREAM}: it names no stream whose order would protect the
+     * memory, so even an allocation "on" it waits for the device synchronisation.
+     */
+    private static boolean reusesOwnFreesAtOnce(long stream) {
+        return stream != VmmManager.DEVICE_WIDE_STREAM;
     }
 
     /** Turns the first {@code bytes} of FREE block {@code id} into a live allocation. */
@@ -272,16 +281,18 @@ final class RegionHeap {
         if (u == NONE) throw new RegionFullException();
         int below = blocks.prev[u];
         boolean extend = below != NONE && blocks.kind[below] == FREE
-                && (blocks.requestedOrStream[below] == stream || blocks.requestedOrStream[below] == NO_PENDING_WORK);
+                && (blocks.requestedOrStream[below] == NO_PENDING_WORK
+                    || blocks.requestedOrStream[below] == stream && reusesOwnFreesAtOnce(stream));
         long start = extend ? blocks.address[below] : blocks.address[u];
         long mapFrom = blocks.address[u];
         long mapTo = roundUpToPage(start + bytes);
         int pages = (int) ((mapTo - mapFrom) >>> pageShift);
 
-        // Detach both blocks so that reclaiming pages below cannot merge into them.
+        // Detach both blocks so that reclaiming pages, or promoting completed frees, below cannot
+        // merge into them.
         unmapped.remove(u);
         blocks.kind[u] = LIVE;
-        if (extend) removeFree(below);
+        if (extend) detachFree(below);
         long[] handles;
         try {
             handles = acquireHandles(pages, requested);
@@ -325,6 +336,7 @@ final class RegionHeap {
             blocks.recycle(u);
             id = below;
         }
+        blocks.kind[id] = FREE;
         blocks.requestedOrStream[id] = NO_PENDING_WORK;
         treeOf(NO_PENDING_WORK, true).insert(id);
         return carveLive(id, bytes, requested);
@@ -365,13 +377,28 @@ final class RegionHeap {
             blocks.size[u] = mapTo - mapFrom;
             unmapped.insert(rest);
         }
-        if (below != NONE) insertFree(below);
+        if (below != NONE) reattachFree(below);
+    }
+
+    /**
+     * Takes FREE block {@code id} out of its tree for a placement in progress. It reads as LIVE
+     * meanwhile, so that coalescing a neighbour (a free promoted on the way) leaves it alone.
+     */
+    private void detachFree(int id) {
+        removeFree(id);
+        blocks.kind[id] = LIVE;
+    }
+
+    /** Gives back a block {@link #detachFree} took, merging it with neighbours freed meanwhile. */
+    private void reattachFree(int id) {
+        blocks.kind[id] = FREE;
+        insertFree(coalesceFree(id));
     }
 
     private void restoreAfterFailure(int u, int below) {
         blocks.kind[u] = UNMAPPED;
         unmapped.insert(u);
-        if (below != NONE) insertFree(below);
+        if (below != NONE) reattachFree(below);
     }
 
     /**
@@ -566,10 +593,22 @@ final class RegionHeap {
         pool.drain(driver, accounting);
     }
 
-    /** Unmaps and releases everything, live allocations included, and frees the range. */
+    /**
+     * Unmaps and releases everything, live allocations included, and frees the range. Memory freed
+     * device-wide first waits for a device synchronisation (cudaFree's promise); if that fails, it
+     * is unmapped anyway.
+     */
     void close() {
         lock.lock();
         try {
+            SizeTree deviceWide = freeByStream.get(VmmManager.DEVICE_WIDE_STREAM);
+            if (deviceWide != null && !deviceWide.isEmpty()) {
+                try {
+                    waitList.synchronize(VmmManager.DEVICE_WIDE_STREAM, freeSequence);
+                } catch (RuntimeException ignored) {
+                    // Closing anyway, as with a failing unmap below.
+                }
+            }
             for (int i = 0; i < pageHandle.length; i++) {
                 long h = pageHandle[i];
                 if (h == PhysicalPool.NO_HANDLE) continue;

@@ -6,27 +6,43 @@ import org.agrona.collections.Long2ObjectHashMap;
 /**
  * The waiting list of seed 004: memory freed on a stream may still be touched by work queued on
  * that stream before the free, so it is not handed to other streams, unmapped or released until an
- * event recorded after the free has completed. Events are recorded lazily, on the slow path, so
- * {@code deallocate} never calls the driver.
+ * event recorded on that stream after the free has completed.
+ *
+ * <p>A free on {@link VmmManager#DEVICE_WIDE_STREAM} (cudaFree) waits for earlier work on every
+ * stream instead, non-blocking ones included, which no event on a known stream covers: it waits
+ * for a device synchronisation that the manager's {@link DeviceWideFence} runs on its own thread
+ * and that started after the free.
+ *
+ * <p>Events are recorded, and device synchronisations requested, lazily on the slow path, so
+ * {@code deallocate} never calls the driver and never waits.
  *
  * <p>Not thread-safe: each region owns one and uses it under the region's lock.
  */
 final class StreamWaitList {
     /** Tag of free memory that no queued work can touch any more. */
     static final long NO_PENDING_WORK = Long.MIN_VALUE;
+    private static final long NO_TICKET = 0;
 
     private final StreamEvents events;
+    private final DeviceWideFence deviceFence;
     private final Long2ObjectHashMap<Pending> pendingByStream = new Long2ObjectHashMap<>();
 
-    StreamWaitList(StreamEvents events) {
+    // The fence ticket in flight for device-wide frees, and the free sequence it covers.
+    private long deviceWideTicket = NO_TICKET;
+    private long deviceWideTicketSequence = -1;
+
+    StreamWaitList(StreamEvents events, DeviceWideFence deviceFence) {
         this.events = events;
+        this.deviceFence = deviceFence;
     }
 
     /**
      * Frees on {@code stream} with a sequence number up to the returned value are complete; -1
-     * when none is known yet. Records an event if none is in flight, so a later call can answer.
+     * when none is known yet. Records an event (or requests a device synchronisation) if none is
+     * in flight, so a later call can answer.
      */
     long completedUpTo(long stream, long currentSequence) {
+        if (stream == VmmManager.DEVICE_WIDE_STREAM) return deviceWideCompletedUpTo(currentSequence);
         Pending p = pending(stream);
         long done = -1;
         if (p.recordedAtSequence >= 0) {
@@ -35,7 +51,7 @@ final class StreamWaitList {
             p.recordedAtSequence = -1;
             if (done == currentSequence) return done;
         }
-        events.record(p.event, VmmManager.eventStreamOf(stream));
+        events.record(p.event, stream);
         p.recordedAtSequence = currentSequence;
         if (events.isComplete(p.event)) {
             p.recordedAtSequence = -1;
@@ -45,10 +61,19 @@ final class StreamWaitList {
         return done;
     }
 
-    /** Blocks until every free on {@code stream} up to {@code currentSequence} is complete. */
+    /**
+     * Blocks until every free on {@code stream} up to {@code currentSequence} is complete. If that
+     * fails, what was in flight stays in flight, so a later call can still answer.
+     */
     void synchronize(long stream, long currentSequence) {
+        if (stream == VmmManager.DEVICE_WIDE_STREAM) {
+            requestDeviceSynchronisation(currentSequence);
+            deviceFence.await(deviceWideTicket);
+            deviceWideTicket = NO_TICKET;
+            return;
+        }
         Pending p = pending(stream);
-        events.record(p.event, VmmManager.eventStreamOf(stream));
+        events.record(p.event, stream);
         events.synchronize(p.event);
         p.recordedAtSequence = -1;
     }
@@ -59,6 +84,29 @@ final class StreamWaitList {
             events.destroy(p.event);
         }
         pendingByStream.clear();
+    }
+
+    /** As {@link #completedUpTo}, with a fence ticket in the role of the event. */
+    private long deviceWideCompletedUpTo(long currentSequence) {
+        long done = -1;
+        if (deviceWideTicket != NO_TICKET) {
+            if (deviceFence.completedTicket() < deviceWideTicket) return -1;
+            done = deviceWideTicketSequence;
+            deviceWideTicket = NO_TICKET;
+            if (done == currentSequence) return done;
+        }
+        requestDeviceSynchronisation(currentSequence);
+        if (deviceFence.completedTicket() >= deviceWideTicket) {
+            // Already done: only with a fence that synchronises on the calling thread (tests).
+            deviceWideTicket = NO_TICKET;
+            return currentSequence;
+        }
+        return done;
+    }
+
+    private void requestDeviceSynchronisation(long currentSequence) {
+        deviceWideTicket = deviceFence.request();
+        deviceWideTicketSequence = currentSequence;
     }
 
     private Pending pending(long stream) {

@@ -16,11 +16,19 @@ import dev.vmmkit.driver.VmmDriver;
  * ones live in the large region. Both are {@link RegionHeap}s.
  *
  * <p>Streams are opaque {@code long}s. {@link #DEVICE_WIDE_STREAM} marks a free that must wait for
- * all earlier work on the device (cudaFree's guarantee): its events are recorded on the legacy
- * default stream, which orders after every blocking stream's earlier work.
+ * all earlier work on the device (cudaFree's guarantee); the manager's {@link DeviceWideFence}
+ * provides that wait on a thread of its own.
  */
 public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
-    /** Stream value for frees that must wait for all earlier device work, not one stream's. */
+    /**
+     * Stream value for cudaFree-style frees: the memory is not handed to any later allocation,
+     * unmapped or released until all work submitted to the device before the free, on every
+     * stream (non-blocking ones included), has completed. The free itself neither blocks nor calls
+     * the driver: a later slow path asks for a device synchronisation (cuCtxSynchronize, in the
+     * relaxed stream-capture mode) that runs on the "vmmkit-device-fence" thread, and the memory
+     * becomes reusable once one that started after the free has finished. Only running out of
+     * memory, and {@link #close}, wait for it.
+     */
     public static final long DEVICE_WIDE_STREAM = -1L;
 
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
@@ -30,6 +38,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     private final PhysicalPool pool;
     private final Object regionLock = new Object();
     private final RegionHeap.PageDonor donor = this::donatePages;
+    private final DeviceWideFence deviceFence;
 
     private volatile RegionHeap[] smallRegions = new RegionHeap[0];
     private volatile RegionHeap[] largeRegions = new RegionHeap[0];
@@ -40,13 +49,29 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
+        this(driver, config, false);
+    }
+
+    private VmmManager(VmmDriver driver, VmmConfig config, boolean fenceOnCallingThread) {
         this.driver = new CountingDriver(driver);
         this.config = config;
         this.pool = new PhysicalPool(config.maxCachedBytes());
+        this.deviceFence = fenceOnCallingThread
+                ? DeviceWideFence.onCallingThread(this.driver.events())
+                : new DeviceWideFence(this.driver.events());
     }
 
-    static long eventStreamOf(long stream) {
-        return stream == DEVICE_WIDE_STREAM ? 0 : stream;
+    /**
+     * A manager whose device-wide frees synchronise the device on the allocating thread, during
+     * the slow path that asks: seeded tests repeat exactly, with no background thread in the way.
+     */
+    static VmmManager withFenceOnCallingThread(VmmDriver driver, VmmConfig config) {
+        return new VmmManager(driver, config, true);
+    }
+
+    /** The fence of device-wide frees (tests wait on it). */
+    DeviceWideFence deviceWideFence() {
+        return deviceFence;
     }
 
     @Override
@@ -137,22 +162,29 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         return before - accounting.physicalBytes();
     }
 
-    /** Unmaps and releases everything, live allocations included. The driver stays open. */
+    /**
+     * Unmaps and releases everything, live allocations included, after memory freed device-wide
+     * has waited for the device; stops the fence's thread. The driver stays open.
+     */
     @Override
     public void close() {
         synchronized (regionLock) {
             if (closed) return;
             closed = true;
-            for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-                for (RegionHeap r : regions) r.close();
-            }
             try {
-                pool.drain(driver, accounting);
-            } catch (DriverException ignored) {
-                // closing anyway
+                for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
+                    for (RegionHeap r : regions) r.close();
+                }
+                try {
+                    pool.drain(driver, accounting);
+                } catch (DriverException ignored) {
+                    // closing anyway
+                }
+                smallRegions = new RegionHeap[0];
+                largeRegions = new RegionHeap[0];
+            } finally {
+                deviceFence.close(); // after the regions: their close waits on it
             }
-            smallRegions = new RegionHeap[0];
-            largeRegions = new RegionHeap[0];
         }
     }
 
@@ -198,7 +230,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
-        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor);
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor, deviceFence);
     }
 
     /** Lets {@code requester} take whole free pages from the other regions, without waiting for their locks. */

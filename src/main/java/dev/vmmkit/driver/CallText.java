@@ -62,6 +62,10 @@ public final class CallText {
         return "cuEventDestroy_v2(event=" + hex(event) + ")";
     }
 
+    public static String deviceSynchronize() {
+        return "cuCtxSynchronize()";
+    }
+
     /** {@code 0x}-prefixed lower-case hex, as the messages print every address, size and handle. */
     public static String hex(long value) {
         return "0x" + Long.toHexString(value);

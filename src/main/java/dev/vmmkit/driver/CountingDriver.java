@@ -142,5 +142,11 @@ public final class CountingDriver implements DriverAdaptor {
             counted(DriverCall.EVENT_DESTROY);
             delegate.events().destroy(event);
         }
+
+        @Override
+        public void synchronizeDevice() {
+            counted(DriverCall.DEVICE_SYNCHRONIZE);
+            delegate.events().synchronizeDevice();
+        }
     }
 }

@@ -14,7 +14,8 @@ public enum DriverCall {
     EVENT_RECORD("event_record"),
     EVENT_QUERY("event_query"),
     EVENT_SYNCHRONIZE("event_synchronize"),
-    EVENT_DESTROY("event_destroy");
+    EVENT_DESTROY("event_destroy"),
+    DEVICE_SYNCHRONIZE("device_synchronize");
 
     private static final DriverCall[] VALUES = values();
     private final String key;

@@ -172,5 +172,14 @@ public final class FaultInjectingDriver implements DriverAdaptor {
             }
             delegate.events().destroy(event);
         }
+
+        @Override
+        public void synchronizeDevice() {
+            int fault = plan.faultFor(DriverCall.DEVICE_SYNCHRONIZE);
+            if (fault != CudaResult.SUCCESS) {
+                throw injected(fault, CallText.deviceSynchronize());
+            }
+            delegate.events().synchronizeDevice();
+        }
     }
 }

@@ -206,5 +206,15 @@ public final class LoggingDriver implements DriverAdaptor {
                 throw failed(CallText.eventDestroy(event), e);
             }
         }
+
+        @Override
+        public void synchronizeDevice() {
+            try {
+                delegate.events().synchronizeDevice();
+                succeeded(CallText.deviceSynchronize(), "ok");
+            } catch (RuntimeException e) {
+                throw failed(CallText.deviceSynchronize(), e);
+            }
+        }
     }
 }

@@ -3,7 +3,8 @@ package dev.vmmkit.driver;
 /**
  * Device events, as a stream-ordered allocator needs them: mark a point in a stream's work, then
  * ask whether the work before it has finished. Streams and events are opaque {@code long}s
- * (0 is the default stream).
+ * (0 is the default stream). {@link #synchronizeDevice} waits for the whole device instead, for
+ * frees that must wait for work on streams the allocator never saw.
  */
 public interface StreamEvents {
 
@@ -21,4 +22,12 @@ public interface StreamEvents {
 
     /** Destroys an event. */
     void destroy(long event);
+
+    /**
+     * Blocks the calling thread until all work submitted to the device before the call, on every
+     * stream (non-blocking ones included), has completed. On CUDA: cuCtxSynchronize on the
+     * context current on the thread, which is the device's primary context unless the thread
+     * already had one; the call does not break a CUDA-graph capture running on another thread.
+     */
+    void synchronizeDevice();
 }

@@ -12,10 +12,10 @@ import dev.vmmkit.core.OutOfDeviceMemoryException;
  * {@code cudaMallocAsync}/{@code cudaFreeAsync} pass their stream. {@code cudaMalloc} passes stream 0.
  * {@code cudaFree} passes {@link #DEVICE_WIDE_STREAM}: the real cudaFree synchronises the whole device,
  * so the program may free memory that work on any stream still uses. The allocator must not hand such
- * memory to a later allocation until all work queued before the free, on every stream, has finished,
- * and must not synchronise to get there. With legacy default-stream semantics, an event recorded on
- * the legacy default stream (stream 0) completes only after the earlier work of every blocking stream;
- * streams made with {@code cudaStreamNonBlocking} are not covered by it.
+ * memory to a later allocation until all work queued before the free, on every stream (non-blocking
+ * ones included), has finished, and the freeing thread must not wait for it: the memory waits for a
+ * device synchronisation that vmmkit runs on a thread of its own (see
+ * {@link dev.vmmkit.core.VmmManager#DEVICE_WIDE_STREAM}).
  */
 public final class InterposedCalls {
     /** {@link #allocate}: vmmkit cannot serve the call; the shim uses the real runtime. */

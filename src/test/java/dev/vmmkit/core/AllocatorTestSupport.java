@@ -154,15 +154,17 @@ final class AllocatorTestSupport {
             return l;
         }
 
+        /** A live allocation chosen at random, or null. */
         /**
-         * A live allocation chosen at random, or null. Chosen by rank, not by address, so that a seed
-         * replays the same sequence wherever the OS happens to place the reservations.
+         * A live allocation, each equally likely. Not by address: the OS places the regions, so an
+         * address-based pick would favour different allocations from one JVM to the next (after a
+         * gap, the one below it), and a seed would not repeat.
          */
         Live pick(SplittableRandom rng) {
             if (live.isEmpty()) return null;
-            int rank = rng.nextInt(live.size());
+            int skip = rng.nextInt(live.size());
             for (Live l : live.values()) {
-                if (rank-- == 0) return l;
+                if (skip-- == 0) return l;
             }
             throw new AssertionError("unreachable");
         }

@@ -64,6 +64,7 @@ public final class DriverConformance {
             new Check("set_access_failure_rolls_back_map", DriverConformance::setAccessFailureRollsBackMap),
             new Check("counting_driver_counts_each_kind", DriverConformance::countingDriverCountsEachKind),
             new Check("events_on_default_stream", DriverConformance::eventsOnDefaultStream),
+            new Check("device_synchronize", DriverConformance::deviceSynchronize),
             // Last: on a real device, closing a second driver must not disturb the checks before it.
             new Check("closed_driver_reports_deinitialized", DriverConformance::closedDriverReportsDeinitialized));
 
@@ -469,6 +470,7 @@ public final class DriverConformance {
             } finally {
                 events.destroy(event);
             }
+            events.synchronizeDevice();
         }
         expected.put(DriverCall.RESERVE, 1L);
         expected.put(DriverCall.CREATE, 2L);
@@ -483,6 +485,7 @@ public final class DriverConformance {
         expected.put(DriverCall.EVENT_SYNCHRONIZE, 1L);
         expected.put(DriverCall.EVENT_QUERY, 1L);
         expected.put(DriverCall.EVENT_DESTROY, 1L);
+        expected.put(DriverCall.DEVICE_SYNCHRONIZE, 1L);
         DriverCallCounts counts = counting.counts();
         expectEqual(new DriverCallCounts(expected), counts, "call counts");
         expectCount(expected.values().stream().mapToLong(Long::longValue).sum(), counts.total(), "total calls");
@@ -501,6 +504,22 @@ public final class DriverConformance {
             events.record(event, 0);
             events.synchronize(event);
             expect(events.isComplete(event), "a re-recorded event is not complete after synchronize");
+        } finally {
+            events.destroy(event);
+        }
+    }
+
+    /** Work recorded on the default stream, then a wait for the whole device: it returns, and the event is complete. */
+    private static void deviceSynchronize(ConformanceTarget target) {
+        StreamEvents events = target.driver().events();
+        long event = events.create();
+        try {
+            events.record(event, 0);
+            events.synchronize(event);
+            events.record(event, 0);
+            events.synchronizeDevice();
+            expect(events.isComplete(event), "an event recorded before synchronizeDevice is not complete after it");
+            events.synchronizeDevice(); // nothing left to wait for: returns at once
         } finally {
             events.destroy(event);
         }

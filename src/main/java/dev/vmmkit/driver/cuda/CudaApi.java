@@ -114,6 +114,11 @@ final class CudaApi {
         static final MethodHandle cuEventSynchronize = bind("cuEventSynchronize", JAVA_LONG);
         static final MethodHandle cuEventDestroy = bind("cuEventDestroy_v2", JAVA_LONG);
 
+        // Device-wide waits. cuda.h declares both without a _v2 macro (cuCtxSynchronize_v2 is a
+        // different function, taking a context, and only in recent drivers).
+        static final MethodHandle cuCtxSynchronize = bind("cuCtxSynchronize");
+        static final MethodHandle cuThreadExchangeStreamCaptureMode = bind("cuThreadExchangeStreamCaptureMode", ADDRESS);
+
         // Copies (tests and benchmarks only).
         static final MethodHandle cuMemcpyHtoD = bind("cuMemcpyHtoD_v2", JAVA_LONG, ADDRESS, JAVA_LONG);
         static final MethodHandle cuMemcpyDtoH = bind("cuMemcpyDtoH_v2", ADDRESS, JAVA_LONG, JAVA_LONG);
@@ -302,6 +307,22 @@ final class CudaApi {
             return (int) Calls.cuEventDestroy.invokeExact(event);
         } catch (Throwable t) {
             throw unexpected("cuEventDestroy_v2", t);
+        }
+    }
+
+    static int cuCtxSynchronize() {
+        try {
+            return (int) Calls.cuCtxSynchronize.invokeExact();
+        } catch (Throwable t) {
+            throw unexpected("cuCtxSynchronize", t);
+        }
+    }
+
+    static int cuThreadExchangeStreamCaptureMode(MemorySegment mode) {
+        try {
+            return (int) Calls.cuThreadExchangeStreamCaptureMode.invokeExact(mode);
+        } catch (Throwable t) {
+            throw unexpected("cuThreadExchangeStreamCaptureMode", t);
         }
     }
 

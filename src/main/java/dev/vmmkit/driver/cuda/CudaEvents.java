@@ -2,6 +2,7 @@ package dev.vmmkit.driver.cuda;
 
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
 import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.StreamEvents;
@@ -10,6 +11,11 @@ import dev.vmmkit.driver.StreamEvents;
  * {@link StreamEvents} on CUDA events. Events are created with timing disabled, which makes
  * record and query cheaper; a query that finds the work unfinished (CUDA_ERROR_NOT_READY) is an
  * answer, not a failure.
+ *
+ * <p>{@link #synchronizeDevice} is cuCtxSynchronize. It runs in the relaxed stream-capture mode:
+ * in the default (global) mode a synchronising call on one thread while another thread captures a
+ * CUDA graph is refused and invalidates that capture. The thread's previous mode is put back
+ * afterwards (the push-pop use cuda.h recommends), so a caller's own thread keeps its mode.
  */
 final class CudaEvents implements StreamEvents {
     private final CudaDriver driver;
@@ -58,6 +64,35 @@ final class CudaEvents implements StreamEvents {
         if (result != CudaResult.SUCCESS) {
             throw failure(result, "cuEventSynchronize(event=" + hex(event) + ")");
         }
+    }
+
+    @Override
+    public void synchronizeDevice() {
+        driver.prepare("cuCtxSynchronize");
+        int previousMode = exchangeCaptureMode(CudaLayouts.CU_STREAM_CAPTURE_MODE_RELAXED);
+        int synced = CudaApi.cuCtxSynchronize();
+        int restored = exchangeCaptureModeResult(previousMode);
+        if (synced != CudaResult.SUCCESS) {
+            throw failure(synced, "cuCtxSynchronize()");
+        }
+        if (restored != CudaResult.SUCCESS) {
+            throw failure(restored, "cuThreadExchangeStreamCaptureMode(mode=" + previousMode + ")");
+        }
+    }
+
+    /** Sets this thread's stream-capture mode; returns the one it had. */
+    private static int exchangeCaptureMode(int mode) {
+        int result = exchangeCaptureModeResult(mode);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuThreadExchangeStreamCaptureMode(mode=" + mode + ")");
+        }
+        return CudaScratch.get().firstInt();
+    }
+
+    private static int exchangeCaptureModeResult(int mode) {
+        CudaScratch scratch = CudaScratch.get();
+        scratch.first.set(JAVA_INT, 0, mode);
+        return CudaApi.cuThreadExchangeStreamCaptureMode(scratch.first);
     }
 
     @Override

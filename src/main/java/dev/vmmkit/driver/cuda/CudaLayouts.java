@@ -25,6 +25,8 @@ final class CudaLayouts {
     static final int CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
     static final int CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;
     static final int CU_EVENT_DISABLE_TIMING = 2;
+    /** CUstreamCaptureMode: this thread's calls never invalidate another thread's stream capture. */
+    static final int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 
     /** {@code struct CUmemLocation_st { CUmemLocationType type; int id; }} (8 bytes). */
     static final StructLayout MEM_LOCATION = MemoryLayout.structLayout(

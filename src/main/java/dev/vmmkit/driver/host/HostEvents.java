@@ -12,7 +12,8 @@ import org.agrona.collections.Long2ObjectHashMap;
  * events open (as if the device were still busy) and complete them later, all at once or by stream.
  *
  * <p>{@link #synchronize} on a held event completes it, as the host waiting for the device would,
- * and counts as a {@linkplain #waitCount() wait}. Unknown or destroyed events are
+ * and counts as a {@linkplain #waitCount() wait}; {@link #synchronizeDevice} does the same for
+ * every held event at once (one wait, none when nothing is held). Unknown or destroyed events are
  * {@code CUDA_ERROR_INVALID_HANDLE}; an event never recorded is complete (as cuEventQuery says).
  */
 public final class HostEvents implements StreamEvents {
@@ -75,6 +76,17 @@ public final class HostEvents implements StreamEvents {
         }
     }
 
+    @Override
+    public void synchronizeDevice() {
+        synchronized (lock) {
+            owner.requireOpen(CallText.deviceSynchronize());
+            if (pending > 0) {
+                completeAllHeld();
+                waits++;
+            }
+        }
+    }
+
     /**
      * While {@code hold} is true, events recorded from now on stay incomplete until completed by
      * {@link #completeAll}, {@link #completeStream} or {@link #synchronize}. Turning it off leaves
@@ -89,10 +101,7 @@ public final class HostEvents implements StreamEvents {
     /** Completes every pending event; returns how many there were. */
     public int completeAll() {
         synchronized (lock) {
-            int completed = pending;
-            events.forEach((event, state) -> state.pending = false);
-            pending = 0;
-            return completed;
+            return completeAllHeld();
         }
     }
 
@@ -116,7 +125,10 @@ public final class HostEvents implements StreamEvents {
         }
     }
 
-    /** How many {@link #synchronize} calls found their event pending and so had to "wait". */
+    /**
+     * How many {@link #synchronize} calls found their event pending, and {@link #synchronizeDevice}
+     * calls found any event pending, and so had to "wait".
+     */
     public long waitCount() {
         synchronized (lock) {
             return waits;
@@ -129,6 +141,13 @@ public final class HostEvents implements StreamEvents {
             events.clear();
             pending = 0;
         }
+    }
+
+    private int completeAllHeld() {
+        int completed = pending;
+        events.forEach((event, state) -> state.pending = false);
+        pending = 0;
+        return completed;
     }
 
     private EventState known(long event, String call) {

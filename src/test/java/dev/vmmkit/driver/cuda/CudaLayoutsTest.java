@@ -53,6 +53,7 @@ class CudaLayoutsTest {
         assertEquals(3, CudaLayouts.CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
         assertEquals(1, CudaLayouts.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
         assertEquals(2, CudaLayouts.CU_EVENT_DISABLE_TIMING);
+        assertEquals(2, CudaLayouts.CU_STREAM_CAPTURE_MODE_RELAXED);
     }
 
     @Test

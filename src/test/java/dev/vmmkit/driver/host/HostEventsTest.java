@@ -71,6 +71,28 @@ class HostEventsTest {
     }
 
     @Test
+    void synchronizeDeviceCompletesEveryHeldEventAsOneWait() {
+        events.synchronizeDevice();
+        assertEquals(0, events.waitCount(), "nothing held: nothing to wait for");
+        events.holdCompletion(true);
+        long onStream1 = events.create();
+        long onStream2 = events.create();
+        events.record(onStream1, 1);
+        events.record(onStream2, 2);
+        events.synchronizeDevice();
+        assertTrue(events.isComplete(onStream1));
+        assertTrue(events.isComplete(onStream2));
+        assertEquals(0, events.pendingCount());
+        assertEquals(1, events.waitCount(), "one wait for the whole device");
+        events.record(onStream1, 1); // work submitted after the synchronisation stays pending
+        assertFalse(events.isComplete(onStream1));
+        events.destroy(onStream1);
+        events.destroy(onStream2);
+        driver.close();
+        expect(CudaResult.DEINITIALIZED, events::synchronizeDevice);
+    }
+
+    @Test
     void unknownAndDestroyedEventsAreInvalidHandles() {
         long event = events.create();
         events.destroy(event);

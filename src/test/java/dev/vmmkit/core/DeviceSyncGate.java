@@ -1,0 +1,57 @@
+package dev.vmmkit.core;
+
+import java.util.Set;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Collectors;
+
+/**
+ * Holds device synchronisations back until a test lets them through, as a device busy with a long
+ * kernel would, so a test can look at the allocator while one is under way.
+ */
+final class DeviceSyncGate {
+    private final Semaphore permits = new Semaphore(0);
+    private final AtomicInteger arrived = new AtomicInteger();
+    private volatile boolean open;
+
+    /** Called by a synchronisation: returns once let through. Interrupted (fence closing), it fails as a driver call would. */
+    void pass() {
+        arrived.incrementAndGet();
+        if (open) return;
+        try {
+            permits.acquire();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while held at the gate");
+        }
+    }
+
+    /** Lets {@code n} synchronisations through, waiting or still to come. */
+    void letThrough(int n) {
+        permits.release(n);
+    }
+
+    /** Lets every synchronisation through from now on. */
+    void open() {
+        open = true;
+        permits.release(Integer.MAX_VALUE / 2);
+    }
+
+    /** Synchronisations that reached the gate so far. */
+    int arrived() {
+        return arrived.get();
+    }
+
+    /** Live fence threads ("vmmkit-device-fence") other than those in {@code earlier}. */
+    static Set<Thread> fenceThreadsSince(Set<Thread> earlier) {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.isAlive() && t.getName().equals(DeviceWideFence.THREAD_NAME) && !earlier.contains(t))
+                .collect(Collectors.toSet());
+    }
+
+    /** Waits until {@code n} synchronisations have reached the gate (tests bound it with a timeout). */
+    void awaitArrivals(int n) throws InterruptedException {
+        while (arrived.get() < n) TimeUnit.MILLISECONDS.sleep(1);
+    }
+}

@@ -1,0 +1,136 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.StreamEvents;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static dev.vmmkit.core.DeviceSyncGate.fenceThreadsSince;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The fence on its own, over a device whose synchronisations a test lets through one by one. */
+class DeviceWideFenceTest {
+    private static final Duration TIMEOUT = Duration.ofSeconds(20);
+
+    private final Set<Thread> threadsBefore = fenceThreadsSince(Set.of());
+    private final DeviceSyncGate gate = new DeviceSyncGate();
+    private final AtomicInteger failuresToInject = new AtomicInteger();
+    private final AtomicInteger synchronisations = new AtomicInteger();
+    private final DeviceWideFence fence = new DeviceWideFence(new OnlyDeviceSync());
+
+    @AfterEach
+    void close() {
+        gate.open();
+        assertTimeoutPreemptively(TIMEOUT, fence::close);
+    }
+
+    @Test
+    void nothingRunsUntilATicketIsRequested() throws InterruptedException {
+        Thread.sleep(20);
+        assertEquals(0, fence.completedTicket());
+        assertEquals(0, gate.arrived(), "no synchronisation without a request");
+    }
+
+    @Test
+    void aSynchronisationCompletesOnlyTheTicketsIssuedBeforeItStarted() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            long first = fence.request();
+            gate.awaitArrivals(1);                  // the first synchronisation is under way
+            long second = fence.request();
+            long third = fence.request();
+            gate.letThrough(1);
+            fence.await(first);
+            assertEquals(first, fence.completedTicket(),
+                    "tickets issued while a synchronisation ran may cover work it does not wait for");
+            gate.awaitArrivals(2);
+            assertTrue(fence.completedTicket() < second);
+            gate.letThrough(1);
+            fence.await(third);
+            assertEquals(third, fence.completedTicket());
+            assertEquals(2, synchronisations.get(), "the second and third requests shared one synchronisation");
+        });
+    }
+
+    @Test
+    void aFailedSynchronisationIsRetriedAndItsTicketsAreKept() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            gate.open();
+            failuresToInject.set(3);
+            long ticket = fence.request();
+            while (fence.completedTicket() < ticket) Thread.sleep(1); // no further request: the retries alone
+            assertEquals(4, synchronisations.get(), "three failures, then the retry that worked");
+        });
+    }
+
+    @Test
+    void awaitReportsAFailureOfTheSynchronisationThatWouldHaveCompletedItsTicket() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            gate.open();
+            failuresToInject.set(Integer.MAX_VALUE);
+            long ticket = fence.request();
+            DriverException e = assertThrows(DriverException.class, () -> fence.await(ticket));
+            assertEquals(CudaResult.ILLEGAL_ADDRESS, e.result());
+            failuresToInject.set(0);
+            fence.await(fence.request());
+            assertTrue(fence.completedTicket() >= ticket);
+        });
+    }
+
+    @Test
+    void closeStopsTheThreadAndLaterWaitsFail() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            gate.open();
+            fence.await(fence.request());
+            assertEquals(1, fenceThreadsSince(threadsBefore).size(), "one thread serves the fence");
+            fence.close();
+            assertEquals(Set.of(), fenceThreadsSince(threadsBefore), "the fence's thread is gone after close");
+            long late = fence.request();
+            assertThrows(IllegalStateException.class, () -> fence.await(late));
+        });
+    }
+
+    /** Events whose one working call is synchronizeDevice: through the gate, failing when asked to. */
+    private final class OnlyDeviceSync implements StreamEvents {
+        @Override
+        public void synchronizeDevice() {
+            gate.pass();
+            synchronisations.incrementAndGet();
+            if (failuresToInject.getAndUpdate(n -> n > 0 ? n - 1 : 0) > 0) {
+                throw DriverException.of(CudaResult.ILLEGAL_ADDRESS, "cuCtxSynchronize()");
+            }
+        }
+
+        @Override
+        public long create() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void record(long event, long stream) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public boolean isComplete(long event) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void synchronize(long event) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void destroy(long event) {
+            throw new UnsupportedOperationException();
+        }
+    }
+}

@@ -1,0 +1,175 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.FaultInjectingDriver;
+import dev.vmmkit.driver.FaultPlan;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.driver.host.HostEvents;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import static dev.vmmkit.core.AllocatorTestSupport.MIB;
+import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
+import static dev.vmmkit.core.AllocatorTestSupport.assertFullyIntact;
+import static dev.vmmkit.core.AllocatorTestSupport.fill;
+import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
+import static dev.vmmkit.core.AllocatorTestSupport.smallConfig;
+import static dev.vmmkit.core.DeviceSyncGate.fenceThreadsSince;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * cudaFree-style frees ({@link VmmManager#DEVICE_WIDE_STREAM}): the memory goes to no stream
+ * until a device synchronisation that started after the free has finished, since work on any
+ * stream, even one the allocator never saw (a non-blocking stream), may still use it. The free
+ * itself calls no driver function; the synchronisation runs on the fence's thread.
+ */
+class VmmManagerDeviceWideFreeTest {
+    private static final Duration TIMEOUT = Duration.ofSeconds(30);
+    private static final long DEVICE_WIDE = VmmManager.DEVICE_WIDE_STREAM;
+    private static final long ONE = 1;
+    private static final long TWO = 2;
+
+    private final Set<Thread> fenceThreadsBefore = fenceThreadsSince(Set.of());
+    private final DeviceSyncGate gate = new DeviceSyncGate();
+    private HostDriver host;
+    private HostEvents events;
+    private VmmManager m;
+
+    /** A manager over the host driver with events held open (a busy device); wrap adds an adaptor. */
+    private void open(java.util.function.UnaryOperator<VmmDriver> wrap) {
+        host = hostDriver(32 * MIB);
+        events = host.hostEvents();
+        events.holdCompletion(true);
+        m = new VmmManager(wrap.apply(host), smallConfig(64 * MIB));
+    }
+
+    @AfterEach
+    void closeAndCheckNothingLeaks() {
+        gate.open();
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            if (m != null) {
+                m.close();
+                assertTrue(host.usage().isEmpty(), "after close the driver holds nothing: " + host.usage());
+                assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore), "close stops the fence's thread");
+            }
+            if (host != null) host.close();
+        });
+    }
+
+    private static boolean overlaps(long a, long aSize, long b, long bSize) {
+        return a < b + bSize && b < a + aSize;
+    }
+
+    @Test
+    void noStreamGetsTheMemoryUntilADeviceSynchronisationHasRun() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> new DeviceSyncGatedDriver(driver, gate));
+            long kernel = events.create();
+            events.record(kernel, ONE); // work in flight on stream 1, which no later free names
+            long a = m.allocate(PAGE, ONE);
+            fill(host, a, PAGE, 42);
+            m.deallocate(a, DEVICE_WIDE);
+
+            List<Long> others = new ArrayList<>();
+            for (long stream : new long[]{0, ONE, TWO, DEVICE_WIDE}) {
+                long b = m.allocate(PAGE, stream);
+                assertFalse(overlaps(a, PAGE, b, PAGE), "stream " + stream + " got the memory freed device-wide");
+                others.add(b);
+            }
+            gate.awaitArrivals(1); // the fence waits for the device
+            assertFalse(events.isComplete(kernel), "the device is still busy");
+            assertTrue(host.isAccessible(a, PAGE), "memory freed device-wide stays mapped");
+            assertFullyIntact(host, a, PAGE, 42, "memory freed device-wide, which stream 1 may still read");
+            long waitsBefore = events.waitCount();
+
+            gate.open();
+            DeviceWideFence fence = m.deviceWideFence();
+            fence.await(fence.request());
+            assertTrue(events.isComplete(kernel), "the device synchronisation waited for stream 1's work");
+            assertTrue(events.waitCount() > waitsBefore, "and counts as a wait for the device");
+            assertTrue(m.stats().driverCalls(DriverCall.DEVICE_SYNCHRONIZE) >= 1, "and as a driver call");
+            assertEquals(a, m.allocate(PAGE, TWO), "after the synchronisation any stream reuses the memory");
+            for (long b : others) m.deallocate(b, TWO);
+            events.destroy(kernel);
+        });
+    }
+
+    @Test
+    void theFreeCallsNoDriverFunctionAndStartsNoThread() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            long a = m.allocate(PAGE, ONE);
+            long b = m.allocate(3 * PAGE, TWO);
+            Map<DriverCall, Long> before = m.stats().driverCalls();
+            m.deallocate(a, DEVICE_WIDE);
+            m.deallocate(b, DEVICE_WIDE);
+            assertEquals(before, m.stats().driverCalls(), "deallocate made a driver call");
+            assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore), "a free does not start the fence");
+
+            // Once the fence is running and idle, a free still calls nothing and requests nothing.
+            long c = m.allocate(PAGE, ONE); // slow path: requests a synchronisation
+            DeviceWideFence fence = m.deviceWideFence();
+            fence.await(fence.request());
+            long completed = fence.completedTicket();
+            before = m.stats().driverCalls();
+            m.deallocate(c, DEVICE_WIDE);
+            assertEquals(before, m.stats().driverCalls(), "deallocate made a driver call");
+            assertEquals(completed, fence.completedTicket(), "a free requests no synchronisation");
+        });
+    }
+
+    @Test
+    void aFailedDeviceSynchronisationIsRetriedAndNothingIsLost() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            FaultPlan plan = new FaultPlan().failNth(DriverCall.DEVICE_SYNCHRONIZE, 1, CudaResult.ILLEGAL_ADDRESS);
+            open(driver -> new FaultInjectingDriver(driver, plan));
+            long a = m.allocate(PAGE, ONE);
+            m.deallocate(a, DEVICE_WIDE);
+            long b = m.allocate(PAGE, TWO); // slow path: the one request this test makes
+            assertNotEquals(a, b);
+            DeviceWideFence fence = m.deviceWideFence();
+            while (fence.completedTicket() < 1) Thread.sleep(1); // the retry, with no new request
+            assertEquals(1, plan.injected(DriverCall.DEVICE_SYNCHRONIZE), "the first synchronisation failed");
+            assertTrue(m.stats().driverCalls(DriverCall.DEVICE_SYNCHRONIZE) >= 2, "then it was retried");
+            assertEquals(a, m.allocate(PAGE, TWO), "the retry made the memory reusable");
+            m.deallocate(b, TWO);
+        });
+    }
+
+    @Test
+    void outOfMemoryReportsAFailingDeviceSynchronisationAndRecoversOnceItWorks() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            FaultPlan plan = new FaultPlan().failAlways(DriverCall.DEVICE_SYNCHRONIZE, CudaResult.ILLEGAL_ADDRESS);
+            host = hostDriver(2 * MIB);
+            events = host.hostEvents();
+            events.holdCompletion(true);
+            m = new VmmManager(new FaultInjectingDriver(host, plan), smallConfig(16 * MIB));
+            long a = m.allocate(MIB + PAGE, ONE);  // large region
+            m.deallocate(a, DEVICE_WIDE);
+            // Small region: needs 16 pages, 15 are left. Recovery must wait for the device, which fails.
+            DriverException failure = assertThrows(DriverException.class, () -> m.allocate(MIB, TWO));
+            assertEquals(CudaResult.ILLEGAL_ADDRESS, failure.result(), failure.getMessage());
+            assertTrue(host.isAccessible(a, MIB + PAGE), "memory freed device-wide stays mapped while the device is not known idle");
+
+            plan.clear();
+            long b = m.allocate(MIB, TWO);
+            assertTrue(m.owns(b));
+            assertEquals(1, m.stats().outOfMemoryRecoveries(), "drain, a device synchronisation and retry recovered");
+            m.deallocate(b, TWO);
+        });
+    }
+}
