@@ -103,6 +103,34 @@ final class DeviceWideFence implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits at most {@code timeoutNanos} for {@code ticket}; true when it completed. Never throws for
+     * a failed synchronisation: the caller simply goes on without the memory.
+     */
+    synchronized boolean await(long ticket, long timeoutNanos) {
+        long deadline = System.nanoTime() + timeoutNanos;
+        boolean interrupted = false;
+        try {
+            while (completed < ticket && !closed) {
+                if (lastFailure != null && failedUpTo >= ticket) return false;
+                if (onCallingThread) {
+                    synchronizeOnce(issued);
+                    continue;
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) return false;
+                try {
+                    wait(left / 1_000_000, (int) (left % 1_000_000));
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            return completed >= ticket;
+        } finally {
+            if (interrupted) Thread.currentThread().interrupt();
+        }
+    }
+
     /** Stops the thread, after a synchronisation it may be running; tickets still waiting never complete. */
     @Override
     public void close() {

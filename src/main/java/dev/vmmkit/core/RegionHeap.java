@@ -28,6 +28,9 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  * they are needed. That is what keeps peak physical memory close to peak live memory.
  */
 final class RegionHeap {
+    /** The longest an allocation waits for pending frees before it maps more memory instead. */
+    static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
+
     private final String name;
     private final long base;
     private final long span;
@@ -239,6 +242,10 @@ final class RegionHeap {
             int id = bestFitFree(bytes, stream);
             if (id != NONE) return carveLive(id, bytes, requested);
         }
+        if (physicalWouldExceedBudget(bytes, requested) && awaitPendingFreesBriefly()) {
+            int id = bestFitFree(bytes, stream);
+            if (id != NONE) return carveLive(id, bytes, requested);
+        }
         try {
             return mapAndPlace(bytes, requested, stream);
         } catch (DriverException e) {
@@ -259,6 +266,36 @@ final class RegionHeap {
                 throw outOfMemory(requested, e);
             }
         }
+    }
+
+    /** Physical memory may grow to this before free pages must move: the slack over peak live bytes. */
+    private long physicalBudget(long requested) {
+        long peakLive = Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested);
+        return (long) (peakLive * config.reserveSlack()) + pageBytes;
+    }
+
+    private boolean physicalWouldExceedBudget(long bytes, long requested) {
+        return accounting.physicalBytes() + roundUpToPage(bytes) > physicalBudget(requested);
+    }
+
+    /**
+     * Memory freed but still waiting for earlier device work (a cudaFree's device-wide
+     * synchronisation, another stream's event) is often about to become usable. Before growing
+     * past the budget, wait a little for it: at most {@link #PENDING_FREE_WAIT_NANOS} in all, so a
+     * long-running kernel costs memory, not time. Returns true if any free became reusable.
+     */
+    private boolean awaitPendingFreesBriefly() {
+        long deadline = System.nanoTime() + PENDING_FREE_WAIT_NANOS;
+        boolean any = false;
+        for (Long2ObjectHashMap<SizeTree>.KeyIterator it = freeByStream.keySet().iterator(); it.hasNext(); ) {
+            long stream = it.nextLong();
+            SizeTree tree = freeByStream.get(stream);
+            if (tree.isEmpty()) continue;
+            long left = deadline - System.nanoTime();
+            if (left <= 0) break;
+            if (waitList.awaitBriefly(stream, freeSequence, left)) any |= promote(tree, freeSequence);
+        }
+        return any;
     }
 
     OutOfDeviceMemoryException outOfMemory(long requested, Throwable cause) {
@@ -415,9 +452,7 @@ final class RegionHeap {
                 out[got++] = h;
             }
             if (got < pages) {
-                long peakLive = Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested);
-                long budget = (long) (peakLive * config.reserveSlack()) + pageBytes;
-                long room = Math.max(0, budget - accounting.physicalBytes()) >>> pageShift;
+                long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) >>> pageShift;
                 int mustMove = (int) Math.max(0, (pages - got) - room);
                 if (mustMove > 0) {
                     promoteCompletedFrees();

@@ -78,6 +78,34 @@ final class StreamWaitList {
         p.recordedAtSequence = -1;
     }
 
+    /**
+     * Waits at most {@code timeoutNanos} for the frees on {@code stream} up to
+     * {@code currentSequence}; true when they completed. Used on the slow path only, when waiting
+     * briefly beats mapping more memory.
+     */
+    boolean awaitBriefly(long stream, long currentSequence, long timeoutNanos) {
+        if (stream == VmmManager.DEVICE_WIDE_STREAM) {
+            if (deviceWideTicket == NO_TICKET || deviceWideTicketSequence < currentSequence) {
+                requestDeviceSynchronisation(currentSequence);
+            }
+            if (!deviceFence.await(deviceWideTicket, timeoutNanos)) return false;
+            deviceWideTicket = NO_TICKET;
+            return true;
+        }
+        Pending p = pending(stream);
+        if (p.recordedAtSequence < currentSequence) {
+            events.record(p.event, stream);
+            p.recordedAtSequence = currentSequence;
+        }
+        long deadline = System.nanoTime() + timeoutNanos;
+        while (!events.isComplete(p.event)) {
+            if (System.nanoTime() - deadline >= 0) return false;
+            java.util.concurrent.locks.LockSupport.parkNanos(10_000);
+        }
+        p.recordedAtSequence = -1;
+        return true;
+    }
+
     /** Destroys the events this list created. */
     void close() {
         for (Pending p : pendingByStream.values()) {
