@@ -100,9 +100,30 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *found) {
     return 0;
 }
 
+/* ---- Lookups by handle ---------------------------------------------------------------------
+ * LD_PRELOAD only wins lookups through the global scope. A program that loads the runtime itself
+ * and asks it by handle (CuPy: dlopen("libcudart.so.13"), then dlsym(handle, "cudaMalloc")) would
+ * bypass vmmkit. So vmmkit also answers dlsym: a lookup of an intercepted name that finds the
+ * runtime's function returns vmmkit's instead, and the runtime's becomes the real one. Every other
+ * lookup goes straight to libc's dlsym, as a tail call, so that RTLD_NEXT still means "after the
+ * caller". Inside this file, lookups use next_dlsym, never the exported dlsym. */
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn next_dlsym;
+static pthread_once_t next_dlsym_once = PTHREAD_ONCE_INIT;
+
+static void find_next_dlsym(void) {
+    next_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!next_dlsym) next_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+}
+
+static void *lookup(void *handle, const char *name) {
+    pthread_once(&next_dlsym_once, find_next_dlsym);
+    return next_dlsym ? next_dlsym(handle, name) : NULL;
+}
+
 static void *real_symbol(void *cudart, const char *name) {
-    void *fn = dlsym(RTLD_NEXT, name);
-    return fn ? fn : cudart ? dlsym(cudart, name) : NULL;
+    void *fn = lookup(RTLD_NEXT, name);
+    return fn ? fn : cudart ? lookup(cudart, name) : NULL;
 }
 
 static void resolve_real(void) {
@@ -204,7 +225,7 @@ static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
         return JNI_ERR;
     }
     void *handle = dlopen(libjvm, RTLD_NOW | RTLD_GLOBAL); /* as the java launcher does */
-    jint (*create)(JavaVM **, void **, void *) = handle ? dlsym(handle, "JNI_CreateJavaVM") : NULL;
+    jint (*create)(JavaVM **, void **, void *) = handle ? lookup(handle, "JNI_CreateJavaVM") : NULL;
     if (!create) {
         fprintf(stderr, "vmmkit: cannot load %s: %s\n", libjvm, dlerror());
         return JNI_ERR;
@@ -242,7 +263,7 @@ static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
 
 /* A host that is itself a JVM: find it through the already loaded libjvm. */
 static JavaVM *running_jvm(void) {
-    jint (*created)(JavaVM **, jsize, jsize *) = dlsym(RTLD_DEFAULT, "JNI_GetCreatedJavaVMs");
+    jint (*created)(JavaVM **, jsize, jsize *) = lookup(RTLD_DEFAULT, "JNI_GetCreatedJavaVMs");
     JavaVM *vm = NULL;
     jsize count = 0;
     return created && created(&vm, 1, &count) == JNI_OK && count > 0 ? vm : NULL;
@@ -447,4 +468,31 @@ EXPORT void vmmkit_torch_free(void *ptr, ssize_t size, int device, cudaStream_t 
     (void) size;
     if (vmmkit_free(ptr, device, (int64_t) (intptr_t) stream) == CALL_REAL && ptr)
         freed_by_runtime(REAL(cudaFreeAsync, ptr, stream));
+}
+
+/* ---- dlsym ------------------------------------------------------------------------------- */
+
+/* Takes the runtime's own function as the real one, if none was found yet; returns vmmkit's. */
+static void *substitute(void **real_slot, void *runtime_fn, void *ours) {
+    if (runtime_fn == ours) return ours;
+    void *expected = NULL;
+    __atomic_compare_exchange_n(real_slot, &expected, runtime_fn, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    return ours;
+}
+
+static void *intercepted(const char *name, void *runtime_fn) {
+#define OURS(fn) if (strcmp(name, #fn) == 0) return substitute((void **) &real.fn, runtime_fn, (void *) fn)
+    OURS(cudaMalloc); OURS(cudaFree); OURS(cudaMallocAsync); OURS(cudaFreeAsync);
+    OURS(cudaMemcpy); OURS(cudaMemcpyAsync);
+#undef OURS
+    return runtime_fn;
+}
+
+EXPORT void *dlsym(void *handle, const char *name) {
+    pthread_once(&next_dlsym_once, find_next_dlsym);
+    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !name || strncmp(name, "cuda", 4) != 0) {
+        return next_dlsym(handle, name); /* a tail call: libc sees the original caller */
+    }
+    void *fn = next_dlsym(handle, name);
+    return fn ? intercepted(name, fn) : NULL;
 }

@@ -135,6 +135,23 @@ static void foreign(void) {
     CHECK(fake_cudart_free_calls() - frees == 2);
 }
 
+/* A program that loads the runtime itself and asks it by handle, as CuPy does, bypasses the
+ * global lookup that LD_PRELOAD wins: vmmkit must still serve it (through its dlsym). */
+static void by_handle(void) {
+    void *runtime = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
+    CHECK(runtime != NULL);
+    cudaError_t (*malloc_fn)(void **, size_t) = (cudaError_t (*)(void **, size_t)) dlsym(runtime, "cudaMalloc");
+    cudaError_t (*free_fn)(void *) = (cudaError_t (*)(void *)) dlsym(runtime, "cudaFree");
+    CHECK(malloc_fn != NULL && free_fn != NULL);
+    long before = fake_cudart_malloc_calls();
+    void *a = NULL, *b = NULL;
+    CHECK(malloc_fn(&a, 1 << 16) == 0 && malloc_fn(&b, 1 << 16) == 0);
+    round_trip(a, b, 1 << 16, 5, NULL);
+    CHECK(free_fn(a) == 0 && free_fn(b) == 0);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
+    dlclose(runtime);
+}
+
 static void oom(void) {
     if (monitor) return;
     enum { MAX = 1 << 16 };
@@ -239,7 +256,7 @@ static void forks(void) {
 
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
-    {"threads", threads}, {"fork", forks}, {"torch", torch}, {"oom", oom},
+    {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"oom", oom},
 };
 
 int main(int argc, char **argv) {

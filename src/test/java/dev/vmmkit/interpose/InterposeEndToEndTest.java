@@ -34,7 +34,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
-    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch");
+    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch", "by_handle");
     private static final Set<String> STATS_KEYS = Set.of("mode", "allocs", "frees", "passthrough_calls",
             "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio");
     private static final ObjectMapper JSON = new ObjectMapper();
