@@ -106,14 +106,19 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *found) {
  * bypass vmmkit. So vmmkit also answers dlsym: a lookup of an intercepted name that finds the
  * runtime's function returns vmmkit's instead, and the runtime's becomes the real one. Every other
  * lookup goes straight to libc's dlsym, as a tail call, so that RTLD_NEXT still means "after the
- * caller". Inside this file, lookups use next_dlsym, never the exported dlsym. */
+ * caller". dlvsym (a lookup with a version, as cuda-python's loaders do) is answered the same way.
+ * Inside this file, lookups use next_dlsym, never the exported dlsym. */
 typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 static dlsym_fn next_dlsym;
+static dlvsym_fn next_dlvsym;
 static pthread_once_t next_dlsym_once = PTHREAD_ONCE_INIT;
 
 static void find_next_dlsym(void) {
     next_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (!next_dlsym) next_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    next_dlvsym = (dlvsym_fn) dlvsym(RTLD_NEXT, "dlvsym", "GLIBC_2.34");
+    if (!next_dlvsym) next_dlvsym = (dlvsym_fn) dlvsym(RTLD_NEXT, "dlvsym", "GLIBC_2.2.5");
 }
 
 static void *lookup(void *handle, const char *name) {
@@ -494,5 +499,14 @@ EXPORT void *dlsym(void *handle, const char *name) {
         return next_dlsym(handle, name); /* a tail call: libc sees the original caller */
     }
     void *fn = next_dlsym(handle, name);
+    return fn ? intercepted(name, fn) : NULL;
+}
+
+EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
+    pthread_once(&next_dlsym_once, find_next_dlsym);
+    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !name || strncmp(name, "cuda", 4) != 0) {
+        return next_dlvsym(handle, name, version); /* a tail call: libc sees the original caller */
+    }
+    void *fn = next_dlvsym(handle, name, version);
     return fn ? intercepted(name, fn) : NULL;
 }

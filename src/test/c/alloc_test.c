@@ -141,7 +141,8 @@ static void by_handle(void) {
     void *runtime = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
     CHECK(runtime != NULL);
     cudaError_t (*malloc_fn)(void **, size_t) = (cudaError_t (*)(void **, size_t)) dlsym(runtime, "cudaMalloc");
-    cudaError_t (*free_fn)(void *) = (cudaError_t (*)(void *)) dlsym(runtime, "cudaFree");
+    /* with a version, as cuda-python's loaders ask */
+    cudaError_t (*free_fn)(void *) = (cudaError_t (*)(void *)) dlvsym(runtime, "cudaFree", "libcudart.so.13");
     CHECK(malloc_fn != NULL && free_fn != NULL);
     long before = fake_cudart_malloc_calls();
     void *a = NULL, *b = NULL;
