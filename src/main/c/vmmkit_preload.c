@@ -114,11 +114,59 @@ static dlsym_fn next_dlsym;
 static dlvsym_fn next_dlvsym;
 static pthread_once_t next_dlsym_once = PTHREAD_ONCE_INIT;
 
+/* libc's own dlsym and dlvsym, found in libc's dynamic symbol table (GNU hash), because any call
+ * by name from this library, dlvsym(RTLD_NEXT, ...) included, would land on vmmkit's exports. */
+static uint32_t gnu_hash(const char *name) {
+    uint32_t h = 5381;
+    for (const unsigned char *c = (const unsigned char *) name; *c; c++) h = h * 33 + *c;
+    return h;
+}
+
+struct libc_symbol { const char *name; void *address; };
+
+static int find_in_libc(struct dl_phdr_info *info, size_t size, void *data) {
+    (void) size;
+    struct libc_symbol *want = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "/libc.so")) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *) (info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+    const ElfW(Sym) *symbols = NULL;
+    const char *strings = NULL;
+    const uint32_t *hash = NULL;
+    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+        /* ld.so rewrites these to absolute addresses on x86-64; add the base if it did not. */
+        ElfW(Addr) at = dyn->d_un.d_ptr < info->dlpi_addr ? info->dlpi_addr + dyn->d_un.d_ptr : dyn->d_un.d_ptr;
+        if (dyn->d_tag == DT_SYMTAB) symbols = (const ElfW(Sym) *) at;
+        else if (dyn->d_tag == DT_STRTAB) strings = (const char *) at;
+        else if (dyn->d_tag == DT_GNU_HASH) hash = (const uint32_t *) at;
+    }
+    if (!symbols || !strings || !hash) return 1;
+    uint32_t buckets = hash[0], first = hash[1], bloom_words = hash[2];
+    const uint32_t *bucket = (const uint32_t *) ((const ElfW(Addr) *) (hash + 4) + bloom_words);
+    const uint32_t *chain = bucket + buckets;
+    uint32_t h = gnu_hash(want->name);
+    for (uint32_t i = bucket[h % buckets]; i >= first; i++) {
+        uint32_t hi = chain[i - first];
+        if ((hi | 1) == (h | 1) && symbols[i].st_value != 0 && strcmp(strings + symbols[i].st_name, want->name) == 0) {
+            want->address = (void *) (info->dlpi_addr + symbols[i].st_value);
+            return 1;
+        }
+        if (hi & 1) break;
+    }
+    return 1;
+}
+
+static void *libc_function(const char *name) {
+    struct libc_symbol want = { name, NULL };
+    dl_iterate_phdr(find_in_libc, &want);
+    return want.address;
+}
+
 static void find_next_dlsym(void) {
-    next_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!next_dlsym) next_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    next_dlvsym = (dlvsym_fn) dlvsym(RTLD_NEXT, "dlvsym", "GLIBC_2.34");
-    if (!next_dlvsym) next_dlvsym = (dlvsym_fn) dlvsym(RTLD_NEXT, "dlvsym", "GLIBC_2.2.5");
+    next_dlsym = (dlsym_fn) libc_function("dlsym");
+    next_dlvsym = (dlvsym_fn) libc_function("dlvsym");
 }
 
 static void *lookup(void *handle, const char *name) {
