@@ -164,9 +164,13 @@ static void *libc_function(const char *name) {
     return want.address;
 }
 
+static int log_lookups; /* VMM_LOG=debug: each lookup of a cuda* name by handle is printed */
+
 static void find_next_dlsym(void) {
     next_dlsym = (dlsym_fn) libc_function("dlsym");
     next_dlvsym = (dlvsym_fn) libc_function("dlvsym");
+    const char *level = getenv("VMM_LOG");
+    log_lookups = level && strcmp(level, "debug") == 0;
 }
 
 static void *lookup(void *handle, const char *name) {
@@ -547,7 +551,9 @@ EXPORT void *dlsym(void *handle, const char *name) {
         return next_dlsym(handle, name); /* a tail call: libc sees the original caller */
     }
     void *fn = next_dlsym(handle, name);
-    return fn ? intercepted(name, fn) : NULL;
+    void *answer = fn ? intercepted(name, fn) : NULL;
+    if (log_lookups) fprintf(stderr, "vmmkit: dlsym(%p, %s) -> %p%s\n", handle, name, answer, answer != fn ? " (vmmkit)" : "");
+    return answer;
 }
 
 EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
@@ -556,5 +562,7 @@ EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
         return next_dlvsym(handle, name, version); /* a tail call: libc sees the original caller */
     }
     void *fn = next_dlvsym(handle, name, version);
-    return fn ? intercepted(name, fn) : NULL;
+    void *answer = fn ? intercepted(name, fn) : NULL;
+    if (log_lookups) fprintf(stderr, "vmmkit: dlvsym(%p, %s, %s) -> %p%s\n", handle, name, version ? version : "", answer, answer != fn ? " (vmmkit)" : "");
+    return answer;
 }
