@@ -6,13 +6,12 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * Counts the calls of each kind made through it, events included, then forwards them. A call is
  * counted when it is made, whether it then succeeds or fails. Counting is one atomic increment.
  */
-public final class CountingDriver implements DriverAdaptor {
-    private final VmmDriver delegate;
+public final class CountingDriver extends ForwardingDriver {
     private final AtomicLongArray counts = new AtomicLongArray(DriverCall.all().length);
     private final StreamEvents events = new CountingEvents();
 
     public CountingDriver(VmmDriver delegate) {
-        this.delegate = delegate;
+        super(delegate);
     }
 
     /** A snapshot of the counts so far. */
@@ -31,26 +30,6 @@ public final class CountingDriver implements DriverAdaptor {
 
     private void counted(DriverCall call) {
         counts.incrementAndGet(call.ordinal());
-    }
-
-    @Override
-    public VmmDriver delegate() {
-        return delegate;
-    }
-
-    @Override
-    public String name() {
-        return delegate.name();
-    }
-
-    @Override
-    public int device() {
-        return delegate.device();
-    }
-
-    @Override
-    public long granularity() {
-        return delegate.granularity();
     }
 
     @Override

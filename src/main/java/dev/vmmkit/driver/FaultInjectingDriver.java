@@ -5,39 +5,18 @@ package dev.vmmkit.driver;
  * {@link DriverException} instead of being made: nothing reaches the delegate. Calls the plan lets
  * through are forwarded unchanged.
  */
-public final class FaultInjectingDriver implements DriverAdaptor {
-    private final VmmDriver delegate;
+public final class FaultInjectingDriver extends ForwardingDriver {
     private final FaultPlan plan;
     private final StreamEvents events = new FaultInjectingEvents();
 
     public FaultInjectingDriver(VmmDriver delegate, FaultPlan plan) {
-        this.delegate = delegate;
+        super(delegate);
         this.plan = plan;
     }
 
     /** The plan in force; change it at any time. */
     public FaultPlan plan() {
         return plan;
-    }
-
-    @Override
-    public VmmDriver delegate() {
-        return delegate;
-    }
-
-    @Override
-    public String name() {
-        return delegate.name();
-    }
-
-    @Override
-    public int device() {
-        return delegate.device();
-    }
-
-    @Override
-    public long granularity() {
-        return delegate.granularity();
     }
 
     @Override

@@ -9,35 +9,14 @@ import java.lang.System.Logger.Level;
  * delegate did. {@link Drivers} installs it only when debug logging is asked for, so a run without
  * logging pays nothing.
  */
-public final class LoggingDriver implements DriverAdaptor {
+public final class LoggingDriver extends ForwardingDriver {
     public static final String LOGGER_NAME = "dev.vmmkit.driver";
     private static final Logger LOG = System.getLogger(LOGGER_NAME);
 
-    private final VmmDriver delegate;
     private final StreamEvents events = new LoggingEvents();
 
     public LoggingDriver(VmmDriver delegate) {
-        this.delegate = delegate;
-    }
-
-    @Override
-    public VmmDriver delegate() {
-        return delegate;
-    }
-
-    @Override
-    public String name() {
-        return delegate.name();
-    }
-
-    @Override
-    public int device() {
-        return delegate.device();
-    }
-
-    @Override
-    public long granularity() {
-        return delegate.granularity();
+        super(delegate);
     }
 
     @Override
