@@ -1,78 +1,12 @@
 package dev.vmmkit.driver.conformance;
 
-import dev.vmmkit.driver.StreamEvents;
+import dev.vmmkit.driver.ForwardingDriver;
 import dev.vmmkit.driver.VmmDriver;
 
 /** Forwards every call; tests override one method to make a deliberately broken driver. */
-class ForwardingTestDriver implements VmmDriver {
-    private final VmmDriver delegate;
+class ForwardingTestDriver extends ForwardingDriver {
 
     ForwardingTestDriver(VmmDriver delegate) {
-        this.delegate = delegate;
-    }
-
-    @Override
-    public String name() {
-        return delegate.name();
-    }
-
-    @Override
-    public int device() {
-        return delegate.device();
-    }
-
-    @Override
-    public long granularity() {
-        return delegate.granularity();
-    }
-
-    @Override
-    public long reserve(long size, long alignment) {
-        return delegate.reserve(size, alignment);
-    }
-
-    @Override
-    public void addressFree(long va, long size) {
-        delegate.addressFree(va, size);
-    }
-
-    @Override
-    public long create(long size) {
-        return delegate.create(size);
-    }
-
-    @Override
-    public void release(long handle) {
-        delegate.release(handle);
-    }
-
-    @Override
-    public void map(long va, long size, long handle) {
-        delegate.map(va, size, handle);
-    }
-
-    @Override
-    public void setAccess(long va, long size) {
-        delegate.setAccess(va, size);
-    }
-
-    @Override
-    public void unmap(long va, long size) {
-        delegate.unmap(va, size);
-    }
-
-    @Override
-    public MemoryInfo memoryInfo() {
-        return delegate.memoryInfo();
-    }
-
-    @Override
-    public StreamEvents events() {
-        return delegate.events();
-    }
-
-    @Override
-    public void close() {
-        delegate.close();
+        super(delegate);
     }
 }
