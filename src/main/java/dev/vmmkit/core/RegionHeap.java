@@ -341,17 +341,14 @@ final class RegionHeap {
         try {
             for (; mapped < pages; mapped++) {
                 long va = mapFrom + ((long) mapped << pageShift);
-                // Not mapWithAccess: if granting access fails, the rollback below must unmap this
-                // page too, and must know when that unmap fails (the page is then still mapped).
                 driver.map(va, pageBytes, handles[mapped]);
                 pageHandle[pageIndex(va)] = handles[mapped];
-                try {
-                    driver.setAccess(va, pageBytes);
-                } catch (RuntimeException accessFailure) {
-                    mapped++;
-                    throw accessFailure;
-                }
             }
+            // One setAccess over the whole run: it costs per handle either way, but a run of handles
+            // costs about 17 us each against 27 us for one alone (H200, driver-bench). Not
+            // mapWithAccess: if granting access fails, the rollback below unmaps every page and
+            // must know when an unmap fails (that page is then still mapped).
+            driver.setAccess(mapFrom, mapTo - mapFrom);
         } catch (RuntimeException e) {
             rollBackMapping(u, extend ? below : NONE, mapFrom, handles, mapped, e);
             throw e;
