@@ -344,10 +344,9 @@ final class RegionHeap {
                 driver.map(va, pageBytes, handles[mapped]);
                 pageHandle[pageIndex(va)] = handles[mapped];
             }
-            // One setAccess over the whole run: it costs per handle either way, but a run of handles
-            // costs about 17 us each against 27 us for one alone (H200, driver-bench). Not
-            // mapWithAccess: if granting access fails, the rollback below unmaps every page and
-            // must know when an unmap fails (that page is then still mapped).
+            // One setAccess over the whole run, one call instead of one per page (the driver still
+            // charges per handle). Not mapWithAccess: if granting access fails, the rollback below
+            // unmaps every page and must know when an unmap fails (that page is then still mapped).
             driver.setAccess(mapFrom, mapTo - mapFrom);
         } catch (RuntimeException e) {
             rollBackMapping(u, extend ? below : NONE, mapFrom, handles, mapped, e);
