@@ -60,16 +60,28 @@ fi
 
 step driver-bench ./vmmkit driver-bench --driver cuda
 
-# Trace replays through the allocator on the GPU: traces are carried in .device/traces/.
+# Trace replays through the allocator on the GPU, at three chunk sizes (the ratio/speed trade-off,
+# docs/allocator.md), then once with --verify. Traces are carried in .device/traces/.
 for trace in .device/traces/*.csv.gz; do
   [ -f "$trace" ] || continue
   name="$(basename "$trace" .csv.gz)"
-  json=/dev/null; [ -n "$out" ] && json="$out/replay-$name.json"
-  step "replay-$name" ./vmmkit replay --driver cuda --json "$json" "$trace"
-  json8=/dev/null; [ -n "$out" ] && json8="$out/replay-$name-chunk8m.json"
-  step "replay-$name-chunk8m" ./vmmkit replay --driver cuda --chunk-size 8M --json "$json8" "$trace"
+  for chunk in 2M 4M 8M; do
+    json=/dev/null; [ -n "$out" ] && json="$out/replay-$name-$chunk.json"
+    step "replay-$name-$chunk" ./vmmkit replay --driver cuda --chunk-size "$chunk" --json "$json" "$trace"
+  done
   step "replay-$name-verify" ./vmmkit replay --driver cuda --warmup 0 --verify "$trace"
 done
+
+# An intercepted cudaMalloc+cudaFree pair against the real runtime, natively and under vmmkit.
+if command -v gcc >/dev/null && [ -f /usr/local/cuda/lib64/libcudart.so ]; then
+  gcc -O2 -o /tmp/vmmkit_bench_pair src/test/c/bench_pair.c -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,/usr/local/cuda/lib64
+  for size in 4096 2097152; do
+    step "pair-$size-native" /tmp/vmmkit_bench_pair "$size" 4000
+    step "pair-$size-vmmkit" ./vmmkit run --driver cuda -- /tmp/vmmkit_bench_pair "$size" 4000
+  done
+else
+  skip pair "no gcc or libcudart"
+fi
 
 echo
 echo "=== summary"
