@@ -254,7 +254,9 @@ final class RegionHeap {
             releaseCachedMemory(true);
             donor.donatePages(this, Integer.MAX_VALUE, null, 0);
             try {
-                long address = mapAndPlace(bytes, requested, stream);
+                // Waiting for pending frees may have made a free block that fits: use it first.
+                int id = bestFitFree(bytes, stream);
+                long address = id != NONE ? carveLive(id, bytes, requested) : mapAndPlace(bytes, requested, stream);
                 accounting.recoveredFromOutOfMemory();
                 return address;
             } catch (DriverException again) {
@@ -347,7 +349,7 @@ final class RegionHeap {
             // One setAccess over the whole run, one call instead of one per page (the driver still
             // charges per handle). Not mapWithAccess: if granting access fails, the rollback below
             // unmaps every page and must know when an unmap fails (that page is then still mapped).
-            driver.setAccess(mapFrom, mapTo - mapFrom);
+            if (pages > 0) driver.setAccess(mapFrom, mapTo - mapFrom);
         } catch (RuntimeException e) {
             rollBackMapping(u, extend ? below : NONE, mapFrom, handles, mapped, e);
             throw e;
