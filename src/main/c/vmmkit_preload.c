@@ -165,15 +165,12 @@ static void *libc_function(const char *name) {
 }
 
 static int log_lookups; /* VMM_LOG=debug: each lookup of a cuda* name by handle is printed */
-static int driver_api;  /* VMM_DRIVER_API=1: also answer cuGetProcAddress (see "Driver API") */
 
 static void find_next_dlsym(void) {
     next_dlsym = (dlsym_fn) libc_function("dlsym");
     next_dlvsym = (dlvsym_fn) libc_function("dlvsym");
     const char *level = getenv("VMM_LOG");
     log_lookups = level && strcmp(level, "debug") == 0;
-    const char *api = getenv("VMM_DRIVER_API");
-    driver_api = api && strcmp(api, "1") == 0;
 }
 
 static void *lookup(void *handle, const char *name) {
@@ -530,80 +527,6 @@ EXPORT void vmmkit_torch_free(void *ptr, ssize_t size, int device, cudaStream_t 
         freed_by_runtime(REAL(cudaFreeAsync, ptr, stream));
 }
 
-/* ---- Driver API (opt-in: VMM_DRIVER_API=1) -----------------------------------------------
- * A program that links the CUDA runtime statically (CuPy does) never calls libcudart's exports: its
- * runtime asks libcuda for driver functions through cuGetProcAddress. With VMM_DRIVER_API=1 vmmkit
- * answers that lookup too, and serves cuMemAlloc, cuMemFree and their Async forms itself. Opt-in,
- * because with a dynamic runtime the runtime-level interception above already covers everything. */
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef CUresult (*getproc_v2_fn)(const char *, void **, int, unsigned long long, void *);
-typedef CUresult (*getproc_v1_fn)(const char *, void **, int, unsigned long long);
-#define CU_NOT_INITIALIZED 3
-
-static getproc_v2_fn real_getproc_v2;
-static getproc_v1_fn real_getproc_v1;
-static struct {
-    CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*cuMemFree)(CUdeviceptr);
-    CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, cudaStream_t);
-    CUresult (*cuMemFreeAsync)(CUdeviceptr, cudaStream_t);
-} real_driver;
-
-/* The driver's codes for what vmmkit returns (invalid value 1, out of memory 2) equal the runtime's. */
-static CUresult driver_alloc(CUdeviceptr *dptr, size_t size, cudaStream_t stream, int async) {
-    void *p = NULL;
-    int rc = size == 0 || !dptr ? CALL_REAL : vmmkit_malloc(&p, size, -1, stream);
-    if (rc == CALL_REAL) {
-        if (async) return real_driver.cuMemAllocAsync ? real_driver.cuMemAllocAsync(dptr, size, stream) : CU_NOT_INITIALIZED;
-        return real_driver.cuMemAlloc ? real_driver.cuMemAlloc(dptr, size) : CU_NOT_INITIALIZED;
-    }
-    if (rc == cudaSuccess) *dptr = (CUdeviceptr) (uintptr_t) p;
-    return rc;
-}
-
-static CUresult vmmkit_cuMemAlloc(CUdeviceptr *dptr, size_t size) { return driver_alloc(dptr, size, NULL, 0); }
-
-static CUresult vmmkit_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, cudaStream_t stream) {
-    return driver_alloc(dptr, size, stream, 1);
-}
-
-static CUresult vmmkit_cuMemFree(CUdeviceptr dptr) {
-    int rc = vmmkit_free((void *) (uintptr_t) dptr, -1, DEVICE_WIDE_STREAM);
-    if (rc != CALL_REAL) return rc;
-    return real_driver.cuMemFree ? real_driver.cuMemFree(dptr) : CU_NOT_INITIALIZED;
-}
-
-static CUresult vmmkit_cuMemFreeAsync(CUdeviceptr dptr, cudaStream_t stream) {
-    int rc = vmmkit_free((void *) (uintptr_t) dptr, -1, (int64_t) (intptr_t) stream);
-    if (rc != CALL_REAL) return rc;
-    return real_driver.cuMemFreeAsync ? real_driver.cuMemFreeAsync(dptr, stream) : CU_NOT_INITIALIZED;
-}
-
-/* After the driver answered a lookup: keep its function as the real one and hand out vmmkit's. Only
- * for the size_t-era ABI (CUDA 3.2 on), which is the one these wrappers have. */
-static void substitute_driver(const char *symbol, void **pfn, int cuda_version) {
-    if (!pfn || !*pfn || cuda_version < 3020) return;
-#define DRIVER(fn) if (strcmp(symbol, #fn) == 0) { \
-        void *expected = NULL; \
-        __atomic_compare_exchange_n((void **) &real_driver.fn, &expected, *pfn, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED); \
-        *pfn = (void *) vmmkit_##fn; return; }
-    DRIVER(cuMemAlloc) DRIVER(cuMemFree) DRIVER(cuMemAllocAsync) DRIVER(cuMemFreeAsync)
-#undef DRIVER
-}
-
-static CUresult vmmkit_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, void *status) {
-    CUresult rc = real_getproc_v2(symbol, pfn, version, flags, status);
-    if (rc == 0 && symbol) substitute_driver(symbol, pfn, version);
-    return rc;
-}
-
-static CUresult vmmkit_cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
-    CUresult rc = real_getproc_v1(symbol, pfn, version, flags);
-    if (rc == 0 && symbol) substitute_driver(symbol, pfn, version);
-    return rc;
-}
-
 /* ---- dlsym ------------------------------------------------------------------------------- */
 
 /* Takes the runtime's own function as the real one, if none was found yet; returns vmmkit's. */
@@ -619,19 +542,12 @@ static void *intercepted(const char *name, void *runtime_fn) {
     OURS(cudaMalloc); OURS(cudaFree); OURS(cudaMallocAsync); OURS(cudaFreeAsync);
     OURS(cudaMemcpy); OURS(cudaMemcpyAsync);
 #undef OURS
-    if (driver_api && strcmp(name, "cuGetProcAddress_v2") == 0) {
-        return substitute((void **) &real_getproc_v2, runtime_fn, (void *) vmmkit_cuGetProcAddress_v2);
-    }
-    if (driver_api && strcmp(name, "cuGetProcAddress") == 0) {
-        return substitute((void **) &real_getproc_v1, runtime_fn, (void *) vmmkit_cuGetProcAddress);
-    }
     return runtime_fn;
 }
 
-/* Names vmmkit may answer: cuda* (runtime), and cuGetProcAddress* when VMM_DRIVER_API=1. */
+/* Names vmmkit may answer: the runtime's cuda* functions. */
 static int may_intercept(const char *name) {
-    if (!name || name[0] != 'c' || name[1] != 'u') return 0;
-    return strncmp(name, "cuda", 4) == 0 || (driver_api && strncmp(name, "cuGetProcAddress", 16) == 0);
+    return name && strncmp(name, "cuda", 4) == 0;
 }
 
 EXPORT void *dlsym(void *handle, const char *name) {
