@@ -43,35 +43,6 @@ final class PhysicalPool {
         return take(bytes, list);
     }
 
-    /**
-     * The largest cached handle not above {@code bytes} and not below {@code minBytes}; its size goes
-     * to {@code sizeOut[0]}. Returns {@link #NO_HANDLE} when none fits.
-     */
-    synchronized long popLargestNotAbove(long bytes, long minBytes, long[] sizeOut) {
-        Map.Entry<Long, LongArrayList> e = handlesBySize.floorEntry(bytes);
-        while (e != null && e.getValue().isEmpty()) e = handlesBySize.lowerEntry(e.getKey());
-        if (e == null || e.getKey() < minBytes) return NO_HANDLE;
-        sizeOut[0] = e.getKey();
-        return take(e.getKey(), e.getValue());
-    }
-
-    /**
-     * Scatter-gather: pops handles, largest first, until {@code bytes} are covered or no piece of at
-     * least {@code minPiece} remains. Returns the bytes gathered; handles and sizes are appended.
-     */
-    synchronized long gather(long bytes, long minPiece, LongArrayList handles, LongArrayList sizes) {
-        long gathered = 0;
-        long[] size = new long[1];
-        while (gathered < bytes) {
-            long h = popLargestNotAbove(bytes - gathered, Math.max(1, minPiece), size);
-            if (h == NO_HANDLE) break;
-            handles.addLong(h);
-            sizes.addLong(size[0]);
-            gathered += size[0];
-        }
-        return gathered;
-    }
-
     synchronized long cachedBytes() {
         return cachedBytes;
     }

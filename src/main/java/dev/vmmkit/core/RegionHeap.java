@@ -89,14 +89,6 @@ final class RegionHeap {
         unmapped.insert(all);
     }
 
-    long base() {
-        return base;
-    }
-
-    long span() {
-        return span;
-    }
-
     boolean contains(long address) {
         return address - base >= 0 && address - base < span;
     }
@@ -452,7 +444,7 @@ final class RegionHeap {
             if (got < pages) {
                 long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) >>> pageShift;
                 int mustMove = (int) Math.max(0, (pages - got) - room);
-                if (mustMove > 0) {
+                if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
                     promoteCompletedFrees();
                     got = reclaimFreePages(mustMove, out, got);
                     if (got < pages - room) got = donor.donatePages(this, (int) (pages - room - got), out, got);
@@ -468,6 +460,15 @@ final class RegionHeap {
             for (int i = 0; i < got; i++) poolOrRelease(out[i]);
             throw e;
         }
+    }
+
+    /**
+     * VMM_FRAG_RATIO: pages moved from free blocks are pieces of the request; a request more than
+     * 1/fragRatio pages long would be stitched from too many of them (each costs a map, a setAccess
+     * and an unmap), so it gets new pages instead and physical memory grows past the slack.
+     */
+    private boolean movingPagesIsWorthIt(long requested) {
+        return pageBytes >= config.fragRatio() * requested;
     }
 
     private void poolOrRelease(long handle) {

@@ -12,7 +12,7 @@ import java.util.Map;
  * @param alignmentBytes       alignment of every returned address (power of two, at least 256 as cudaMalloc gives)
  * @param reserveSlack         physical memory may grow to this multiple of peak live bytes before free pages are reclaimed
  * @param maxCachedBytes       handles cached in the pool above this are released (a release threshold)
- * @param fragRatio            scatter-gather refuses pooled pieces smaller than this share of a request (0 = accept all)
+ * @param fragRatio            free pages are not moved to a request when a page is smaller than this share of it (0 = always move)
  */
 public record VmmConfig(
         long addressSpaceBytes,
