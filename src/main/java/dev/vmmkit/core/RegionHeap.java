@@ -36,7 +36,6 @@ final class RegionHeap {
     private final long span;
     private final long pageBytes;
     private final int pageShift;
-    private final long alignment;
     private final VmmDriver driver;
     private final PhysicalPool pool;
     private final MemoryAccounting accounting;
@@ -77,7 +76,6 @@ final class RegionHeap {
         this.span = span;
         this.pageBytes = pageBytes;
         this.pageShift = Long.numberOfTrailingZeros(pageBytes);
-        this.alignment = config.alignmentBytes();
         this.driver = driver;
         this.pool = pool;
         this.accounting = accounting;
