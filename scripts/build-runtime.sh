@@ -8,12 +8,10 @@ set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 cd "$root"
 
-jdk=""
-for d in /usr/lib/jvm/temurin-25-*; do
-  if [ -x "$d/bin/jlink" ]; then jdk="$d"; break; fi
-done
-if [ -z "$jdk" ]; then
-  echo "build-runtime: no Temurin 25 JDK with jlink under /usr/lib/jvm/temurin-25-*" >&2
+source scripts/java-home.sh
+jdk="$(jdk25_home)"
+if [ -z "$jdk" ] || [ ! -x "$jdk/bin/jlink" ]; then
+  echo "build-runtime: no JDK 25 with jlink (looked in \$JAVA_HOME and /usr/lib/jvm/temurin-25-*)" >&2
   exit 2
 fi
 export JAVA_HOME="$jdk"
