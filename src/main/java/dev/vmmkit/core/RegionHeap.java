@@ -34,23 +34,25 @@ final class RegionHeap {
     private final String name;
     private final long base;
     private final long span;
-    private final long pageBytes;
-    private final int pageShift;
-    private final VmmDriver driver;
+    final long pageBytes;
+    final int pageShift;
+    final VmmDriver driver;
     private final PhysicalPool pool;
-    private final MemoryAccounting accounting;
+    final MemoryAccounting accounting;
     private final VmmConfig config;
     private final PageDonor donor;
 
     final ReentrantLock lock = new ReentrantLock();
-    private final BlockTable blocks = new BlockTable(1024);
-    private final SizeTree unmapped = new SizeTree(blocks);
+    final BlockTable blocks = new BlockTable(1024);
+    final SizeTree unmapped = new SizeTree(blocks);
     private final SizeTree freeWithoutPendingWork = new SizeTree(blocks);
     private final Long2ObjectHashMap<SizeTree> freeByStream = new Long2ObjectHashMap<>();
-    private final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
-    private final long[] pageHandle;
-    private final StreamWaitList waitList;
-    private long freeSequence;
+    final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
+    final long[] pageHandle;
+    final StreamWaitList waitList;
+    long freeSequence;
+    /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
+    final RegionResizer resizer = new RegionResizer(this);
     private int[] scratch = new int[64];
 
     // Hot-path memo: the size tree of the stream used last. Starts at NO_PENDING_WORK, which
@@ -121,6 +123,7 @@ final class RegionHeap {
             long requested = blocks.requestedOrStream[id];
             frees++;
             accounting.freed(requested);
+            if (resizer.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
             blocks.freeSequence[id] = ++freeSequence;
@@ -156,7 +159,7 @@ final class RegionHeap {
      * {@link VmmManager#DEVICE_WIDE_STREAM}: it names no stream whose order would protect the
      * memory, so even an allocation "on" it waits for the device synchronisation.
      */
-    private static boolean reusesOwnFreesAtOnce(long stream) {
+    static boolean reusesOwnFreesAtOnce(long stream) {
         return stream != VmmManager.DEVICE_WIDE_STREAM;
     }
 
@@ -181,7 +184,7 @@ final class RegionHeap {
     }
 
     /** Merges FREE block {@code id} (not in a tree) with FREE neighbours of the same tag. */
-    private int coalesceFree(int id) {
+    int coalesceFree(int id) {
         long tag = blocks.requestedOrStream[id];
         int n = blocks.next[id];
         if (n != NONE && blocks.kind[n] == FREE && blocks.requestedOrStream[n] == tag) {
@@ -203,11 +206,11 @@ final class RegionHeap {
         return id;
     }
 
-    private void insertFree(int id) {
+    void insertFree(int id) {
         treeOf(blocks.requestedOrStream[id], true).insert(id);
     }
 
-    private void removeFree(int id) {
+    void removeFree(int id) {
         treeOf(blocks.requestedOrStream[id], false).remove(id);
     }
 
@@ -373,7 +376,7 @@ final class RegionHeap {
      * aside for good (dirty VA discard) rather than offered again while the driver still maps part
      * of them.
      */
-    private void rollBackMapping(int u, int below, long mapFrom, long[] handles, int mapped, RuntimeException cause) {
+    void rollBackMapping(int u, int below, long mapFrom, long[] handles, int mapped, RuntimeException cause) {
         boolean clean = true;
         for (int i = 0; i < handles.length; i++) {
             long va = mapFrom + ((long) i << pageShift);
@@ -409,18 +412,18 @@ final class RegionHeap {
      * Takes FREE block {@code id} out of its tree for a placement in progress. It reads as LIVE
      * meanwhile, so that coalescing a neighbour (a free promoted on the way) leaves it alone.
      */
-    private void detachFree(int id) {
+    void detachFree(int id) {
         removeFree(id);
         blocks.kind[id] = LIVE;
     }
 
     /** Gives back a block {@link #detachFree} took, merging it with neighbours freed meanwhile. */
-    private void reattachFree(int id) {
+    void reattachFree(int id) {
         blocks.kind[id] = FREE;
         insertFree(coalesceFree(id));
     }
 
-    private void restoreAfterFailure(int u, int below) {
+    void restoreAfterFailure(int u, int below) {
         blocks.kind[u] = UNMAPPED;
         unmapped.insert(u);
         if (below != NONE) reattachFree(below);
@@ -430,7 +433,7 @@ final class RegionHeap {
      * Gets {@code pages} unmapped handles: pooled ones first, then new ones while physical memory
      * stays within the slack of peak live bytes, then pages moved out of free blocks, then new ones.
      */
-    private long[] acquireHandles(int pages, long requested) {
+    long[] acquireHandles(int pages, long requested) {
         long[] out = new long[pages];
         int got = 0;
         try {
@@ -469,7 +472,7 @@ final class RegionHeap {
         return pageBytes >= config.fragRatio() * requested;
     }
 
-    private void poolOrRelease(long handle) {
+    void poolOrRelease(long handle) {
         if (!pool.push(pageBytes, handle)) {
             release(handle);
         }
@@ -551,7 +554,7 @@ final class RegionHeap {
         unmapped.insert(coalesceUnmapped(middle));
     }
 
-    private int coalesceUnmapped(int id) {
+    int coalesceUnmapped(int id) {
         int n = blocks.next[id];
         if (n != NONE && blocks.kind[n] == UNMAPPED) {
             unmapped.remove(n);
@@ -576,6 +579,7 @@ final class RegionHeap {
      * block was promoted.
      */
     private boolean promoteCompletedFrees() {
+        resizer.unmapRetiredAliases(false);
         boolean promoted = false;
         for (Long2ObjectHashMap<SizeTree>.KeyIterator it = freeByStream.keySet().iterator(); it.hasNext(); ) {
             long stream = it.nextLong();
@@ -618,6 +622,7 @@ final class RegionHeap {
                 waitList.synchronize(stream, freeSequence);
                 promote(tree, freeSequence);
             }
+            resizer.unmapRetiredAliases(true);
         } else {
             promoteCompletedFrees();
         }
@@ -641,6 +646,7 @@ final class RegionHeap {
                     // Closing anyway, as with a failing unmap below.
                 }
             }
+            resizer.unmapAllAliases();
             for (int i = 0; i < pageHandle.length; i++) {
                 long h = pageHandle[i];
                 if (h == PhysicalPool.NO_HANDLE) continue;
@@ -682,11 +688,11 @@ final class RegionHeap {
         }
     }
 
-    private long roundUpToPage(long bytes) {
+    long roundUpToPage(long bytes) {
         return (bytes + pageBytes - 1) & -pageBytes;
     }
 
-    private int pageIndex(long va) {
+    int pageIndex(long va) {
         return (int) ((va - base) >>> pageShift);
     }
 

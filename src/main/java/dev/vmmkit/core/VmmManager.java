@@ -1,8 +1,12 @@
 package dev.vmmkit.core;
 
 import dev.vmmkit.driver.CountingDriver;
+import dev.vmmkit.driver.DeviceCopies;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
+
+import java.util.concurrent.atomic.AtomicLong;
 
 
 /**
@@ -31,6 +35,13 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
      */
     public static final long DEVICE_WIDE_STREAM = -1L;
 
+    /**
+     * Large requests of at least this many pages get blocks of whole pages: the last page is
+     * theirs alone, so they can grow in place page by page and their pages can be remapped (at
+     * most 1/16 more physical memory for them).
+     */
+    static final int WHOLE_PAGES_FROM = 16;
+
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
     private final VmmConfig config;
@@ -47,6 +58,14 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     private long regionSpan;
     private long deviceBytes;
 
+    // Zero-copy resizing: the cost model, one event to ask whether a stream is idle, the counters.
+    private volatile ResizeCostModel resizeCosts;
+    private final Object idleEventLock = new Object();
+    private long idleEvent;
+    private final AtomicLong remaps = new AtomicLong();
+    private final AtomicLong remappedBytes = new AtomicLong();
+    private final AtomicLong copiesFallenBack = new AtomicLong();
+
     /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
         this(driver, config, false);
@@ -56,6 +75,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         this.driver = new CountingDriver(driver);
         this.config = config;
         this.pool = new PhysicalPool(config.maxCachedBytes());
+        this.resizeCosts = ResizeCostModel.forDriver(driver.name());
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
@@ -85,8 +105,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
             throw new OutOfDeviceMemoryException(size, accounting.liveBytes(), accounting.physicalBytes(),
                     deviceFreeBytes(), new IllegalArgumentException("larger than the device (" + deviceBytes + " bytes)"));
         }
-        long bytes = (size + alignment - 1) & -alignment;
         boolean small = size <= config.smallLimitBytes();
+        long bytes = blockBytes(size, small);
         RegionHeap[] regions = small ? smallRegions : largeRegions;
         for (int i = regions.length - 1; i >= 0; i--) {
             try {
@@ -107,6 +127,128 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
             throw new InvalidAddressException(address, "not an address vmmkit returned");
         }
         region.free(address, stream);
+    }
+
+    /** The block a request of {@code size} gets: aligned, and whole pages for large requests (see {@link #WHOLE_PAGES_FROM}). */
+    private long blockBytes(long size, boolean small) {
+        long alignment = config.alignmentBytes();
+        long bytes = (size + alignment - 1) & -alignment;
+        return !small && size >= WHOLE_PAGES_FROM * pageBytes ? (bytes + pageBytes - 1) & -pageBytes : bytes;
+    }
+
+    /**
+     * Resizes the live allocation at {@code address} to {@code newSize} bytes, keeping its contents
+     * up to the smaller size, as C's realloc does; work on {@code stream} sees the result in order.
+     * The address stays the same when the allocation shrinks or grows in place (the free space
+     * behind it is taken, and new pages are mapped on the unmapped space after that). Otherwise the
+     * contents move to a new allocation: by remapping its pages when {@link ResizeCostModel} says
+     * that is cheaper and earlier work on the stream has completed, else by a device copy on
+     * {@code stream}; the old address is then freed on {@code stream}. With
+     * {@link #DEVICE_WIDE_STREAM} the copy runs on the default stream and the old address is freed
+     * as cudaFree frees.
+     *
+     * @return the address of the resized allocation
+     * @throws InvalidAddressException  when {@code address} is not a live allocation of this manager; nothing changes
+     * @throws IllegalArgumentException when {@code newSize} is not positive (use {@link #deallocate}); nothing changes
+     * @throws OutOfDeviceMemoryException when there is no memory for the larger size; the allocation is unchanged
+     */
+    public long reallocate(long address, long newSize, long stream) {
+        if (newSize <= 0) throw new IllegalArgumentException("new size must be positive, got " + newSize + " (to free, deallocate)");
+        if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
+        RegionHeap region = regionOf(address);
+        long oldSize = region == null ? -1 : region.sizeOf(address);
+        if (oldSize < 0) throw new InvalidAddressException(address, "not a live allocation vmmkit returned");
+        boolean small = newSize <= config.smallLimitBytes();
+        if (small == isSmall(region) && newSize <= deviceBytes) {
+            region.lock.lock();
+            try {
+                if (region.resizer.resizeInPlace(address, blockBytes(newSize, small), newSize, stream)) return address;
+            } finally {
+                region.lock.unlock();
+            }
+        }
+        long moved = allocate(newSize, stream);
+        long orderStream = stream == DEVICE_WIDE_STREAM ? 0 : stream;
+        try {
+            if (newSize < oldSize || !tryRemap(moved, address, oldSize, orderStream)) {
+                copiesFallenBack.incrementAndGet();
+                copies().copy(moved, address, Math.min(oldSize, newSize), orderStream);
+            }
+        } catch (RuntimeException e) {
+            deallocate(moved, stream);
+            throw e;
+        }
+        deallocate(address, stream);
+        return moved;
+    }
+
+    /**
+     * The seed's VmmOptimizer: an interposed device-to-device copy of {@code count} bytes from
+     * {@code src} to {@code dst} on {@code stream}, done by remapping instead when that is safe and
+     * cheaper: {@code src} is a whole live allocation ({@code count} is its size), {@code dst} a live
+     * one at least as large, in the same region, both starting on a page, the cost model favours
+     * remapping, and the work queued on {@code stream} before the copy has completed (checked with an
+     * event, never waited for). Then the destination's pages go to the pool, the source's are mapped
+     * at the destination, and the source aliases the destination until it is freed (a stray read
+     * through it reads valid memory). Returns false, changing nothing, when the caller must copy.
+     */
+    public boolean remapCopy(long dst, long src, long count, long stream) {
+        if (regionOf(dst) == null || regionOf(src) == null) return false;
+        if (tryRemap(dst, src, count, stream == DEVICE_WIDE_STREAM ? 0 : stream)) return true;
+        copiesFallenBack.incrementAndGet();
+        return false;
+    }
+
+    /** Replaces the figures the remap-or-copy decision uses, e.g. with latencies measured on this device. */
+    public void useResizeCosts(ResizeCostModel costs) {
+        this.resizeCosts = java.util.Objects.requireNonNull(costs, "costs");
+    }
+
+    private boolean tryRemap(long dst, long src, long count, long stream) {
+        RegionHeap region = regionOf(dst);
+        if (region == null || region != regionOf(src)) return false;
+        ResizeCostModel costs = resizeCosts;
+        region.lock.lock();
+        try {
+            if (!region.resizer.canRemap(dst, src, count, costs)) return false;
+        } finally {
+            region.lock.unlock();
+        }
+        if (!earlierWorkIsDone(stream)) return false;
+        region.lock.lock();
+        try {
+            if (!region.resizer.remap(dst, src, count, costs)) return false;
+        } finally {
+            region.lock.unlock();
+        }
+        remaps.incrementAndGet();
+        remappedBytes.addAndGet(count);
+        return true;
+    }
+
+    /** True when all work queued on {@code stream} so far has completed; asks an event, never waits. */
+    private boolean earlierWorkIsDone(long stream) {
+        StreamEvents events = driver.events();
+        try {
+            synchronized (idleEventLock) {
+                if (idleEvent == 0) idleEvent = events.create();
+                events.record(idleEvent, stream);
+                return events.isComplete(idleEvent);
+            }
+        } catch (DriverException e) {
+            return false; // unknown: copy, which keeps stream order by itself
+        }
+    }
+
+    private DeviceCopies copies() {
+        DeviceCopies copies = DeviceCopies.of(driver);
+        if (copies == null) throw new UnsupportedOperationException("driver '" + driver.name() + "' cannot copy device memory");
+        return copies;
+    }
+
+    private boolean isSmall(RegionHeap region) {
+        for (RegionHeap r : smallRegions) if (r == region) return true;
+        return false;
     }
 
     /** True when {@code address} lies in address space this manager reserved (live or not). */
@@ -142,7 +284,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         }
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
-                hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall());
+                hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(),
+                new ZeroCopyStats(remaps.get(), remappedBytes.get(), copiesFallenBack.get()));
     }
 
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
@@ -182,6 +325,16 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
                 }
                 smallRegions = new RegionHeap[0];
                 largeRegions = new RegionHeap[0];
+                synchronized (idleEventLock) {
+                    if (idleEvent != 0) {
+                        try {
+                            driver.events().destroy(idleEvent);
+                        } catch (DriverException ignored) {
+                            // closing anyway
+                        }
+                        idleEvent = 0;
+                    }
+                }
             } finally {
                 deviceFence.close(); // after the regions: their close waits on it
             }
