@@ -180,7 +180,7 @@ final class RegionResizer {
         long pageMask = region.pageBytes - 1;
         long span = region.roundUpToPage(count);
         if ((src & pageMask) != 0 || (dst & pageMask) != 0) return false;
-        if (blocks.size[s] < span || blocks.size[d] < span) return false;
+        if (blocks.size[s] > span || !canOwnPages(s, span) || !canOwnPages(d, span)) return false;
         if (isAlias(src) || isAlias(dst)) return false;
         int pages = (int) (span >>> region.pageShift);
         return costs.remapIsCheaper(pages, region.pageBytes, pages, region.pageBytes, count);
@@ -195,6 +195,8 @@ final class RegionResizer {
     boolean remap(long dst, long src, long count, ResizeCostModel costs) {
         if (!canRemap(dst, src, count, costs)) return false;
         long span = region.roundUpToPage(count);
+        claimPages((int) region.liveByAddress.get(src), span);
+        claimPages((int) region.liveByAddress.get(dst), span);
         int pages = (int) (span >>> region.pageShift);
         long[] own = new long[pages];
         long[] moved = new long[pages];
@@ -226,6 +228,28 @@ final class RegionResizer {
             aliases.add(dst);
         }
         return false;
+    }
+
+    /**
+     * True when live block {@code id} (starting on a page) owns every page of its first {@code span}
+     * bytes, or can take the rest of its last page from the free memory right behind it: no other
+     * allocation may ever share a page that is remapped.
+     */
+    private boolean canOwnPages(int id, long span) {
+        long end = blocks.address[id] + span;
+        if (blocks.end(id) >= end) return true;
+        int n = blocks.next[id];
+        return n != NONE && blocks.kind[n] == FREE && blocks.requestedOrStream[n] == NO_PENDING_WORK && blocks.end(n) >= end;
+    }
+
+    /** Makes live block {@code id} at least {@code span} long, as {@link #canOwnPages} found possible. */
+    private void claimPages(int id, long span) {
+        long end = blocks.address[id] + span;
+        if (blocks.end(id) >= end) return;
+        int n = blocks.next[id];
+        region.removeFree(n);
+        takeFront(n, end);
+        blocks.size[id] = span;
     }
 
     /** Maps {@code handles} one page each from {@code va} and grants access; on failure unmaps what it mapped. */

@@ -36,9 +36,9 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     public static final long DEVICE_WIDE_STREAM = -1L;
 
     /**
-     * Large requests of at least this many pages get blocks of whole pages: the last page is
-     * theirs alone, so they can grow in place page by page and their pages can be remapped (at
-     * most 1/16 more physical memory for them).
+     * Large requests of at least this many pages get blocks of whole pages, starting on a page:
+     * no later allocation starts in their last page, so they can grow in place page by page and
+     * their pages can be remapped (at most 1/16 more physical memory for them).
      */
     static final int WHOLE_PAGES_FROM = 16;
 
@@ -100,7 +100,6 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         if (size < 0) throw new IllegalArgumentException("negative size: " + size);
         if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
         ensureInitialised();
-        long alignment = config.alignmentBytes();
         if (size > deviceBytes) {
             throw new OutOfDeviceMemoryException(size, accounting.liveBytes(), accounting.physicalBytes(),
                     deviceFreeBytes(), new IllegalArgumentException("larger than the device (" + deviceBytes + " bytes)"));

@@ -18,6 +18,23 @@ public interface InterposedResource extends DeviceMemoryResource, AutoCloseable 
 
     AllocatorStats stats();
 
+    /**
+     * Resizes a live allocation with realloc's semantics (see
+     * {@link dev.vmmkit.core.VmmManager#reallocate}); returns its address afterwards.
+     */
+    default long reallocate(long address, long newSize, long stream) {
+        throw new UnsupportedOperationException("this allocator cannot resize in place");
+    }
+
+    /**
+     * Does a device-to-device copy of {@code count} bytes from {@code src} to {@code dst} by
+     * remapping pages when it may (see {@link dev.vmmkit.core.VmmManager#remapCopy}); false when the
+     * caller must copy.
+     */
+    default boolean remapCopy(long dst, long src, long count, long stream) {
+        return false;
+    }
+
     @Override
     void close();
 }

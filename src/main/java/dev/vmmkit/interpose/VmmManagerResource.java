@@ -27,6 +27,16 @@ record VmmManagerResource(VmmManager manager) implements InterposedResource {
     }
 
     @Override
+    public long reallocate(long address, long newSize, long stream) {
+        return manager.reallocate(address, newSize, stream);
+    }
+
+    @Override
+    public boolean remapCopy(long dst, long src, long count, long stream) {
+        return manager.remapCopy(dst, src, count, stream);
+    }
+
+    @Override
     public AllocatorStats stats() {
         return manager.stats();
     }
