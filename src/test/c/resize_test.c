@@ -123,10 +123,10 @@ static void realloc_semantics(void) {
     void *neighbour = NULL;
     CHECK(cudaMalloc(&neighbour, 8 * MIB) == 0);
     upload(neighbour, 8 * MIB, 3);
-    CHECK(vmmkit_realloc(&p, 40 * MIB + 4096) == 0); /* moves: remapped, not copied */
+    CHECK(vmmkit_realloc(&p, 60 * MIB + 4096) == 0); /* the neighbour is behind it: moves, remapped, not copied */
     check(p, 24 * MIB, 2);
     check(neighbour, 8 * MIB, 3);
-    upload(p, 40 * MIB + 4096, 4);
+    upload(p, 60 * MIB + 4096, 4);
 
     void *kept = p;
     CHECK(vmmkit_realloc(&p, 10 * MIB) == 0);

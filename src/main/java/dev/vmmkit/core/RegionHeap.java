@@ -315,6 +315,7 @@ final class RegionHeap {
         boolean extend = below != NONE && blocks.kind[below] == FREE
                 && (blocks.requestedOrStream[below] == NO_PENDING_WORK
                     || blocks.requestedOrStream[below] == stream && reusesOwnFreesAtOnce(stream));
+        if (!extend) u = resizer.leaveHeadroom(u, roundUpToPage(bytes));
         long start = extend ? blocks.address[below] : blocks.address[u];
         long mapFrom = blocks.address[u];
         long mapTo = roundUpToPage(start + bytes);

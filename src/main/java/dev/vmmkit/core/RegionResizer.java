@@ -87,6 +87,54 @@ final class RegionResizer {
     }
 
     /**
+     * Address-space headroom (seed 004, case 3): a placement of {@code span} bytes on unmapped space
+     * does not start right behind a large live allocation, but that allocation's size further on,
+     * so the allocation can later double in place. When best-fit block {@code u} has no room for
+     * that, the largest unmapped block (the untouched end of the region, usually) is used instead.
+     * Address space is plentiful (each region reserves twice the device's memory) and a gap stays
+     * unmapped, free for a placement that finds nothing else. Returns the block to place on, in the
+     * unmapped tree.
+     */
+    int leaveHeadroom(int u, long span) {
+        long gap = headroomWanted(u);
+        if (gap == 0) return u;
+        if (blocks.size[u] >= gap + span) return splitOffGap(u, gap);
+        int largest = region.unmapped.largest();
+        if (largest == NONE || largest == u) return u;
+        long largestGap = headroomWanted(largest);
+        if (blocks.size[largest] >= largestGap + span) return largestGap == 0 ? largest : splitOffGap(largest, largestGap);
+        return u;
+    }
+
+    /** The headroom the live allocation just below unmapped block {@code u} should keep, or 0. */
+    private long headroomWanted(int u) {
+        int below = blocks.prev[u];
+        if (below == NONE || blocks.kind[below] != LIVE || blocks.size[below] < HEADROOM_FROM_PAGES * region.pageBytes) {
+            return 0;
+        }
+        return region.roundUpToPage(blocks.size[below]);
+    }
+
+    /** Splits the first {@code gap} bytes off unmapped block {@code u}; returns the rest, both in the tree. */
+    private int splitOffGap(int u, long gap) {
+        int rest = blocks.newBlock(UNMAPPED, blocks.address[u] + gap, blocks.size[u] - gap);
+        region.unmapped.remove(u);
+        blocks.size[u] = gap;
+        blocks.linkAfter(u, rest);
+        region.unmapped.insert(u);
+        region.unmapped.insert(rest);
+        return rest;
+    }
+
+    /**
+     * Live allocations of at least this many pages (128 MiB with 2 MiB pages) get headroom behind
+     * them (see {@link #leaveHeadroom}). Spreading smaller ones over the address space cost memory
+     * on the BERT trace (ratio 1.020 with this threshold, 1.082 from 16 pages, 1.096 from 4): free
+     * blocks far apart are reused less well.
+     */
+    static final int HEADROOM_FROM_PAGES = 64;
+
+    /**
      * Maps pages on {@code [address of u, mapTo)} and joins them, with the FREE block {@code free}
      * (or NONE) before them, to live block {@code id}. On failure everything is as before.
      */

@@ -69,20 +69,41 @@ class VmmManagerResizeTest {
             long neighbour = m.allocate(SIZE, 0);
             fill(host, a, SIZE, 1);
             fill(host, neighbour, SIZE, 9);
-            long moved = m.reallocate(a, 2 * SIZE, 0);
+            long moved = m.reallocate(a, 3 * SIZE, 0); // more than its headroom
             assertNotEquals(a, moved);
             assertFullyIntact(host, moved, SIZE, 1, "moved by remap");
             assertFullyIntact(host, neighbour, SIZE, 9, "neighbour");
-            fill(host, moved, 2 * SIZE, 3);
+            fill(host, moved, 3 * SIZE, 3);
             assertEquals(0, host.copies(), "no byte was copied");
             assertEquals(new ZeroCopyStats(1, SIZE, 0), m.stats().zeroCopy());
             assertEquals(-1, m.sizeOf(a), "the old address is freed");
-            assertEquals(2 * SIZE + SIZE, m.stats().liveBytes());
+            assertEquals(3 * SIZE + SIZE, m.stats().liveBytes());
             m.deallocate(moved, 0);
             m.deallocate(neighbour, 0);
             m.drain();
             m.close();
             assertTrue(host.usage().isEmpty(), "after close: " + host.usage());
+        }
+    }
+
+    @Test
+    void largeAllocationsHaveHeadroomToDoubleInPlace() {
+        long big = RegionResizer.HEADROOM_FROM_PAGES * PAGE + 3000;
+        try (HostDriver host = hostDriver(64 * MIB); VmmManager m = manager(host)) {
+            long a = m.allocate(big, 0);
+            long b = m.allocate(big, 0);
+            long c = m.allocate(big, 0);
+            fill(host, a, big, 1);
+            fill(host, b, big, 2);
+            assertEquals(a, m.reallocate(a, 2 * big, 0), "a doubled in place although b came after it");
+            assertEquals(b, m.reallocate(b, 2 * big, 0), "so did b");
+            assertFullyIntact(host, a, big, 1, "a");
+            assertFullyIntact(host, b, big, 2, "b");
+            fill(host, a, 2 * big, 3);
+            fill(host, b, 2 * big, 4);
+            assertEquals(0, host.copies());
+            assertEquals(ZeroCopyStats.NONE, m.stats().zeroCopy());
+            m.deallocate(c, 0);
         }
     }
 
@@ -93,7 +114,7 @@ class VmmManagerResizeTest {
             long a = m.allocate(SIZE, 0);
             long neighbour = m.allocate(SIZE, 0);
             fill(host, a, SIZE, 1);
-            long moved = m.reallocate(a, 2 * SIZE, 0);
+            long moved = m.reallocate(a, 3 * SIZE, 0);
             assertNotEquals(a, moved);
             assertFullyIntact(host, moved, SIZE, 1, "moved by copy");
             assertEquals(1, host.copies());
@@ -240,8 +261,8 @@ class VmmManagerResizeTest {
                         assertFullyIntact(host, b, 2 * SIZE, 12, note + ": grown in place");
                     }
                     case 1 -> { // move a past b by remap
-                        liveA = m.reallocate(a, 2 * SIZE, 0);
-                        sizeA = 2 * SIZE;
+                        liveA = m.reallocate(a, 3 * SIZE, 0);
+                        sizeA = 3 * SIZE;
                     }
                     default -> aliased = m.remapCopy(b, a, SIZE, 0); // the seed's pattern
                 }
