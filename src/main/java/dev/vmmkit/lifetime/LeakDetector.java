@@ -62,10 +62,15 @@ public final class LeakDetector {
     private final AtomicLong leakedBytes = new AtomicLong();
     private final List<String> reports = new ArrayList<>();
 
+    /** A detector whose simple level samples as {@code vmmkit.leakDetection.samplingInterval} says (128). */
     LeakDetector(Level level, Reclaimer reclaimer) {
+        this(level, Integer.getInteger("vmmkit.leakDetection.samplingInterval", DEFAULT_SAMPLING_INTERVAL), reclaimer);
+    }
+
+    LeakDetector(Level level, int samplingInterval, Reclaimer reclaimer) {
         this.level = level;
+        this.samplingInterval = samplingInterval;
         this.reclaimer = reclaimer;
-        this.samplingInterval = Integer.getInteger("vmmkit.leakDetection.samplingInterval", DEFAULT_SAMPLING_INTERVAL);
     }
 
     public Level level() {
