@@ -73,12 +73,16 @@ public final class MlpDemoCommand implements Callable<Integer> {
             out.printf("driver %s, batch %d, %d -> %d -> %d, %d steps, lr %s, leak detection %s%n",
                     opened.driver().name(), batch, inputs, hidden, classes, steps, learningRate,
                     tensors.leakDetector().level().name().toLowerCase(java.util.Locale.ROOT));
-            result = MlpTraining.run(tensors, settings, out);
+            result = MlpTraining.run(tensors, opened.timing(), settings, out);
             allocator = opened.manager().stats();
         }
         boolean ok = result.lossFell() && result.liveBytesBackToBaseline() && result.leaks() == 0;
         out.printf("baseline_live_bytes %d, peak_live_bytes %d, median step %.3f ms, leaks %d%n",
                 result.baselineLiveBytes(), result.peakLiveBytes(), result.medianStepMillis(), result.leaks());
+        MlpTraining.StepTime t = result.stepTime();
+        out.printf("per step: %.0f kernel launches taking %.3f ms on the host, %.3f ms waiting for the device, "
+                + "%.3f ms uploads, %.3f ms the rest (Java: autograd, scopes, allocator, leak detection)%n",
+                t.launches(), t.launchMillis(), t.waitMillis(), t.uploadMillis(), t.restMillis());
         out.printf("%s: loss %s (%.6f -> %.6f), live bytes %s, %s%n", ok ? "OK" : "FAILED",
                 result.lossFell() ? "fell" : "did NOT fall", result.losses().getFirst(), result.losses().getLast(),
                 result.liveBytesBackToBaseline() ? "back to baseline after every step" : "NOT back to baseline",
@@ -107,6 +111,14 @@ public final class MlpDemoCommand implements Callable<Integer> {
         report.put("leaks", r.leaks());
         report.put("step_ms", r.stepMillis());
         report.put("median_step_ms", r.medianStepMillis());
+        MlpTraining.StepTime t = r.stepTime();
+        Map<String, Object> time = new LinkedHashMap<>();
+        time.put("kernel_launches", t.launches());
+        time.put("launch_ms", t.launchMillis());
+        time.put("wait_for_device_ms", t.waitMillis());
+        time.put("upload_ms", t.uploadMillis());
+        time.put("rest_ms", t.restMillis());
+        report.put("time_per_step", time);
         report.put("allocator_peak_live_bytes", allocator.peakLiveBytes());
         report.put("allocator_peak_reserved_bytes", allocator.peakReservedBytes());
         report.put("ok", r.lossFell() && r.liveBytesBackToBaseline() && r.leaks() == 0);

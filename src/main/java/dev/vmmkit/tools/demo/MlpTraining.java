@@ -23,7 +23,7 @@ final class MlpTraining {
 
     /** What a run measured. */
     record Result(Settings settings, List<Float> losses, List<Long> liveBytesAfterStep, long baselineLiveBytes,
-                  long peakLiveBytes, List<Double> stepMillis, long leaks, String leakDetection) {
+                  long peakLiveBytes, List<Double> stepMillis, long leaks, String leakDetection, StepTime stepTime) {
 
         boolean lossFell() {
             return losses.size() >= 2 && losses.getLast() < losses.getFirst();
@@ -39,16 +39,25 @@ final class MlpTraining {
         }
     }
 
+    /**
+     * Where a step's time goes, averaged over the steps after the first (which loads the kernels):
+     * the host side of kernel launches, waiting for the device (the loss read-back and the final
+     * synchronisation), uploads, and the rest (Java: autograd, scopes, the allocator, leak detection).
+     */
+    record StepTime(double launches, double launchMillis, double waitMillis, double uploadMillis, double restMillis) {
+    }
+
     private MlpTraining() {
     }
 
-    static Result run(TensorDevice device, Settings s, PrintWriter out) {
+    static Result run(TensorDevice device, TimedCompute timing, Settings s, PrintWriter out) {
         SyntheticClasses data = SyntheticClasses.generate(s.batch(), s.inputs(), s.classes(), s.seed());
         List<Float> losses = new ArrayList<>();
         List<Long> liveAfterStep = new ArrayList<>();
         List<Double> stepMillis = new ArrayList<>();
         long baseline;
         long peak;
+        StepTime stepTime;
         try (Tensor x = device.of(data.inputs(), s.batch(), s.inputs());
              Tensor labels = device.of(data.labels(), s.batch());
              TwoLayerMlp model = new TwoLayerMlp(device, s.inputs(), s.hidden(), s.classes(), s.seed() + 100);
@@ -56,6 +65,8 @@ final class MlpTraining {
             device.synchronize();
             baseline = device.liveBytes();
             device.resetPeak();
+            TimedCompute.Totals afterFirstStep = null;
+            long firstStepEnd = 0;
             for (int step = 0; step < s.steps(); step++) {
                 long start = System.nanoTime();
                 float loss;
@@ -71,12 +82,26 @@ final class MlpTraining {
                 liveAfterStep.add(device.liveBytes());
                 out.printf("step %d loss %.6f live_bytes %d%n", step, loss, device.liveBytes());
                 out.flush();
+                if (step == 0) {
+                    afterFirstStep = timing.totals();
+                    firstStepEnd = System.nanoTime();
+                }
             }
+            stepTime = stepTime(timing.totals().minus(afterFirstStep), System.nanoTime() - firstStepEnd, s.steps() - 1);
             peak = device.peakLiveBytes();
         }
         long leaks = collectLeaks(device);
         return new Result(s, losses, liveAfterStep, baseline, peak, stepMillis, leaks,
-                device.leakDetector().level().name().toLowerCase(java.util.Locale.ROOT));
+                device.leakDetector().level().name().toLowerCase(java.util.Locale.ROOT), stepTime);
+    }
+
+    private static StepTime stepTime(TimedCompute.Totals t, long wallNanos, int steps) {
+        if (steps <= 0) return new StepTime(0, 0, 0, 0, 0);
+        double launch = t.launchNanos() / 1e6 / steps;
+        double wait = t.waitNanos() / 1e6 / steps;
+        double upload = t.uploadNanos() / 1e6 / steps;
+        double rest = wallNanos / 1e6 / steps - launch - wait - upload;
+        return new StepTime((double) t.launches() / steps, launch, wait, upload, rest);
     }
 
     /** Lets the collector find anything lost, then returns the leaks the detector reported. */
