@@ -3,7 +3,8 @@
 # NVIDIA GPU, CUDA 13 and python3 with PyTorch, with runtime/ (scripts/build-runtime.sh) and target/
 # built:
 #   bash scripts/gpu/mlp-vs-torch.sh
-# Steps, each under a time limit, about 1 minute in all (logs in $OUT/mlp-vs-torch/ when OUT is set, else in a fresh /tmp folder):
+# Steps, each under a time limit, about 1 minute in all (logs in $OUT/mlp-vs-torch/ when OUT is set,
+# else in a fresh /tmp folder):
 #   1. ptxas       the hand-written PTX assembled for this GPU, when ptxas is on PATH (diagnostics only)
 #   2. ops-check   every CUDA kernel against the host emulation's, one line per case
 #   3. mlp-cuda    `vmmkit demo mlp --driver cuda`, paranoid leak detection: loss falls, live bytes back
