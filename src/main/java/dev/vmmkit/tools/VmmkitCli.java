@@ -14,6 +14,7 @@ import picocli.CommandLine.Command;
                 DriverBenchCommand.class,
                 ReplayCommand.class,
                 RunCommand.class,
+                ServeCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */
