@@ -45,9 +45,13 @@ final class DeviceMemory implements AutoCloseable {
         return new MemoryFigures(info.totalBytes() - info.freeBytes(), info.totalBytes());
     }
 
-    /** Gives the allocator's cached, unused device memory back to the driver; returns the bytes. */
+    /**
+     * Gives the allocator's cached, unused device memory back to the driver, after waiting for
+     * frees still pending (engines free device-wide, so the wait is one device synchronisation);
+     * returns the bytes.
+     */
     long drainCaches() {
-        return manager.drain();
+        return manager.drainWaitingForFrees();
     }
 
     /** Frees everything the allocator holds; the driver stays open (its owner closes it). */

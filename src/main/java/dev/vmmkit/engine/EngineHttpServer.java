@@ -71,19 +71,17 @@ public final class EngineHttpServer implements AutoCloseable {
     }
 
     private void handle(HttpExchange exchange) {
-        int status;
         try {
-            status = route(exchange);
+            route(exchange);
         } catch (RequestFailure failure) {
-            status = error(exchange, failure.status(), failure.getMessage());
+            error(exchange, failure.status(), failure.getMessage());
         } catch (MethodNotAllowed wrongMethod) {
             exchange.getResponseHeaders().set("Allow", wrongMethod.allowed);
-            status = error(exchange, 405, exchange.getRequestMethod() + " is not allowed here; " + wrongMethod.getMessage());
+            error(exchange, 405, exchange.getRequestMethod() + " is not allowed here; " + wrongMethod.getMessage());
         } catch (RuntimeException | LinkageError | StackOverflowError e) {
             EngineHost.LOGGER.log(System.Logger.Level.ERROR, "request " + exchange.getRequestURI() + " failed", e);
-            status = error(exchange, 500, "internal error: " + e);
+            error(exchange, 500, "internal error: " + e);
         }
-        host.metrics().answered(status);
         exchange.close();
     }
 
@@ -242,16 +240,18 @@ public final class EngineHttpServer implements AutoCloseable {
         }
     }
 
-    private static int json(HttpExchange exchange, int status, JsonNode body) {
+    private int json(HttpExchange exchange, int status, JsonNode body) {
         return send(exchange, status, "application/json", body.toString());
     }
 
-    private static int error(HttpExchange exchange, int status, String message) {
+    private int error(HttpExchange exchange, int status, String message) {
         return json(exchange, status, JSON.createObjectNode().put("error", message));
     }
 
-    private static int send(HttpExchange exchange, int status, String contentType, String body) {
+    /** Counts the answer (before the client can see it, so /metrics never lags behind) and sends it. */
+    private int send(HttpExchange exchange, int status, String contentType, String body) {
         byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+        host.metrics().answered(status);
         try {
             exchange.getResponseHeaders().set("Content-Type", contentType);
             exchange.sendResponseHeaders(status, bytes.length);

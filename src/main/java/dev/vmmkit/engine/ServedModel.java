@@ -41,6 +41,7 @@ final class ServedModel {
         return lastUsedMillis;
     }
 
+    /** Marks the model used now: when a request finishes (so a busy model's age is its last finished request). */
     void touch() {
         lastUsedMillis = System.currentTimeMillis();
     }
@@ -76,10 +77,7 @@ final class ServedModel {
         for (;;) {
             EngineInstance current = instance;
             if (current == null) return null;
-            if (current.gate().tryEnter()) {
-                touch();
-                return current;
-            }
+            if (current.gate().tryEnter()) return current;
             Thread.onSpinWait(); // closed by a reload that already switched, or an unload about to clear it
         }
     }
