@@ -27,7 +27,7 @@ final class EngineTestBed implements AutoCloseable {
 
     final Path engines;
     final Path models;
-    private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+    private final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build();
     private HostDriver driver;
     private EngineHost host;
     private EngineHttpServer server;
