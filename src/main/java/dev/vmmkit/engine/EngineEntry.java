@@ -16,6 +16,7 @@ final class EngineEntry {
     private volatile PluginSnapshot snapshot;
     private volatile String rejection;
     private volatile String lastReloadError;
+    private volatile boolean reloading;
 
     EngineEntry(String id, String backend, Path dir) {
         this.id = id;
@@ -37,6 +38,15 @@ final class EngineEntry {
 
     ReentrantLock lifecycle() {
         return lifecycle;
+    }
+
+    /** True while a shadow reload runs: its models are in use then and are not evicted. */
+    boolean reloading() {
+        return reloading;
+    }
+
+    void reloading(boolean running) {
+        reloading = running;
     }
 
     /** The version instances are made from, or null when the plugin is refused. */

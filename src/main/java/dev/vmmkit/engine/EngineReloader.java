@@ -56,6 +56,7 @@ final class EngineReloader {
         List<String> switched = new ArrayList<>();
         PluginSnapshot next;
         entry.lifecycle().lock();
+        entry.reloading(true);
         try {
             try {
                 next = catalog.stage(entry);
@@ -84,6 +85,7 @@ final class EngineReloader {
             });
             entry.accept(next);
         } finally {
+            entry.reloading(false);
             entry.lifecycle().unlock();
         }
         long drainStart = System.nanoTime();
@@ -91,6 +93,7 @@ final class EngineReloader {
             old.gate().closeAndDrain();
             old.close();
         }
+        registry.releaseFreedMemory();
         long drainMillis = (System.nanoTime() - drainStart) / 1_000_000;
         metrics.reloaded(true);
         logger.log(System.Logger.Level.INFO, "reloaded engine " + name + ": " + previousVersion + " -> "

@@ -101,7 +101,8 @@ final class ModelRegistry {
     }
 
     /**
-     * Evicts the least recently used model with nothing in flight (never {@code except}), frees
+     * Evicts the least recently used model with nothing in flight (never {@code except}, nor a model
+     * whose engine is being reloaded: the reload holds two instances of it for a moment), frees
      * its device memory and gives the allocator's cache back to the driver.
      *
      * @param reason for the log and the metrics: {@code vram}, {@code ram} or {@code load}
@@ -111,7 +112,7 @@ final class ModelRegistry {
         List<ServedModel> candidates = new ArrayList<>(models.values());
         candidates.sort(Comparator.comparingLong(ServedModel::lastUsedMillis));
         for (ServedModel model : candidates) {
-            if (model == except) continue;
+            if (model == except || model.entry().reloading()) continue;
             EngineInstance instance = model.evictIfIdle();
             if (instance == null) continue;
             models.remove(model.name(), model);
@@ -149,6 +150,11 @@ final class ModelRegistry {
                         + "; device now " + device.figures());
             }
         }
+    }
+
+    /** Gives device memory freed by closed instances back to the driver (after a reload). */
+    void releaseFreedMemory() {
+        device.drainCaches();
     }
 
     /** Unloads everything (host shutdown), waiting for requests in flight. */
