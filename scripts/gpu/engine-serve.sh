@@ -52,7 +52,7 @@ import json, os, select, subprocess, sys, time, urllib.error, urllib.request
 
 driver, threshold, work, out, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 extra = sys.argv[6:]
-log = open(os.path.join(out, "engine-serve.log"), "w")
+log = open(os.path.join(out, "engine-serve-server.log"), "w")
 cmd = ["./vmmkit", "serve", "--engines", work + "/engines", "--models", work + "/models", "--port", "0",
        "--driver", driver, "--vram-threshold", threshold, "--poll-interval", "200ms", "--no-watch"] + extra
 print("engine-serve:", " ".join(cmd), flush=True)
@@ -66,7 +66,7 @@ def stop(code):
     except subprocess.TimeoutExpired:
         serve.kill()
     log.close()
-    print("engine-serve: server log in", os.path.join(out, "engine-serve.log"))
+    print("engine-serve: server log in", os.path.join(out, "engine-serve-server.log"))
     sys.exit(code)
 
 ready, _, _ = select.select([serve.stdout], [], [], 60)

@@ -29,6 +29,7 @@ final class EngineTestBed implements AutoCloseable {
     final Path models;
     private final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build();
     private HostDriver driver;
+    private java.util.function.UnaryOperator<dev.vmmkit.driver.VmmDriver> wrap = d -> d;
     private EngineHost host;
     private EngineHttpServer server;
 
@@ -67,8 +68,14 @@ final class EngineTestBed implements AutoCloseable {
             throws IOException {
         driver = HostDriver.builder().capacity(deviceCapacity).build();
         host = EngineHost.start(new EngineHost.Settings(engines, models, vramThreshold, 0.9, Duration.ofMillis(pollMillis), watch),
-                driver, null, ram == null ? () -> new MemoryFigures(1, 100) : ram);
+                wrap.apply(driver), null, ram == null ? () -> new MemoryFigures(1, 100) : ram);
         server = EngineHttpServer.start(host, 0);
+        return this;
+    }
+
+    /** Serves through an adaptor over the host driver (fault injection); call before start. */
+    EngineTestBed wrapDriver(java.util.function.UnaryOperator<dev.vmmkit.driver.VmmDriver> adaptor) {
+        this.wrap = adaptor;
         return this;
     }
 
