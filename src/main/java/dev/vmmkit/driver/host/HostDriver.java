@@ -3,6 +3,7 @@ package dev.vmmkit.driver.host;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceCopies;
+import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.conformance.DeviceBytes;
@@ -50,6 +51,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final long granularity;
     private final long capacity;
     private final HostEvents events;
+    private final HostCompute compute = new HostCompute(this);
     private final Object lock = new Object();
 
     private final TreeMap<Long, Reservation> reservations = new TreeMap<>();
@@ -296,6 +298,12 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     /** Copies made through {@link #copy} so far (tests check that a remap made none). */
     public long copies() {
         return copies.get();
+    }
+
+    /** Kernels as Java loops over the mapped bytes, checked against the mappings first. */
+    @Override
+    public DeviceCompute compute() {
+        return compute;
     }
 
     /** Bytes read and written straight through the address, refused where no accessible mapping is. */
