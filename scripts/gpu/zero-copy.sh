@@ -5,11 +5,13 @@
 # Builds src/test/c/resize_test.c against libcudart, then (each step under a time limit; logs in
 # $OUT/zero-copy/ when OUT is set, else in a fresh /tmp folder):
 #   1. grow    a GROW_MIB (2048) buffer to twice its size, REPS times each way:
-#              vmmkit_realloc under `vmmkit run` (default pages, and VMM_CHUNK_SIZE=512M),
+#              vmmkit_realloc under `vmmkit run` (default 2 MiB pages, VMM_CHUNK_SIZE=512M and 2G:
+#              growing maps new handles, and each costs map+setAccess whatever its size),
 #              against cudaMalloc + cudaMemcpy D2D + cudaFree and cudaMallocAsync + copy, both native
 #   2. pattern the seed's pattern (cudaMalloc bigger, cudaMemcpy the whole old buffer, cudaFree old)
 #              at SIZES (64 512 2048 MiB): native, under `vmmkit run`, and under `vmmkit run` with
-#              VMM_ZERO_COPY=1 (default pages, and VMM_CHUNK_SIZE=512M); zero_copy stats per run
+#              VMM_ZERO_COPY=1 (default pages, VMM_CHUNK_SIZE=512M and 2G: the cost model remaps only
+#              buffers held in few handles); zero_copy stats per run
 #   3. checks  `resize_test pattern` with VMM_ZERO_COPY=1 and `resize_test realloc`, bit for bit
 # Every timed program also checks its data bit for bit once (on the GPU, through a host copy).
 # Prints a table (times in microseconds: median and best of REPS, the whole resize, synchronised) and
@@ -87,6 +89,7 @@ run "grow: cudaMalloc+cudaMemcpy+cudaFree" native -- bench copy "$grow_mib" "$re
 run "grow: cudaMallocAsync+copy+cudaFreeAsync" native -- bench async "$grow_mib" "$reps"
 run "grow: vmmkit_realloc" vmmkit -- bench realloc "$grow_mib" "$reps"
 run "grow: vmmkit_realloc, VMM_CHUNK_SIZE=512M" vmmkit VMM_CHUNK_SIZE=512M -- bench realloc "$grow_mib" "$reps"
+run "grow: vmmkit_realloc, VMM_CHUNK_SIZE=2G" vmmkit VMM_CHUNK_SIZE=2G -- bench realloc "$grow_mib" "$reps"
 
 echo; echo "##### 2. the seed's pattern (malloc bigger, copy the whole old buffer, free old)"
 for mib in $sizes; do
@@ -95,6 +98,7 @@ for mib in $sizes; do
   run "pattern $mib: vmmkit" vmmkit -- bench pattern "$mib" "$reps"
   run "pattern $mib: vmmkit, VMM_ZERO_COPY=1" vmmkit VMM_ZERO_COPY=1 -- bench pattern "$mib" "$reps"
   run "pattern $mib: vmmkit, ZERO_COPY, CHUNK=512M" vmmkit VMM_ZERO_COPY=1 VMM_CHUNK_SIZE=512M -- bench pattern "$mib" "$reps"
+  run "pattern $mib: vmmkit, ZERO_COPY, CHUNK=2G" vmmkit VMM_ZERO_COPY=1 VMM_CHUNK_SIZE=2G -- bench pattern "$mib" "$reps"
 done
 
 echo; echo "##### 3. bit-for-bit checks"
@@ -107,7 +111,7 @@ echo "##### zero-copy results ($driver): microseconds per resize, median and bes
 printf '%-44s %8s %12s %12s   %s\n' "case" "MiB" "median_us" "best_us" "zero_copy"
 printf '%s\n' "${rows[@]}" | tee "$out/table.txt"
 copy_us="$(awk '/^bench copy /{print $4}' "$out/grow: cudaMalloc+cudaMemcpy+cudaFree.log" 2>/dev/null)"
-for name in "grow: vmmkit_realloc" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=512M"; do
+for name in "grow: vmmkit_realloc" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=512M" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=2G"; do
   r="$(awk '/^bench realloc /{print $4}' "$out/$name.log" 2>/dev/null)"
   if [ -n "$copy_us" ] && [ -n "$r" ]; then
     python3 -c 'import sys; c,r=float(sys.argv[1]),float(sys.argv[2]); print("%s: %.1fx the speed of cudaMalloc+copy+free (goal: 10x)" % (sys.argv[3], c / r if r > 0 else float("inf")))' "$copy_us" "$r" "$name" | tee -a "$out/table.txt"
