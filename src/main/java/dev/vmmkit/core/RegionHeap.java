@@ -474,6 +474,7 @@ final class RegionHeap {
     }
 
     void poolOrRelease(long handle) {
+        if (resizer.keepsWhileAliased(handle)) return;
         if (!pool.push(pageBytes, handle)) {
             release(handle);
         }
@@ -484,6 +485,7 @@ final class RegionHeap {
      * so that a later drain or close retries, rather than losing it halfway through a loop.
      */
     private void release(long handle) {
+        if (resizer.keepsWhileAliased(handle)) return;
         try {
             driver.release(handle);
             accounting.physicalReleased(pageBytes);

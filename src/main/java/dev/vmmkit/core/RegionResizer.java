@@ -2,6 +2,7 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.driver.DriverException;
 import org.agrona.collections.IntArrayList;
+import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.LongArrayList;
 import org.agrona.collections.LongHashSet;
 
@@ -33,6 +34,10 @@ final class RegionResizer {
     private final IntArrayList retiringIds = new IntArrayList();
     private final LongArrayList retiringStreams = new LongArrayList();
     private final LongArrayList retiringSequences = new LongArrayList();
+    /** Handles that aliases map, with how many alias pages map each. */
+    private final Long2LongHashMap aliasMappings = new Long2LongHashMap(0);
+    /** Handles their owner let go of while an alias still mapped them: released when the last alias goes. */
+    private final LongHashSet heldForAliases = new LongHashSet();
 
     RegionResizer(RegionHeap region) {
         this.region = region;
@@ -258,11 +263,12 @@ final class RegionResizer {
             return false; // nothing was unmapped
         }
         if (mapAll(dst, moved)) {
+            aliases.add(src);
             for (int i = 0; i < pages; i++) {
                 region.pageHandle[region.pageIndex(dst) + i] = moved[i];
+                aliasMappings.put(moved[i], aliasMappings.get(moved[i]) + 1);
                 region.poolOrRelease(own[i]);
             }
-            aliases.add(src);
             return true;
         }
         if (!mapAll(dst, own)) {
@@ -324,6 +330,33 @@ final class RegionResizer {
     // ---------------------------------------------------------------- freeing aliases
 
     /**
+     * Called whenever the region would pool or release {@code handle}: true (and the handle is kept
+     * here) while an alias still maps it, so that it is neither mapped for another allocation nor
+     * counted as released while it is still in use. It goes once the last alias mapping it does.
+     */
+    boolean keepsWhileAliased(long handle) {
+        if (aliasMappings.isEmpty() || aliasMappings.get(handle) == 0) return false;
+        heldForAliases.add(handle);
+        return true;
+    }
+
+    /** The pages of alias block {@code id} are unmapped: their handles may go once no alias maps them. */
+    private void dropAliasMappings(int id) {
+        long address = blocks.address[id];
+        for (long va = address; va < blocks.end(id); va += region.pageBytes) {
+            long h = region.pageHandle[region.pageIndex(va)];
+            if (h == PhysicalPool.NO_HANDLE) continue;
+            long left = aliasMappings.get(h) - 1;
+            if (left > 0) {
+                aliasMappings.put(h, left);
+            } else {
+                aliasMappings.remove(h);
+                if (heldForAliases.remove(h)) region.poolOrRelease(h);
+            }
+        }
+    }
+
+    /**
      * Called by the region's free of live block {@code id}: when it is an alias, keeps its range
      * out of the free lists until the work queued on {@code stream} before the free has completed,
      * then {@link #unmapRetiredAliases} unmaps it. Returns true when it took the block.
@@ -367,6 +400,7 @@ final class RegionResizer {
                 return false; // still mapped: try again later
             }
         }
+        dropAliasMappings(id);
         for (long va = address; va < address + size; va += region.pageBytes) {
             region.pageHandle[region.pageIndex(va)] = PhysicalPool.NO_HANDLE;
         }
@@ -398,6 +432,7 @@ final class RegionResizer {
                 // Closing anyway; the owner's pages are released through the owner.
             }
         }
+        dropAliasMappings(id);
         for (long va = address; va < address + size; va += region.pageBytes) {
             region.pageHandle[region.pageIndex(va)] = PhysicalPool.NO_HANDLE;
         }

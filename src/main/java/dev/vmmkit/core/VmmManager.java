@@ -161,11 +161,18 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         if (oldSize < 0) throw new InvalidAddressException(address, "not a live allocation vmmkit returned");
         boolean small = newSize <= config.smallLimitBytes();
         if (small == isSmall(region) && newSize <= deviceBytes) {
-            region.lock.lock();
             try {
-                if (region.resizer.resizeInPlace(address, blockBytes(newSize, small), newSize, stream)) return address;
-            } finally {
-                region.lock.unlock();
+                if (resizeInPlace(region, address, newSize, small, stream)) return address;
+            } catch (DriverException e) {
+                if (!e.isOutOfMemory()) throw e;
+                // As an allocation does (seed 001, 5.2): release what is cached, then retry once.
+                releaseCachedMemoryEverywhere();
+                try {
+                    if (resizeInPlace(region, address, newSize, small, stream)) return address;
+                } catch (DriverException again) {
+                    if (!again.isOutOfMemory()) throw again;
+                    throw region.outOfMemory(newSize, again);
+                }
             }
         }
         long moved = allocate(newSize, stream);
@@ -181,6 +188,30 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         }
         deallocate(address, stream);
         return moved;
+    }
+
+    private boolean resizeInPlace(RegionHeap region, long address, long newSize, boolean small, long stream) {
+        region.lock.lock();
+        try {
+            return region.resizer.resizeInPlace(address, blockBytes(newSize, small), newSize, stream);
+        } finally {
+            region.lock.unlock();
+        }
+    }
+
+    /** Waits for pending frees, unmaps and releases every whole free page, drains the pool. */
+    private void releaseCachedMemoryEverywhere() {
+        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
+            for (RegionHeap r : regions) {
+                r.lock.lock();
+                try {
+                    r.releaseCachedMemory(true);
+                } finally {
+                    r.lock.unlock();
+                }
+            }
+        }
+        pool.drain(driver, accounting);
     }
 
     /**
