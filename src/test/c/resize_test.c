@@ -25,16 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef int cudaError_t;
-typedef void *cudaStream_t;
-enum { H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
-cudaError_t cudaMalloc(void **, size_t);
-cudaError_t cudaFree(void *);
-cudaError_t cudaMallocAsync(void **, size_t, cudaStream_t);
-cudaError_t cudaFreeAsync(void *, cudaStream_t);
-cudaError_t cudaMemcpy(void *, const void *, size_t, int);
-cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
-cudaError_t cudaDeviceSynchronize(void);
+#include "cuda_runtime_subset.h"
 
 static const char *scenario = "";
 #define CHECK(cond) do { if (!(cond)) { \

@@ -391,19 +391,7 @@ final class RegionResizer {
 
     /** Unmaps the range of alias block {@code id} (its pages stay with their owner) and makes it address space. */
     private boolean unmapAlias(int id) {
-        long address = blocks.address[id];
-        long size = blocks.size[id];
-        if (region.pageHandle[region.pageIndex(address)] != PhysicalPool.NO_HANDLE) {
-            try {
-                region.driver.unmap(address, size);
-            } catch (DriverException e) {
-                return false; // still mapped: try again later
-            }
-        }
-        dropAliasMappings(id);
-        for (long va = address; va < address + size; va += region.pageBytes) {
-            region.pageHandle[region.pageIndex(va)] = PhysicalPool.NO_HANDLE;
-        }
+        if (!unmapAliasPages(id, false)) return false;
         blocks.kind[id] = UNMAPPED;
         region.unmapped.insert(region.coalesceUnmapped(id));
         return true;
@@ -411,10 +399,10 @@ final class RegionResizer {
 
     /** At close: unmaps every alias, live or freed, so that the close releases each handle once, through its owner. */
     void unmapAllAliases() {
-        for (int i = 0; i < retiringIds.size(); i++) forgetAliasPages(retiringIds.getInt(i));
+        for (int i = 0; i < retiringIds.size(); i++) unmapAliasPages(retiringIds.getInt(i), true);
         for (LongHashSet.LongIterator it = aliases.iterator(); it.hasNext(); ) {
             int id = (int) region.liveByAddress.get(it.nextValue());
-            if (id != NONE) forgetAliasPages(id);
+            if (id != NONE) unmapAliasPages(id, true);
         }
         retiringIds.clear();
         retiringStreams.clear();
@@ -422,20 +410,25 @@ final class RegionResizer {
         aliases.clear();
     }
 
-    private void forgetAliasPages(int id) {
+    /**
+     * Unmaps the pages of alias block {@code id} and forgets them; false (nothing changed) when the
+     * unmap fails, unless {@code closing}, when they are forgotten anyway.
+     */
+    private boolean unmapAliasPages(int id, boolean closing) {
         long address = blocks.address[id];
         long size = blocks.size[id];
         if (region.pageHandle[region.pageIndex(address)] != PhysicalPool.NO_HANDLE) {
             try {
                 region.driver.unmap(address, size);
-            } catch (DriverException ignored) {
-                // Closing anyway; the owner's pages are released through the owner.
+            } catch (DriverException e) {
+                if (!closing) return false; // still mapped: try again later
             }
         }
         dropAliasMappings(id);
         for (long va = address; va < address + size; va += region.pageBytes) {
             region.pageHandle[region.pageIndex(va)] = PhysicalPool.NO_HANDLE;
         }
+        return true;
     }
 
     private int liveId(long address) {

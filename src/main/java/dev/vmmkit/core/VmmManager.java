@@ -166,7 +166,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
             } catch (DriverException e) {
                 if (!e.isOutOfMemory()) throw e;
                 // As an allocation does (seed 001, 5.2): release what is cached, then retry once.
-                releaseCachedMemoryEverywhere();
+                drain(true);
                 try {
                     if (resizeInPlace(region, address, newSize, small, stream)) return address;
                 } catch (DriverException again) {
@@ -197,21 +197,6 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         } finally {
             region.lock.unlock();
         }
-    }
-
-    /** Waits for pending frees, unmaps and releases every whole free page, drains the pool. */
-    private void releaseCachedMemoryEverywhere() {
-        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-            for (RegionHeap r : regions) {
-                r.lock.lock();
-                try {
-                    r.releaseCachedMemory(true);
-                } finally {
-                    r.lock.unlock();
-                }
-            }
-        }
-        pool.drain(driver, accounting);
     }
 
     /**
