@@ -52,7 +52,7 @@ final class RegionHeap {
     final StreamWaitList waitList;
     long freeSequence;
     /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
-    final RegionResizer resizer = new RegionResizer(this);
+    final RegionResizer resizer;
     private int[] scratch = new int[64];
 
     // Hot-path memo: the size tree of the stream used last. Starts at NO_PENDING_WORK, which
@@ -72,7 +72,8 @@ final class RegionHeap {
     }
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
-               MemoryAccounting accounting, VmmConfig config, PageDonor donor, DeviceWideFence deviceFence) {
+               MemoryAccounting accounting, VmmConfig config, PageDonor donor, DeviceWideFence deviceFence,
+               AliasedHandles aliasedHandles) {
         this.name = name;
         this.base = base;
         this.span = span;
@@ -85,6 +86,7 @@ final class RegionHeap {
         this.donor = donor;
         this.pageHandle = new long[Math.toIntExact(span >>> pageShift)];
         this.waitList = new StreamWaitList(driver.events(), deviceFence);
+        this.resizer = new RegionResizer(this, aliasedHandles);
         int all = blocks.newBlock(UNMAPPED, base, span);
         unmapped.insert(all);
     }

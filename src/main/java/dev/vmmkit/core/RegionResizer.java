@@ -2,7 +2,6 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.driver.DriverException;
 import org.agrona.collections.IntArrayList;
-import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.LongArrayList;
 import org.agrona.collections.LongHashSet;
 
@@ -34,13 +33,12 @@ final class RegionResizer {
     private final IntArrayList retiringIds = new IntArrayList();
     private final LongArrayList retiringStreams = new LongArrayList();
     private final LongArrayList retiringSequences = new LongArrayList();
-    /** Handles that aliases map, with how many alias pages map each. */
-    private final Long2LongHashMap aliasMappings = new Long2LongHashMap(0);
-    /** Handles their owner let go of while an alias still mapped them: released when the last alias goes. */
-    private final LongHashSet heldForAliases = new LongHashSet();
+    /** The manager's record of handles that aliases map. */
+    private final AliasedHandles aliasedHandles;
 
-    RegionResizer(RegionHeap region) {
+    RegionResizer(RegionHeap region, AliasedHandles aliasedHandles) {
         this.region = region;
+        this.aliasedHandles = aliasedHandles;
         this.blocks = region.blocks;
     }
 
@@ -266,7 +264,7 @@ final class RegionResizer {
             aliases.add(src);
             for (int i = 0; i < pages; i++) {
                 region.pageHandle[region.pageIndex(dst) + i] = moved[i];
-                aliasMappings.put(moved[i], aliasMappings.get(moved[i]) + 1);
+                aliasedHandles.mapped(moved[i]);
                 region.poolOrRelease(own[i]);
             }
             return true;
@@ -335,9 +333,7 @@ final class RegionResizer {
      * counted as released while it is still in use. It goes once the last alias mapping it does.
      */
     boolean keepsWhileAliased(long handle) {
-        if (aliasMappings.isEmpty() || aliasMappings.get(handle) == 0) return false;
-        heldForAliases.add(handle);
-        return true;
+        return aliasedHandles.keep(handle, region.pageBytes);
     }
 
     /** The pages of alias block {@code id} are unmapped: their handles may go once no alias maps them. */
@@ -346,13 +342,7 @@ final class RegionResizer {
         for (long va = address; va < blocks.end(id); va += region.pageBytes) {
             long h = region.pageHandle[region.pageIndex(va)];
             if (h == PhysicalPool.NO_HANDLE) continue;
-            long left = aliasMappings.get(h) - 1;
-            if (left > 0) {
-                aliasMappings.put(h, left);
-            } else {
-                aliasMappings.remove(h);
-                if (heldForAliases.remove(h)) region.poolOrRelease(h);
-            }
+            if (aliasedHandles.unmapped(h) != 0) region.poolOrRelease(h);
         }
     }
 

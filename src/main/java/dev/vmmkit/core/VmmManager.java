@@ -62,6 +62,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     // Zero-copy resizing: the cost model, one event to ask whether a stream is idle, the counters.
     private volatile ResizeCostModel resizeCosts;
+    private final AliasedHandles aliasedHandles = new AliasedHandles();
     private final Object idleEventLock = new Object();
     private long idleEvent;
     private final AtomicLong remaps = new AtomicLong();
@@ -412,7 +413,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
-        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor, deviceFence);
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor, deviceFence,
+                aliasedHandles);
     }
 
     /** Lets {@code requester} take whole free pages from the other regions, without waiting for their locks. */
