@@ -42,10 +42,6 @@ final class BlockTable {
         recycled = new int[n];
     }
 
-    int capacity() {
-        return address.length;
-    }
-
     /** A fresh block id with no neighbours. Grows the arrays when full (rare, amortised). */
     int newBlock(byte kindOfBlock, long addr, long bytes) {
         int id;

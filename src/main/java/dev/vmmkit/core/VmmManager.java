@@ -19,18 +19,7 @@ import dev.vmmkit.driver.VmmDriver;
  * all earlier work on the device (cudaFree's guarantee); the manager's {@link DeviceWideFence}
  * provides that wait on a thread of its own.
  */
-public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
-    /**
-     * Stream value for cudaFree-style frees: the memory is not handed to any later allocation,
-     * unmapped or released until all work submitted to the device before the free, on every
-     * stream (non-blocking ones included), has completed. The free itself neither blocks nor calls
-     * the driver: a later slow path asks for a device synchronisation (cuCtxSynchronize, in the
-     * relaxed stream-capture mode) that runs on the "vmmkit-device-fence" thread, and the memory
-     * becomes reusable once one that started after the free has finished. Only running out of
-     * memory, and {@link #close}, wait for it.
-     */
-    public static final long DEVICE_WIDE_STREAM = -1L;
-
+public final class VmmManager implements ManagedMemoryResource {
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
     private final VmmConfig config;

@@ -1,7 +1,8 @@
 package dev.vmmkit.driver.cuda;
 
+import dev.vmmkit.driver.CallText;
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+import static dev.vmmkit.driver.CallText.hex;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -10,8 +11,8 @@ import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
-import dev.vmmkit.driver.conformance.DeviceBytes;
-import dev.vmmkit.driver.conformance.DeviceBytesProvider;
+import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytesProvider;
 
 /**
  * {@link VmmDriver} on the real CUDA driver ({@code libcuda.so.1}), called through the FFM API.
@@ -151,7 +152,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         long align = alignment == 0 ? granularity : alignment;
         int result = CudaApi.cuMemAddressReserve(scratch.first, size, align, 0L, 0L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemAddressReserve(size=" + hex(size) + ", alignment=" + hex(align) + ")");
+            throw failure(result, CallText.reserve(size, align));
         }
         return scratch.firstLong();
     }
@@ -161,7 +162,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemAddressFree");
         int result = CudaApi.cuMemAddressFree(va, size);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemAddressFree(va=" + hex(va) + ", size=" + hex(size) + ")");
+            throw failure(result, CallText.addressFree(va, size));
         }
     }
 
@@ -171,7 +172,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuMemCreate(scratch.first, size, allocationProp, 0L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemCreate(size=" + hex(size) + ", device=" + ordinal + ")");
+            throw failure(result, CallText.create(size, ordinal));
         }
         return scratch.firstLong();
     }
@@ -181,7 +182,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemRelease");
         int result = CudaApi.cuMemRelease(handle);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemRelease(handle=" + hex(handle) + ")");
+            throw failure(result, CallText.release(handle));
         }
     }
 
@@ -190,8 +191,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemMap");
         int result = CudaApi.cuMemMap(va, size, 0L, handle, 0L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemMap(va=" + hex(va) + ", size=" + hex(size) + ", offset=0x0, handle="
-                    + hex(handle) + ")");
+            throw failure(result, CallText.map(va, size, handle));
         }
     }
 
@@ -200,8 +200,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemSetAccess");
         int result = CudaApi.cuMemSetAccess(va, size, readWriteAccess, 1L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemSetAccess(va=" + hex(va) + ", size=" + hex(size) + ", device=" + ordinal
-                    + ", READWRITE)");
+            throw failure(result, CallText.setAccess(va, size, ordinal));
         }
     }
 
@@ -210,7 +209,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemUnmap");
         int result = CudaApi.cuMemUnmap(va, size);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemUnmap(va=" + hex(va) + ", size=" + hex(size) + ")");
+            throw failure(result, CallText.unmap(va, size));
         }
     }
 
@@ -220,7 +219,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuMemGetInfo(scratch.first, scratch.second);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemGetInfo_v2()");
+            throw failure(result, CallText.memoryInfo());
         }
         return new MemoryInfo(scratch.firstLong(), scratch.secondLong());
     }

@@ -1,9 +1,9 @@
 package dev.vmmkit.driver.cuda;
 
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+import static dev.vmmkit.driver.CallText.hex;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import java.lang.foreign.Arena;

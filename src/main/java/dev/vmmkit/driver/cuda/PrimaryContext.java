@@ -1,7 +1,7 @@
 package dev.vmmkit.driver.cuda;
 
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+import static dev.vmmkit.driver.CallText.hex;
 
 /**
  * The device's primary context, retained for as long as a {@link CudaDriver} is open.
