@@ -11,6 +11,7 @@ final class HandleRun {
     private long[] handles = new long[8];
     private long[] bytes = new long[8];
     private int count;
+    private long totalBytes;
 
     void add(long handle, long handleBytes) {
         if (count == handles.length) {
@@ -20,6 +21,7 @@ final class HandleRun {
         handles[count] = handle;
         bytes[count] = handleBytes;
         count++;
+        totalBytes += handleBytes;
     }
 
     int count() {
@@ -35,12 +37,11 @@ final class HandleRun {
     }
 
     long totalBytes() {
-        long sum = 0;
-        for (int i = 0; i < count; i++) sum += bytes[i];
-        return sum;
+        return totalBytes;
     }
 
     void clear() {
         count = 0;
+        totalBytes = 0;
     }
 }

@@ -5,6 +5,7 @@ import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.ForwardingDriver;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.tools.Percentiles;
 
 import java.util.Arrays;
 import java.util.Locale;
@@ -13,18 +14,22 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * Eight threads share one manager and one size class. Seven allocate and free sizes that the cache
- * already holds (no driver call); the eighth keeps forcing the slow path: it allocates new memory,
- * frees it and drains it, over and over. The driver sleeps on every virtual-memory call, so the slow
- * path is about as slow as on a GPU (GPU-FACTS: 6-17 us per call per handle).
+ * Eight threads share one manager and one size class. Seven free and allocate sizes that the cache
+ * already holds (no driver call), pausing {@value #THINK_MICROS} us between pairs as a program does
+ * between kernels, so they measure waiting rather than compete for CPU; the eighth keeps forcing
+ * the slow path: it allocates new memory, frees it and drains it, over and over. The driver sleeps
+ * on every virtual-memory call, so the slow path is about as slow as on a GPU (GPU-FACTS: 6-17 us
+ * per call per handle).
  *
- * <p>Prints the throughput of the seven cache-hit threads, and how many of their operations
- * stalled (took longer than {@value #STALL_MICROS} us), the figure that a lock held across driver
- * calls spoils. Printed, not asserted. Run with {@code scripts/bench-concurrency.sh [seconds] [delay-us]}.
+ * <p>Prints the throughput of the seven cache-hit threads, the latency of their free+allocate
+ * pairs, and how many stalled (took longer than {@value #STALL_MICROS} us): the figures a lock held
+ * across driver calls spoils. Printed, not asserted. Run with
+ * {@code scripts/bench-concurrency.sh [seconds] [delay-us]}.
  */
 public final class ConcurrencyBenchmark {
     static final int CACHE_HIT_THREADS = 7;
     static final long STALL_MICROS = 200;
+    static final long THINK_MICROS = 20;
     static final long MIB = 1L << 20;
 
     public static void main(String[] args) throws Exception {
@@ -46,6 +51,7 @@ public final class ConcurrencyBenchmark {
         long[] stalls = new long[CACHE_HIT_THREADS];
         long[] worst = new long[CACHE_HIT_THREADS];
         long[] growerOps = new long[1];
+        long[][] samples = new long[CACHE_HIT_THREADS][2_000_000];
         CountDownLatch ready = new CountDownLatch(CACHE_HIT_THREADS + 1);
         CountDownLatch go = new CountDownLatch(1);
         Thread[] threads = new Thread[CACHE_HIT_THREADS + 1];
@@ -69,7 +75,9 @@ public final class ConcurrencyBenchmark {
                     long took = System.nanoTime() - t0;
                     if (took > STALL_MICROS * 1000) stalled++;
                     longest = Math.max(longest, took);
+                    if (samples[me].length > (int) (n / 2)) samples[me][(int) (n / 2)] = took;
                     n += 2;
+                    LockSupport.parkNanos(THINK_MICROS * 1000);
                 }
                 ops[me] = n;
                 stalls[me] = stalled;
@@ -103,11 +111,22 @@ public final class ConcurrencyBenchmark {
         long total = Arrays.stream(ops).sum();
         long stalled = Arrays.stream(stalls).sum();
         long longest = Arrays.stream(worst).max().orElse(0);
+        long[] all = new long[(int) Math.min(Integer.MAX_VALUE - 8, total / 2)];
+        int count = 0;
+        for (int t = 0; t < CACHE_HIT_THREADS; t++) {
+            int k = (int) Math.min(samples[t].length, ops[t] / 2);
+            System.arraycopy(samples[t], 0, all, count, Math.min(k, all.length - count));
+            count += Math.min(k, all.length - count);
+        }
+        Percentiles.sort(all, count);
         System.out.printf(Locale.ROOT, "concurrency: 7 cache-hit threads + 1 growing thread, driver delay %d us per call, %.1f s%n",
                 delayMicros, elapsed);
         System.out.printf(Locale.ROOT, "cache-hit threads: %,.0f ops/s in all (%,.0f per thread), %d of %,d ops stalled > %d us (%.3f%%), longest %.2f ms%n",
                 total / elapsed, total / elapsed / CACHE_HIT_THREADS, stalled, total / 2, STALL_MICROS,
                 100.0 * stalled / Math.max(1, total / 2), longest / 1e6);
+        System.out.printf(Locale.ROOT, "cache-hit free+allocate pair: p50 %.2f us, p99 %.2f us, p99.9 %.2f us%n",
+                Percentiles.nearestRank(all, count, 0.5) / 1e3, Percentiles.nearestRank(all, count, 0.99) / 1e3,
+                Percentiles.nearestRank(all, count, 0.999) / 1e3);
         System.out.printf(Locale.ROOT, "growing thread: %,.0f ops/s; driver calls: %s%n", growerOps[0] / elapsed,
                 stats.driverCalls());
     }
