@@ -104,17 +104,21 @@ final class PageTable {
             // Not mapWithAccess: if granting access fails, the rollback below must know which unmap failed.
             if (at > va) driver.setAccess(va, at - va);
         } catch (RuntimeException e) {
-            long undo = va;
-            for (int i = 0; i < mapped; i++) {
-                try {
-                    driver.unmap(undo, run.bytes(i));
-                    forget(undo, run.bytes(i));
-                } catch (DriverException stuck) {
-                    e.addSuppressed(stuck);
-                }
-                undo += run.bytes(i);
-            }
+            unmapFirst(va, run, mapped, e);
             throw e;
+        }
+    }
+
+    /** Rollback: unmaps the first {@code count} handles of {@code run} mapped from {@code va}; a failure stays mapped and recorded. */
+    private void unmapFirst(long va, HandleRun run, int count, RuntimeException cause) {
+        for (int i = 0; i < count; i++) {
+            try {
+                driver.unmap(va, run.bytes(i));
+                forget(va, run.bytes(i));
+            } catch (DriverException stuck) {
+                cause.addSuppressed(stuck);
+            }
+            va += run.bytes(i);
         }
     }
 
@@ -150,16 +154,7 @@ final class PageTable {
         try {
             driver.unmap(from, length);
         } catch (RuntimeException e) {
-            long undo = to;
-            for (int i = 0; i < run.count(); i++) {
-                try {
-                    driver.unmap(undo, run.bytes(i));
-                    forget(undo, run.bytes(i));
-                } catch (DriverException stuck) {
-                    e.addSuppressed(stuck);
-                }
-                undo += run.bytes(i);
-            }
+            unmapFirst(to, run, run.count(), e);
             throw e;
         }
         for (long va = from; va < from + length; ) {

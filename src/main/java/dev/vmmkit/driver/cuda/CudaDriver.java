@@ -78,7 +78,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         }
         int result = CudaApi.cuInit(0);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuInit(flags=0)");
+            throw failure(result, CallText.init());
         }
         int count = deviceCount();
         if (count == 0) {
@@ -91,7 +91,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         result = CudaApi.cuDeviceGet(scratch.first, device);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuDeviceGet(ordinal=" + device + ")");
+            throw failure(result, CallText.deviceGet(device));
         }
         int cuDevice = scratch.firstInt();
         PrimaryContext context = PrimaryContext.retain(cuDevice);
@@ -112,7 +112,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuDeviceGetCount(scratch.first);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuDeviceGetCount()");
+            throw failure(result, CallText.deviceGetCount());
         }
         return scratch.firstInt();
     }
@@ -260,12 +260,12 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         int result = CudaApi.cuMemGetAllocationGranularity(scratch.first, allocationProp,
                 CudaLayouts.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemGetAllocationGranularity(device=" + ordinal + ", RECOMMENDED)");
+            throw failure(result, CallText.granularity(ordinal));
         }
         long value = scratch.firstLong();
         if (value <= 0 || Long.bitCount(value) != 1) {
             throw new DriverException(CudaResult.UNKNOWN, "granularity " + value + " is not a power of two",
-                    "cuMemGetAllocationGranularity(device=" + ordinal + ", RECOMMENDED)");
+                    CallText.granularity(ordinal));
         }
         return value;
     }

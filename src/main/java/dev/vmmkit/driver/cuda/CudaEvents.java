@@ -2,7 +2,6 @@ package dev.vmmkit.driver.cuda;
 
 import dev.vmmkit.driver.CallText;
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.CallText.hex;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import dev.vmmkit.driver.CudaResult;
@@ -77,7 +76,7 @@ final class CudaEvents implements StreamEvents {
             throw failure(synced, CallText.deviceSynchronize());
         }
         if (restored != CudaResult.SUCCESS) {
-            throw failure(restored, "cuThreadExchangeStreamCaptureMode(mode=" + previousMode + ")");
+            throw failure(restored, CallText.exchangeCaptureMode(previousMode));
         }
     }
 
@@ -85,7 +84,7 @@ final class CudaEvents implements StreamEvents {
     private static int exchangeCaptureMode(int mode) {
         int result = exchangeCaptureModeResult(mode);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuThreadExchangeStreamCaptureMode(mode=" + mode + ")");
+            throw failure(result, CallText.exchangeCaptureMode(mode));
         }
         return CudaScratch.get().firstInt();
     }
