@@ -15,17 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int cudaError_t;
-typedef void *cudaStream_t;
-enum { H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
-cudaError_t cudaMalloc(void **, size_t);
-cudaError_t cudaFree(void *);
-cudaError_t cudaMallocAsync(void **, size_t, cudaStream_t);
-cudaError_t cudaFreeAsync(void *, cudaStream_t);
-cudaError_t cudaMemcpy(void *, const void *, size_t, int);
-cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
-cudaError_t cudaSetDevice(int);
-cudaError_t cudaDeviceSynchronize(void);
+#include "cuda_runtime_subset.h"
 long fake_cudart_malloc_calls(void);
 long fake_cudart_free_calls(void);
 void *fake_cudart_own_malloc(size_t);

@@ -18,6 +18,7 @@ import java.util.Map;
  * @param cacheMisses           allocations that needed the slow path
  * @param outOfMemoryRecoveries times drain-and-retry turned an out-of-memory into a success
  * @param driverCalls           driver calls by kind since the allocator was made
+ * @param zeroCopy              remaps that replaced copies, and copies that stayed copies
  */
 public record AllocatorStats(
         long allocations,
@@ -30,10 +31,20 @@ public record AllocatorStats(
         long cacheHits,
         long cacheMisses,
         long outOfMemoryRecoveries,
-        Map<DriverCall, Long> driverCalls) {
+        Map<DriverCall, Long> driverCalls,
+        ZeroCopyStats zeroCopy) {
 
     public AllocatorStats {
         driverCalls = Map.copyOf(driverCalls);
+        if (zeroCopy == null) zeroCopy = ZeroCopyStats.NONE;
+    }
+
+    /** Figures of an allocator that never remaps. */
+    public AllocatorStats(long allocations, long frees, long liveBytes, long peakLiveBytes, long reservedBytes,
+                          long peakReservedBytes, long cachedBytes, long cacheHits, long cacheMisses,
+                          long outOfMemoryRecoveries, Map<DriverCall, Long> driverCalls) {
+        this(allocations, frees, liveBytes, peakLiveBytes, reservedBytes, peakReservedBytes, cachedBytes, cacheHits,
+                cacheMisses, outOfMemoryRecoveries, driverCalls, ZeroCopyStats.NONE);
     }
 
     /** Peak physical memory held over peak bytes requested; 1.0 is perfect, 0 before any allocation. */

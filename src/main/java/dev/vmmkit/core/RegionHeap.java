@@ -46,19 +46,21 @@ final class RegionHeap {
     private final String name;
     private final long base;
     private final long span;
-    private final long pageBytes;
-    private final VmmDriver driver;
+    final long pageBytes;
+    final VmmDriver driver;
     private final PhysicalPool pool;
-    private final MemoryAccounting accounting;
+    final MemoryAccounting accounting;
     private final VmmConfig config;
     private final OtherRegions others;
 
-    private final ReentrantLock lock = new ReentrantLock();
-    private final BlockTable blocks = new BlockTable(1024);
-    private final SizeTree unmapped = new SizeTree(blocks);
-    private final StreamFreeLists freeLists;
-    private final PageTable pages;
-    private final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
+    final ReentrantLock lock = new ReentrantLock();
+    final BlockTable blocks = new BlockTable(1024);
+    final SizeTree unmapped = new SizeTree(blocks);
+    final StreamFreeLists freeLists;
+    final PageTable pages;
+    final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
+    /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
+    final RegionResizer resizer;
     private int[] scratch = new int[64];
 
     // Counters, read under the lock by stats().
@@ -68,7 +70,8 @@ final class RegionHeap {
     private long cacheMisses;
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
-               MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence) {
+               MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
+               AliasedHandles aliasedHandles) {
         this.name = name;
         this.base = base;
         this.span = span;
@@ -80,6 +83,7 @@ final class RegionHeap {
         this.others = others;
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
         this.pages = new PageTable(driver, base, span, pageBytes);
+        this.resizer = new RegionResizer(this, aliasedHandles);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -99,6 +103,7 @@ final class RegionHeap {
                 return carveLive(id, bytes, requested);
             }
             cacheMisses++;
+            resizer.unmapRetiredAliases();
             if (freeLists.promoteCompleted()) {
                 id = freeLists.bestFit(bytes, stream);
                 if (id != NONE) return carveLive(id, bytes, requested);
@@ -121,6 +126,7 @@ final class RegionHeap {
             long requested = blocks.requestedOrStream[id];
             frees++;
             accounting.freed(requested);
+            if (resizer.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
             blocks.freeSequence[id] = freeLists.nextFreeSequence();
@@ -277,6 +283,7 @@ final class RegionHeap {
                     && (blocks.requestedOrStream[below] == NO_PENDING_WORK
                         || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream));
             if (!extend) below = NONE;
+            if (!extend) u = resizer.leaveHeadroom(u, roundUpToPage(bytes));
             long start = extend ? blocks.address[below] : blocks.address[u];
             mapFrom = blocks.address[u];
             mapTo = roundUpToPage(start + bytes);
@@ -328,7 +335,7 @@ final class RegionHeap {
     }
 
     /** Splits UNMAPPED block {@code u} (in no tree) at {@code at}; the part after it goes back to the tree. */
-    private void splitOffUnmappedTail(int u, long at) {
+    void splitOffUnmappedTail(int u, long at) {
         long uEnd = blocks.end(u);
         if (uEnd > at) {
             int rest = blocks.newBlock(UNMAPPED, at, uEnd - at);
@@ -342,7 +349,7 @@ final class RegionHeap {
      * After a failed placement: pools (or releases) every handle of {@code run} that is not mapped.
      * False when one is still mapped, because its rollback unmap failed too.
      */
-    private boolean giveBackUnmapped(long from, HandleRun run) {
+    boolean giveBackUnmapped(long from, HandleRun run) {
         boolean clean = true;
         long va = from;
         for (int i = 0; i < run.count(); i++) {
@@ -357,13 +364,13 @@ final class RegionHeap {
     }
 
     /** Gives back a block taken for a placement, merging it with neighbours freed meanwhile. Lock held. */
-    private void reattachFree(int id) {
+    void reattachFree(int id) {
         blocks.kind[id] = FREE;
         freeLists.add(id);
     }
 
     /** Returns IN_FLIGHT block {@code id} to the unmapped tree. Lock held. */
-    private void restoreUnmapped(int id) {
+    void restoreUnmapped(int id) {
         blocks.kind[id] = UNMAPPED;
         unmapped.insert(coalesceUnmapped(id));
     }
@@ -373,7 +380,7 @@ final class RegionHeap {
      * physical memory stays within the slack of peak live bytes, then pages moved out of free
      * blocks (this region's, then the others'), then new ones. Lock not held.
      */
-    private void acquireHandles(long runBytes, long requested, HandleRun out) {
+    void acquireHandles(long runBytes, long requested, HandleRun out) {
         try {
             while (out.totalBytes() < runBytes) {
                 long h = pool.popExact(pageBytes);
@@ -410,7 +417,8 @@ final class RegionHeap {
         return pageBytes >= config.fragRatio() * requested;
     }
 
-    private void poolOrRelease(long handle, long bytes) {
+    void poolOrRelease(long handle, long bytes) {
+        if (resizer.keepsWhileAliased(handle, bytes)) return;
         if (!pool.push(bytes, handle)) release(handle, bytes);
     }
 
@@ -419,6 +427,7 @@ final class RegionHeap {
      * so that a later drain or close retries, rather than losing it halfway through a loop.
      */
     private void release(long handle, long bytes) {
+        if (resizer.keepsWhileAliased(handle, bytes)) return;
         try {
             driver.release(handle);
             accounting.physicalReleased(bytes);
@@ -532,7 +541,7 @@ final class RegionHeap {
         return middle;
     }
 
-    private int coalesceUnmapped(int id) {
+    int coalesceUnmapped(int id) {
         int n = blocks.next[id];
         if (n != NONE && blocks.kind[n] == UNMAPPED) {
             unmapped.remove(n);
@@ -569,6 +578,12 @@ final class RegionHeap {
                 lock.unlock();
             }
         }
+        lock.lock();
+        try {
+            resizer.unmapRetiredAliases();
+        } finally {
+            lock.unlock();
+        }
         HandleRun freed = new HandleRun();
         reclaimFreeHandles(Long.MAX_VALUE, freed, false);
         for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
@@ -590,6 +605,7 @@ final class RegionHeap {
                     // Closing anyway, as with a failing unmap below.
                 }
             }
+            resizer.unmapAllAliases();
             pages.unmapAll(this::release);
             try {
                 freeLists.close();
@@ -613,7 +629,7 @@ final class RegionHeap {
         }
     }
 
-    private long roundUpToPage(long bytes) {
+    long roundUpToPage(long bytes) {
         return (bytes + pageBytes - 1) & -pageBytes;
     }
 

@@ -31,7 +31,9 @@ public final class NativeBootstrap {
             ADDRESS.withName("release"),
             ADDRESS.withName("record_alloc"),
             ADDRESS.withName("record_free"),
-            ADDRESS.withName("at_exit"));
+            ADDRESS.withName("at_exit"),
+            ADDRESS.withName("reallocate"),
+            ADDRESS.withName("remap_copy"));
 
     private NativeBootstrap() {
     }
@@ -61,6 +63,9 @@ public final class NativeBootstrap {
             set(table, "record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
             set(table, "record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
             set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG));
+            set(table, "reallocate", "reallocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "remap_copy", "remapCopy",
+                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

@@ -2,6 +2,7 @@ package dev.vmmkit.driver.host;
 
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DeviceCopies;
 import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
@@ -41,7 +42,7 @@ import java.util.TreeMap;
  * <p>Thread-safe: one lock guards the bookkeeping and the OS calls that change it. Bookkeeping is
  * changed only after the OS call succeeded, so it always equals the OS state.
  */
-public final class HostDriver implements VmmDriver, DeviceBytesProvider {
+public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceCopies {
     public static final long DEFAULT_GRANULARITY = 2L << 20;
     public static final long DEFAULT_CAPACITY = 80L << 30;
 
@@ -59,6 +60,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     /** Bytes of physical handles alive: not yet released, or released but still mapped. */
     private long aliveBytes;
     private volatile boolean closed;
+    private final java.util.concurrent.atomic.AtomicLong copies = new java.util.concurrent.atomic.AtomicLong();
 
     private HostDriver(Builder builder) {
         this.device = builder.device;
@@ -273,6 +275,28 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     /** Same as {@link #events()}, named for tests that drive completion by hand. */
     public HostEvents hostEvents() {
         return events;
+    }
+
+    /**
+     * A memory copy, done at once (the emulation runs no work behind the caller's back, so stream
+     * order holds). Refused with INVALID_VALUE unless both ranges are mapped with access.
+     */
+    @Override
+    public void copy(long dst, long src, long bytes, long stream) {
+        String call = "copy(dst=" + CallText.hex(dst) + ", src=" + CallText.hex(src) + ", bytes=" + CallText.hex(bytes) + ")";
+        requireOpen(call);
+        if (bytes < 0 || (bytes > 0 && (!isAccessible(dst, bytes) || !isAccessible(src, bytes)))) {
+            throw invalid("both ranges must be mapped with access", call);
+        }
+        if (bytes == 0) return;
+        java.lang.foreign.MemorySegment.copy(java.lang.foreign.MemorySegment.ofAddress(src).reinterpret(bytes), 0,
+                java.lang.foreign.MemorySegment.ofAddress(dst).reinterpret(bytes), 0, bytes);
+        copies.incrementAndGet();
+    }
+
+    /** Copies made through {@link #copy} so far (tests check that a remap made none). */
+    public long copies() {
+        return copies.get();
     }
 
     /** Kernels as Java loops over the mapped bytes, checked against the mappings first. */
