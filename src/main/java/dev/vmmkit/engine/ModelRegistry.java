@@ -135,10 +135,9 @@ final class ModelRegistry {
      * @throws RequestFailure 503 when nothing idle is left to evict, 500 when the engine fails
      */
     EngineInstance startInstance(PluginSnapshot snapshot, ModelDirectory.ModelFile file, ServedModel forModel) {
-        String backend = snapshot.manifest().gpuBackend();
         for (;;) {
             try {
-                return EngineInstance.start(snapshot, privateDir, device.resource(), device.deviceFor(backend),
+                return EngineInstance.start(snapshot, privateDir, device.resource(), device.engineDevice(),
                         logger, file.name(), file.path());
             } catch (EngineInstance.OutOfMemoryOnLoad e) {
                 Optional<String> evicted = evictLeastRecentlyUsedIdle("load", forModel);
