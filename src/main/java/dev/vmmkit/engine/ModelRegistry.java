@@ -116,11 +116,11 @@ final class ModelRegistry {
             EngineInstance instance = model.evictIfIdle();
             if (instance == null) continue;
             models.remove(model.name(), model);
+            metrics.evicted(reason); // counted as it leaves the listing, so the two never disagree
             long bytes = instance.deviceBytes();
             long idleMillis = System.currentTimeMillis() - model.lastUsedMillis();
             instance.close();
             device.drainCaches();
-            metrics.evicted(reason);
             return Optional.of("evicted model " + model.name() + " (" + instance.manifest().id() + " "
                     + instance.manifest().version() + ", " + (bytes >> 10) + " KiB device memory, idle "
                     + idleMillis + " ms)");
