@@ -53,6 +53,9 @@ public final class EngineHttpServer implements AutoCloseable {
 
     /** Serves {@code host} on 127.0.0.1:{@code port} (0: a free port). */
     public static EngineHttpServer start(EngineHost host, int port) throws IOException {
+        // Small JSON answers: without TCP_NODELAY each waits on Nagle's algorithm and delayed ACKs.
+        // Read once, when the JDK's server first starts; a value set on the command line wins.
+        if (System.getProperty("sun.net.httpserver.nodelay") == null) System.setProperty("sun.net.httpserver.nodelay", "true");
         HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 128);
         EngineHttpServer http = new EngineHttpServer(host, server);
         server.start();
