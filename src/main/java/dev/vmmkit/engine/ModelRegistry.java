@@ -89,7 +89,8 @@ final class ModelRegistry {
     boolean unload(String name) {
         ModelDirectory.checkName(name);
         ServedModel model = models.get(name);
-        if (model == null) return false;
+        // Still loading (no instance yet): not loaded, and left alone so its load is not orphaned.
+        if (model == null || model.instance() == null) return false;
         EngineInstance instance = model.detach();
         models.remove(name, model);
         if (instance == null) return false;
