@@ -34,14 +34,17 @@
 typedef int (*cuInit_t)(unsigned int);
 typedef int (*cuDeviceGet_t)(int*, int);
 typedef int (*cuDevicePrimaryCtxRetain_t)(void**, int);
+typedef int (*cuDevicePrimaryCtxRelease_t)(int);
 typedef int (*cuCtxSetCurrent_t)(void*);
 typedef int (*cuMemcpyHtoD_t)(unsigned long long, const void*, size_t);
 typedef int (*cuMemcpyDtoH_t)(void*, unsigned long long, size_t);
 static struct {
+    cuDevicePrimaryCtxRelease_t release;
     cuCtxSetCurrent_t set_current;
     cuMemcpyHtoD_t htod;
     cuMemcpyDtoH_t dtoh;
     void* context;
+    int device;
 } cu;
 static int on_cuda;  /* 1 when alloc_device memory is on a CUDA device */
 
@@ -84,12 +87,12 @@ static int open_cuda(int device) {
     cuInit_t init = (cuInit_t)dlsym(lib, "cuInit");
     cuDeviceGet_t get = (cuDeviceGet_t)dlsym(lib, "cuDeviceGet");
     cuDevicePrimaryCtxRetain_t retain = (cuDevicePrimaryCtxRetain_t)dlsym(lib, "cuDevicePrimaryCtxRetain");
+    cu.release = (cuDevicePrimaryCtxRelease_t)dlsym(lib, "cuDevicePrimaryCtxRelease");
     cu.set_current = (cuCtxSetCurrent_t)dlsym(lib, "cuCtxSetCurrent");
     cu.htod = (cuMemcpyHtoD_t)dlsym(lib, "cuMemcpyHtoD_v2");
     cu.dtoh = (cuMemcpyDtoH_t)dlsym(lib, "cuMemcpyDtoH_v2");
-    if (!init || !get || !retain || !cu.set_current || !cu.htod || !cu.dtoh) return -2;
-    int dev;
-    if (init(0) != 0 || get(&dev, device) != 0 || retain(&cu.context, dev) != 0) return -3;
+    if (!init || !get || !retain || !cu.release || !cu.set_current || !cu.htod || !cu.dtoh) return -2;
+    if (init(0) != 0 || get(&cu.device, device) != 0 || retain(&cu.context, cu.device) != 0) return -3;
     return 0;
 }
 
@@ -101,7 +104,7 @@ ENGINE_API int engine_init(EngineConfig* config) {
     host = *config;
     on_cuda = config->device >= 0;
     if (on_cuda && open_cuda(config->device) != 0) {
-        say(3, "echo: cannot open libcuda.so.1 or device %s", "");
+        say(3, "echo: cannot use CUDA (%s, or the device given)", "libcuda.so.1");
         return -1;
     }
     say(1, "echo engine " ECHO_VERSION " initialised, device memory %s", on_cuda ? "on CUDA" : "host-addressable");
@@ -174,5 +177,7 @@ ENGINE_API int engine_generate(const char* prompt, TokenResult** out) {
 ENGINE_API void engine_shutdown(void) {
     if (weights) host.free_device(host.ctx, weights);
     weights = NULL;
+    if (on_cuda && cu.context) cu.release(cu.device);  /* the retain made in engine_init */
+    cu.context = NULL;
     say(1, "echo engine %s shut down", ECHO_VERSION);
 }
