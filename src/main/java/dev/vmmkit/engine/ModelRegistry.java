@@ -111,7 +111,7 @@ final class ModelRegistry {
      */
     Optional<String> evictLeastRecentlyUsedIdle(String reason, ServedModel except) {
         List<ServedModel> candidates = new ArrayList<>(models.values());
-        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedMillis));
+        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedNanos));
         for (ServedModel model : candidates) {
             if (model == except || model.entry().reloading()) continue;
             EngineInstance instance = model.evictIfIdle();
