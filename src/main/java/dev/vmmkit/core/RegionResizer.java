@@ -6,6 +6,7 @@ import org.agrona.collections.LongArrayList;
 import org.agrona.collections.LongHashSet;
 
 import static dev.vmmkit.core.BlockTable.FREE;
+import static dev.vmmkit.core.BlockTable.IN_FLIGHT;
 import static dev.vmmkit.core.BlockTable.LIVE;
 import static dev.vmmkit.core.BlockTable.NONE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
@@ -14,7 +15,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 /**
  * Changes the size or the pages of live allocations of one {@link RegionHeap} without copying
  * bytes: resizing in place (seed 004, case 3) and remapping one allocation's pages under another's
- * address (seed 000, VmmOptimizer). Every method runs under the region's lock.
+ * address (seed 000, VmmOptimizer). Every method runs under the region's lock, except
+ * {@link #resizeInPlace}, which maps new pages without it, as a placement does.
  *
  * <h2>Aliases</h2>
  * After a remap the destination owns the source's physical pages, and the source's address still
@@ -25,8 +27,17 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  * has completed, as any free does, and is then unmapped and becomes plain address space.
  */
 final class RegionResizer {
+    /**
+     * Live allocations of at least this many pages (128 MiB with 2 MiB pages) get headroom behind
+     * them (see {@link #leaveHeadroom}). Spreading smaller ones over the address space cost memory
+     * on the BERT trace (ratio 1.020 with this threshold, 1.082 from 16 pages, 1.096 from 4): free
+     * blocks far apart are reused less well.
+     */
+    static final int HEADROOM_FROM_PAGES = 64;
+
     private final RegionHeap region;
     private final BlockTable blocks;
+    private final PageTable pages;
     /** Addresses of live allocations whose pages another allocation owns. */
     private final LongHashSet aliases = new LongHashSet();
     /** Freed aliases waiting for earlier work before their range is unmapped: block, stream, free sequence. */
@@ -40,6 +51,7 @@ final class RegionResizer {
         this.region = region;
         this.aliasedHandles = aliasedHandles;
         this.blocks = region.blocks;
+        this.pages = region.pages;
     }
 
     boolean isAlias(long address) {
@@ -52,42 +64,129 @@ final class RegionResizer {
      * Makes the live allocation at {@code address} {@code bytes} long (already aligned) with
      * {@code requested} as its user size, without moving it: a smaller size gives the tail back as
      * free memory on {@code stream}; a larger one takes the free memory right behind it and maps new
-     * pages on the unmapped space after that. Returns false, changing nothing, when the space
-     * behind is not free; throws when mapping new pages fails (after undoing it).
+     * handles on the unmapped space after that. Returns false, changing nothing, when the space
+     * behind is not free; throws when mapping fails (after undoing it). Takes the lock itself: new
+     * handles are found and mapped without it, the blocks involved taken out meanwhile.
      */
     boolean resizeInPlace(long address, long bytes, long requested, long stream) {
-        int id = liveId(address);
-        if (bytes <= blocks.size[id]) {
-            if (bytes < blocks.size[id] && !isAlias(address)) giveBackTail(id, bytes, stream);
-            setRequested(id, requested);
-            return true;
-        }
-        if (isAlias(address)) return false; // its pages are borrowed: new owned pages behind them would leak on free
+        int id;
+        int free;
+        int u;
         long end = address + bytes;
-        int free = blocks.next[id];
-        if (free != NONE && !(blocks.kind[free] == FREE && reusableBy(free, stream))) free = NONE;
-        if (free != NONE && blocks.end(free) >= end) {
-            region.removeFree(free);
-            takeFront(free, end);
+        long mapFrom;
+        long mapTo;
+        region.lock.lock();
+        try {
+            id = liveId(address);
+            if (bytes <= blocks.size[id]) {
+                if (bytes < blocks.size[id] && !isAlias(address)) giveBackTail(id, bytes, stream);
+                setRequested(id, requested);
+                return true;
+            }
+            if (isAlias(address)) return false; // borrowed pages: owned pages behind them would complicate its free
+            free = blocks.next[id];
+            if (free != NONE && !(blocks.kind[free] == FREE && reusableBy(free, stream))) free = NONE;
+            if (free != NONE && blocks.end(free) >= end) {
+                region.freeLists.remove(free);
+                takeFront(free, end);
+                blocks.size[id] = bytes;
+                setRequested(id, requested);
+                return true;
+            }
+            u = blocks.next[free != NONE ? free : id];
+            mapTo = region.roundUpToPage(end);
+            if (u == NONE || blocks.kind[u] != UNMAPPED || blocks.end(u) < mapTo) return false;
+            mapFrom = blocks.address[u];
+            region.unmapped.remove(u);
+            region.splitOffUnmappedTail(u, mapTo);
+            blocks.kind[u] = IN_FLIGHT;
+            if (free != NONE) {
+                region.freeLists.remove(free);
+                blocks.kind[free] = IN_FLIGHT;
+            }
+            // Out of the live table meanwhile: a concurrent free of this address (the program's
+            // bug) is refused instead of freeing a block that is changing.
+            region.liveByAddress.remove(address);
+        } finally {
+            region.lock.unlock();
+        }
+
+        HandleRun handles = new HandleRun();
+        try {
+            region.acquireHandles(mapTo - mapFrom, requested, handles);
+            pages.mapRun(mapFrom, handles);
+        } catch (RuntimeException e) {
+            boolean clean = region.giveBackUnmapped(mapFrom, handles);
+            region.lock.lock();
+            try {
+                if (clean) region.restoreUnmapped(u); // else: set aside, as a failed placement's pages are
+                if (free != NONE) region.reattachFree(free);
+                region.liveByAddress.put(address, id);
+            } finally {
+                region.lock.unlock();
+            }
+            throw e;
+        }
+
+        region.lock.lock();
+        try {
+            if (free != NONE) {
+                blocks.unlink(free);
+                blocks.recycle(free);
+            }
+            blocks.unlink(u);
+            blocks.recycle(u);
             blocks.size[id] = bytes;
             setRequested(id, requested);
+            if (mapTo > end) {
+                // The last new page reaches past the allocation: its tail is free memory.
+                int tail = blocks.newBlock(FREE, end, mapTo - end);
+                blocks.requestedOrStream[tail] = NO_PENDING_WORK;
+                blocks.linkAfter(id, tail);
+                region.freeLists.add(tail);
+            }
+            region.liveByAddress.put(address, id);
             return true;
+        } finally {
+            region.lock.unlock();
         }
-        int u = blocks.next[free != NONE ? free : id];
-        long mapTo = region.roundUpToPage(end);
-        if (u == NONE || blocks.kind[u] != UNMAPPED || blocks.end(u) < mapTo) return false;
-        mapBehind(id, free, u, mapTo, requested);
-        blocks.size[id] = bytes;
-        setRequested(id, requested);
-        if (mapTo > end) {
-            // The last new page reaches past the allocation: its tail is free memory.
-            int tail = blocks.newBlock(FREE, end, mapTo - end);
-            blocks.requestedOrStream[tail] = NO_PENDING_WORK;
-            blocks.linkAfter(id, tail);
-            region.insertFree(region.coalesceFree(tail));
-        }
-        return true;
     }
+
+    /** Shrinks FREE block {@code id} (in no tree) to start at {@code from}, or drops it when nothing is left. */
+    private void takeFront(int id, long from) {
+        long end = blocks.end(id);
+        if (end > from) {
+            blocks.address[id] = from;
+            blocks.size[id] = end - from;
+            region.freeLists.insert(id);
+        } else {
+            blocks.unlink(id);
+            blocks.recycle(id);
+        }
+    }
+
+    /** Frees the part of live block {@code id} past {@code bytes}, as a free on {@code stream} would. */
+    private void giveBackTail(int id, long bytes, long stream) {
+        int tail = blocks.newBlock(FREE, blocks.address[id] + bytes, blocks.size[id] - bytes);
+        blocks.requestedOrStream[tail] = stream;
+        blocks.freeSequence[tail] = region.freeLists.nextFreeSequence();
+        blocks.linkAfter(id, tail);
+        blocks.size[id] = bytes;
+        region.freeLists.add(tail);
+    }
+
+    private boolean reusableBy(int freeBlock, long stream) {
+        long tag = blocks.requestedOrStream[freeBlock];
+        return tag == NO_PENDING_WORK || tag == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream);
+    }
+
+    private void setRequested(int id, long requested) {
+        region.accounting.freed(blocks.requestedOrStream[id]);
+        blocks.requestedOrStream[id] = requested;
+        region.accounting.allocated(requested);
+    }
+
+    // ---------------------------------------------------------------- headroom
 
     /**
      * Address-space headroom (seed 004, case 3): a placement of {@code span} bytes on unmapped space
@@ -129,99 +228,14 @@ final class RegionResizer {
         return rest;
     }
 
-    /**
-     * Live allocations of at least this many pages (128 MiB with 2 MiB pages) get headroom behind
-     * them (see {@link #leaveHeadroom}). Spreading smaller ones over the address space cost memory
-     * on the BERT trace (ratio 1.020 with this threshold, 1.082 from 16 pages, 1.096 from 4): free
-     * blocks far apart are reused less well.
-     */
-    static final int HEADROOM_FROM_PAGES = 64;
-
-    /**
-     * Maps pages on {@code [address of u, mapTo)} and joins them, with the FREE block {@code free}
-     * (or NONE) before them, to live block {@code id}. On failure everything is as before.
-     */
-    private void mapBehind(int id, int free, int u, long mapTo, long requested) {
-        long mapFrom = blocks.address[u];
-        int pages = (int) ((mapTo - mapFrom) >>> region.pageShift);
-        region.unmapped.remove(u);
-        blocks.kind[u] = LIVE; // detached while handles are found: reclaiming must not merge into it
-        if (free != NONE) region.detachFree(free);
-        long[] handles;
-        try {
-            handles = region.acquireHandles(pages, requested);
-        } catch (RuntimeException e) {
-            region.restoreAfterFailure(u, free);
-            throw e;
-        }
-        int mapped = 0;
-        try {
-            for (; mapped < pages; mapped++) {
-                long va = mapFrom + ((long) mapped << region.pageShift);
-                region.driver.map(va, region.pageBytes, handles[mapped]);
-                region.pageHandle[region.pageIndex(va)] = handles[mapped];
-            }
-            region.driver.setAccess(mapFrom, mapTo - mapFrom);
-        } catch (RuntimeException e) {
-            region.rollBackMapping(u, free, mapFrom, handles, mapped, e);
-            throw e;
-        }
-        long uEnd = blocks.end(u);
-        if (uEnd > mapTo) {
-            int rest = blocks.newBlock(UNMAPPED, mapTo, uEnd - mapTo);
-            blocks.linkAfter(u, rest);
-            region.unmapped.insert(rest);
-        }
-        if (free != NONE) {
-            blocks.unlink(free);
-            blocks.recycle(free);
-        }
-        blocks.unlink(u);
-        blocks.recycle(u);
-        blocks.size[id] = mapTo - blocks.address[id];
-    }
-
-    /** Shrinks FREE block {@code id} (out of its tree) to start at {@code from}, or drops it when nothing is left. */
-    private void takeFront(int id, long from) {
-        long end = blocks.end(id);
-        if (end > from) {
-            blocks.address[id] = from;
-            blocks.size[id] = end - from;
-            region.insertFree(id);
-        } else {
-            blocks.unlink(id);
-            blocks.recycle(id);
-        }
-    }
-
-    /** Frees the part of live block {@code id} past {@code bytes}, as a free on {@code stream} would. */
-    private void giveBackTail(int id, long bytes, long stream) {
-        int tail = blocks.newBlock(FREE, blocks.address[id] + bytes, blocks.size[id] - bytes);
-        blocks.requestedOrStream[tail] = stream;
-        blocks.freeSequence[tail] = ++region.freeSequence;
-        blocks.linkAfter(id, tail);
-        blocks.size[id] = bytes;
-        region.insertFree(region.coalesceFree(tail));
-    }
-
-    private boolean reusableBy(int freeBlock, long stream) {
-        long tag = blocks.requestedOrStream[freeBlock];
-        return tag == NO_PENDING_WORK || tag == stream && RegionHeap.reusesOwnFreesAtOnce(stream);
-    }
-
-    private void setRequested(int id, long requested) {
-        region.accounting.freed(blocks.requestedOrStream[id]);
-        blocks.requestedOrStream[id] = requested;
-        region.accounting.allocated(requested);
-    }
-
     // ---------------------------------------------------------------- remapping
 
     /**
-     * True when the first {@code count} bytes of live allocation {@code dst} can take over the pages
-     * of live allocation {@code src} and {@code costs} says that beats copying: {@code src} is a whole
-     * allocation ({@code count} is its user size), {@code dst} is at least as large, both start on a
-     * page and own every page the {@code count} bytes touch, neither is an alias.
+     * True when the first {@code count} bytes of live allocation {@code dst} can take over the
+     * handles of live allocation {@code src} and {@code costs} says that beats copying: {@code src}
+     * is a whole allocation ({@code count} is its user size), {@code dst} is at least as large, both
+     * start on a page and own every page the {@code count} bytes touch, those pages are whole
+     * handles on both sides, and neither is an alias.
      */
     boolean canRemap(long dst, long src, long count, ResizeCostModel costs) {
         int s = (int) region.liveByAddress.get(src);
@@ -233,53 +247,56 @@ final class RegionResizer {
         if ((src & pageMask) != 0 || (dst & pageMask) != 0) return false;
         if (blocks.size[s] > span || !canOwnPages(s, span) || !canOwnPages(d, span)) return false;
         if (isAlias(src) || isAlias(dst)) return false;
-        int pages = (int) (span >>> region.pageShift);
-        return costs.remapIsCheaper(pages, region.pageBytes, pages, region.pageBytes, count);
+        if (!wholeHandles(src, span) || !wholeHandles(dst, span)) return false;
+        int srcHandles = pages.handlesIn(src, src + span);
+        int dstHandles = pages.handlesIn(dst, dst + span);
+        return costs.remapIsCheaper(dstHandles, span / dstHandles, srcHandles, span / srcHandles, count);
+    }
+
+    /** True when {@code [from, from + span)} is mapped and begins and ends on handle boundaries. */
+    private boolean wholeHandles(long from, long span) {
+        return pages.isMapped(from) && pages.isMapped(from + span - region.pageBytes)
+                && pages.handleStart(from) == from && pages.handleEnd(from + span - region.pageBytes) == from + span;
     }
 
     /**
-     * Remaps as {@link #canRemap} allows: the destination's pages covering {@code count} bytes go to
-     * the pool, the source's pages are mapped there, and the source becomes an alias. Returns false
+     * Remaps as {@link #canRemap} allows: the destination's handles covering {@code count} bytes go
+     * to the pool, the source's are mapped there, and the source becomes an alias. Returns false
      * with nothing changed when it may not, or when a driver call fails (after putting the
-     * destination's own pages back).
+     * destination's own handles back). Lock held: no other region's lock is taken and no new
+     * memory is made, only a few calls per handle.
      */
     boolean remap(long dst, long src, long count, ResizeCostModel costs) {
         if (!canRemap(dst, src, count, costs)) return false;
         long span = region.roundUpToPage(count);
         claimPages((int) region.liveByAddress.get(src), span);
         claimPages((int) region.liveByAddress.get(dst), span);
-        int pages = (int) (span >>> region.pageShift);
-        long[] own = new long[pages];
-        long[] moved = new long[pages];
-        for (int i = 0; i < pages; i++) {
-            own[i] = region.pageHandle[region.pageIndex(dst) + i];
-            moved[i] = region.pageHandle[region.pageIndex(src) + i];
-        }
+        HandleRun moved = new HandleRun();
+        pages.handlesOf(src, src + span, moved);
+        HandleRun own = new HandleRun();
         try {
-            region.driver.unmap(dst, span);
+            pages.unmapRange(dst, dst + span, own);
         } catch (DriverException e) {
             return false; // nothing was unmapped
         }
-        if (mapAll(dst, moved)) {
-            aliases.add(src);
-            for (int i = 0; i < pages; i++) {
-                region.pageHandle[region.pageIndex(dst) + i] = moved[i];
-                aliasedHandles.mapped(moved[i]);
-                region.poolOrRelease(own[i]);
+        try {
+            pages.mapRun(dst, moved);
+        } catch (RuntimeException e) {
+            // mapRun undid its own maps. Put the destination's handles back.
+            try {
+                pages.mapRun(dst, own);
+            } catch (RuntimeException again) {
+                // Two failures in a row: what is not mapped goes back to the pool; the destination
+                // reads as an alias, so its free never offers the range as mapped memory.
+                region.giveBackUnmapped(dst, own);
+                aliases.add(dst);
             }
-            return true;
+            return false;
         }
-        if (!mapAll(dst, own)) {
-            // Two failures in a row: the destination has no pages now. Keep bookkeeping equal to the
-            // driver (nothing mapped there) and treat it as an alias, so its free unmaps nothing and
-            // never offers the range as mapped memory.
-            for (int i = 0; i < pages; i++) {
-                region.pageHandle[region.pageIndex(dst) + i] = PhysicalPool.NO_HANDLE;
-                region.poolOrRelease(own[i]);
-            }
-            aliases.add(dst);
-        }
-        return false;
+        aliases.add(src);
+        for (int i = 0; i < moved.count(); i++) aliasedHandles.mapped(moved.handle(i));
+        for (int i = 0; i < own.count(); i++) region.poolOrRelease(own.handle(i), own.bytes(i));
+        return true;
     }
 
     /**
@@ -299,30 +316,9 @@ final class RegionResizer {
         long end = blocks.address[id] + span;
         if (blocks.end(id) >= end) return;
         int n = blocks.next[id];
-        region.removeFree(n);
+        region.freeLists.remove(n);
         takeFront(n, end);
         blocks.size[id] = span;
-    }
-
-    /** Maps {@code handles} one page each from {@code va} and grants access; on failure unmaps what it mapped. */
-    private boolean mapAll(long va, long[] handles) {
-        int mapped = 0;
-        try {
-            for (; mapped < handles.length; mapped++) {
-                region.driver.map(va + ((long) mapped << region.pageShift), region.pageBytes, handles[mapped]);
-            }
-            region.driver.setAccess(va, (long) handles.length << region.pageShift);
-            return true;
-        } catch (DriverException e) {
-            for (int i = 0; i < mapped; i++) {
-                try {
-                    region.driver.unmap(va + ((long) i << region.pageShift), region.pageBytes);
-                } catch (DriverException ignored) {
-                    // The driver keeps this page mapped; the next map over it fails and is undone the same way.
-                }
-            }
-            return false;
-        }
     }
 
     // ---------------------------------------------------------------- freeing aliases
@@ -332,18 +328,8 @@ final class RegionResizer {
      * here) while an alias still maps it, so that it is neither mapped for another allocation nor
      * counted as released while it is still in use. It goes once the last alias mapping it does.
      */
-    boolean keepsWhileAliased(long handle) {
-        return aliasedHandles.keep(handle, region.pageBytes);
-    }
-
-    /** The pages of alias block {@code id} are unmapped: their handles may go once no alias maps them. */
-    private void dropAliasMappings(int id) {
-        long address = blocks.address[id];
-        for (long va = address; va < blocks.end(id); va += region.pageBytes) {
-            long h = region.pageHandle[region.pageIndex(va)];
-            if (h == PhysicalPool.NO_HANDLE) continue;
-            if (aliasedHandles.unmapped(h) != 0) region.poolOrRelease(h);
-        }
+    boolean keepsWhileAliased(long handle, long bytes) {
+        return aliasedHandles.keep(handle, bytes);
     }
 
     /**
@@ -355,36 +341,23 @@ final class RegionResizer {
         if (aliases.isEmpty() || !aliases.remove(blocks.address[id])) return false;
         retiringIds.addInt(id);
         retiringStreams.addLong(stream);
-        retiringSequences.addLong(++region.freeSequence);
+        retiringSequences.addLong(region.freeLists.nextFreeSequence());
         return true; // the block stays LIVE-kind meanwhile, so nothing merges into it or lands on it
     }
 
-    /** Unmaps freed aliases whose earlier work has completed (all of them, waiting, when {@code wait}). */
-    void unmapRetiredAliases(boolean wait) {
+    /** Unmaps freed aliases whose earlier work has completed. Never waits. */
+    void unmapRetiredAliases() {
         for (int i = retiringIds.size() - 1; i >= 0; i--) {
-            long stream = retiringStreams.getLong(i);
-            long sequence = retiringSequences.getLong(i);
-            boolean done;
-            if (wait) {
-                region.waitList.synchronize(stream, region.freeSequence);
-                done = true;
-            } else {
-                done = region.waitList.completedUpTo(stream, region.freeSequence) >= sequence;
-            }
-            if (done && unmapAlias(retiringIds.getInt(i))) {
+            boolean done = region.freeLists.completedUpTo(retiringStreams.getLong(i)) >= retiringSequences.getLong(i);
+            if (done && unmapAliasPages(retiringIds.getInt(i), false)) {
+                int id = retiringIds.getInt(i);
+                blocks.kind[id] = UNMAPPED;
+                region.unmapped.insert(region.coalesceUnmapped(id));
                 retiringIds.fastUnorderedRemove(i);
                 retiringStreams.fastUnorderedRemove(i);
                 retiringSequences.fastUnorderedRemove(i);
             }
         }
-    }
-
-    /** Unmaps the range of alias block {@code id} (its pages stay with their owner) and makes it address space. */
-    private boolean unmapAlias(int id) {
-        if (!unmapAliasPages(id, false)) return false;
-        blocks.kind[id] = UNMAPPED;
-        region.unmapped.insert(region.coalesceUnmapped(id));
-        return true;
     }
 
     /** At close: unmaps every alias, live or freed, so that the close releases each handle once, through its owner. */
@@ -401,22 +374,23 @@ final class RegionResizer {
     }
 
     /**
-     * Unmaps the pages of alias block {@code id} and forgets them; false (nothing changed) when the
-     * unmap fails, unless {@code closing}, when they are forgotten anyway.
+     * Unmaps the pages of alias block {@code id} (their handles stay with their owner); false
+     * (nothing changed) when the unmap fails, unless {@code closing}.
      */
     private boolean unmapAliasPages(int id, boolean closing) {
         long address = blocks.address[id];
-        long size = blocks.size[id];
-        if (region.pageHandle[region.pageIndex(address)] != PhysicalPool.NO_HANDLE) {
-            try {
-                region.driver.unmap(address, size);
-            } catch (DriverException e) {
-                if (!closing) return false; // still mapped: try again later
-            }
+        long end = blocks.end(id);
+        if (!pages.isMapped(address)) return true; // a destination left without pages by two failures
+        HandleRun unmapped = new HandleRun();
+        try {
+            pages.unmapRange(address, end, unmapped);
+        } catch (DriverException e) {
+            if (!closing) return false; // still mapped: try again later
+            pages.handlesOf(address, end, unmapped);
         }
-        dropAliasMappings(id);
-        for (long va = address; va < address + size; va += region.pageBytes) {
-            region.pageHandle[region.pageIndex(va)] = PhysicalPool.NO_HANDLE;
+        for (int i = 0; i < unmapped.count(); i++) {
+            long bytes = aliasedHandles.unmapped(unmapped.handle(i));
+            if (bytes != 0) region.poolOrRelease(unmapped.handle(i), bytes);
         }
         return true;
     }

@@ -62,7 +62,7 @@ final class SizeTree {
         return best;
     }
 
-    /** The largest block, or NONE. */
+    /** The largest block (the highest address among equals), or NONE when empty. */
     int largest() {
         int node = root;
         if (node == NONE) return NONE;

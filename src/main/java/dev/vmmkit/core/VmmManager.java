@@ -23,18 +23,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * all earlier work on the device (cudaFree's guarantee); the manager's {@link DeviceWideFence}
  * provides that wait on a thread of its own.
  */
-public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
-    /**
-     * Stream value for cudaFree-style frees: the memory is not handed to any later allocation,
-     * unmapped or released until all work submitted to the device before the free, on every
-     * stream (non-blocking ones included), has completed. The free itself neither blocks nor calls
-     * the driver: a later slow path asks for a device synchronisation (cuCtxSynchronize, in the
-     * relaxed stream-capture mode) that runs on the "vmmkit-device-fence" thread, and the memory
-     * becomes reusable once one that started after the free has finished. Only running out of
-     * memory, and {@link #close}, wait for it.
-     */
-    public static final long DEVICE_WIDE_STREAM = -1L;
-
+public final class VmmManager implements ManagedMemoryResource {
     /**
      * Large requests of at least this many pages (8 MiB with 2 MiB pages) get blocks of whole pages,
      * starting on a page: no later allocation starts in their last page, so their pages can be
@@ -50,7 +39,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     private final MemoryAccounting accounting = new MemoryAccounting();
     private final PhysicalPool pool;
     private final Object regionLock = new Object();
-    private final RegionHeap.PageDonor donor = this::donatePages;
+    private final RegionHeap.OtherRegions others = new OtherRegionsOf(this);
     private final DeviceWideFence deviceFence;
 
     private volatile RegionHeap[] smallRegions = new RegionHeap[0];
@@ -131,6 +120,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         region.free(address, stream);
     }
 
+    /** True when {@code address} lies in address space this manager reserved (live or not). */
     /** The block a request of {@code size} gets: aligned, and whole pages for large requests (see {@link #WHOLE_PAGES_FROM}). */
     private long blockBytes(long size, boolean small) {
         long alignment = config.alignmentBytes();
@@ -154,6 +144,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
      * @throws IllegalArgumentException when {@code newSize} is not positive (use {@link #deallocate}); nothing changes
      * @throws OutOfDeviceMemoryException when there is no memory for the larger size; the allocation is unchanged
      */
+    @Override
     public long reallocate(long address, long newSize, long stream) {
         if (newSize <= 0) throw new IllegalArgumentException("new size must be positive, got " + newSize + " (to free, deallocate)");
         if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
@@ -192,12 +183,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     }
 
     private boolean resizeInPlace(RegionHeap region, long address, long newSize, boolean small, long stream) {
-        region.lock.lock();
-        try {
-            return region.resizer.resizeInPlace(address, blockBytes(newSize, small), newSize, stream);
-        } finally {
-            region.lock.unlock();
-        }
+        return region.resizer.resizeInPlace(address, blockBytes(newSize, small), newSize, stream);
     }
 
     /**
@@ -210,6 +196,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
      * at the destination, and the source aliases the destination until it is freed (a stray read
      * through it reads valid memory). Returns false, changing nothing, when the caller must copy.
      */
+    @Override
     public boolean remapCopy(long dst, long src, long count, long stream) {
         if (regionOf(dst) == null || regionOf(src) == null) return false;
         if (tryRemap(dst, src, count, stream == DEVICE_WIDE_STREAM ? 0 : stream)) return true;
@@ -269,41 +256,44 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         return false;
     }
 
-    /** True when {@code address} lies in address space this manager reserved (live or not). */
+    @Override
     public boolean owns(long address) {
         return regionOf(address) != null;
     }
 
     /** The requested size of the live allocation that starts at {@code address}, or -1. */
+    @Override
     public long sizeOf(long address) {
         RegionHeap region = regionOf(address);
         return region == null ? -1 : region.sizeOf(address);
     }
 
+    @Override
     public AllocatorStats stats() {
         long allocations = 0;
         long frees = 0;
         long hits = 0;
         long misses = 0;
         long mappedFree = 0;
-        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-            for (RegionHeap r : regions) {
-                r.lock.lock();
-                try {
-                    allocations += r.allocations;
-                    frees += r.frees;
-                    hits += r.cacheHits;
-                    misses += r.cacheMisses;
-                } finally {
-                    r.lock.unlock();
-                }
-                mappedFree += r.mappedFreeBytes();
-            }
+        for (RegionStats r : regionStats()) {
+            allocations += r.allocations();
+            frees += r.frees();
+            hits += r.cacheHits();
+            misses += r.cacheMisses();
+            mappedFree += r.freeBytes();
         }
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
                 hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(),
                 new ZeroCopyStats(remaps.get(), remappedBytes.get(), copiesFallenBack.get()));
+    }
+
+    /** Each region's counters, small regions first. */
+    java.util.List<RegionStats> regionStats() {
+        java.util.List<RegionStats> all = new java.util.ArrayList<>();
+        for (RegionHeap r : smallRegions) all.add(r.stats());
+        for (RegionHeap r : largeRegions) all.add(r.stats());
+        return all;
     }
 
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
@@ -322,14 +312,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     private long drain(boolean waitForFrees) {
         long before = accounting.physicalBytes();
         for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-            for (RegionHeap r : regions) {
-                r.lock.lock();
-                try {
-                    r.releaseCachedMemory(waitForFrees);
-                } finally {
-                    r.lock.unlock();
-                }
-            }
+            for (RegionHeap r : regions) r.releaseCachedMemory(waitForFrees);
         }
         pool.drain(driver, accounting);
         return before - accounting.physicalBytes();
@@ -413,31 +396,36 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
-        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor, deviceFence,
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence,
                 aliasedHandles);
     }
 
-    /** Lets {@code requester} take whole free pages from the other regions, without waiting for their locks. */
-    private int donatePages(RegionHeap requester, int wanted, long[] out, int at) {
-        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-            for (RegionHeap r : regions) {
-                int stillWanted = out == null ? Integer.MAX_VALUE : Math.min(wanted, out.length - at);
+    /** What a region may take from the other regions of this manager. */
+    private record OtherRegionsOf(VmmManager manager) implements RegionHeap.OtherRegions {
+        @Override
+        public void takeFreeHandles(RegionHeap requester, long wantedBytes, HandleRun out) {
+            long before = out.totalBytes();
+            for (RegionHeap r : manager.allRegions()) {
+                long stillWanted = wantedBytes - (out.totalBytes() - before);
                 if (r == requester || stillWanted <= 0) continue;
-                if (!r.lock.tryLock()) continue;
-                try {
-                    if (out == null) {
-                        r.releaseCachedMemory(true);
-                    } else {
-                        int before = at;
-                        at = r.reclaimFreePages(stillWanted, out, at);
-                        wanted -= at - before;
-                    }
-                } finally {
-                    r.lock.unlock();
-                }
+                r.reclaimFreeHandles(stillWanted, out, false);
             }
         }
-        return at;
+
+        @Override
+        public void releaseCachedMemory(RegionHeap requester) {
+            for (RegionHeap r : manager.allRegions()) {
+                if (r != requester) r.releaseCachedMemory(true);
+            }
+        }
+    }
+
+    private RegionHeap[] allRegions() {
+        RegionHeap[] small = smallRegions;
+        RegionHeap[] large = largeRegions;
+        RegionHeap[] all = java.util.Arrays.copyOf(small, small.length + large.length);
+        System.arraycopy(large, 0, all, small.length, large.length);
+        return all;
     }
 
     private long deviceFreeBytes() {

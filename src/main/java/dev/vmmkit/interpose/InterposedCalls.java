@@ -1,6 +1,8 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.InvalidAddressException;
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
 
 /**
@@ -10,12 +12,14 @@ import dev.vmmkit.core.OutOfDeviceMemoryException;
  *
  * <h2>Streams</h2>
  * {@code cudaMallocAsync}/{@code cudaFreeAsync} pass their stream. {@code cudaMalloc} passes stream 0.
- * {@code cudaFree} passes {@link #DEVICE_WIDE_STREAM}: the real cudaFree synchronises the whole device,
+ * {@code cudaFree} passes {@link DeviceMemoryResource#DEVICE_WIDE_STREAM} (-1): the real cudaFree synchronises the whole device,
  * so the program may free memory that work on any stream still uses. The allocator must not hand such
  * memory to a later allocation until all work queued before the free, on every stream (non-blocking
  * ones included), has finished, and the freeing thread must not wait for it: the memory waits for a
- * device synchronisation that vmmkit runs on a thread of its own (see
- * {@link dev.vmmkit.core.VmmManager#DEVICE_WIDE_STREAM}).
+ * device synchronisation that vmmkit runs on a thread of its own.
+ *
+ * <p>Requests are recorded ({@code vmmkit run --trace}) by a {@link dev.vmmkit.trace.RecordingResource}
+ * around each device's allocator; this class only translates calls and results.
  */
 public final class InterposedCalls {
     /** {@link #allocate}: vmmkit cannot serve the call; the shim uses the real runtime. */
@@ -28,8 +32,6 @@ public final class InterposedCalls {
     public static final int REMAPPED = 0;
     /** {@link #remapCopy}: the shim must make the copy through the real runtime. */
     public static final int COPY_IT_YOURSELF = 1;
-    /** The stream of a {@code cudaFree}: ordered after earlier work on every stream (see above). */
-    public static final long DEVICE_WIDE_STREAM = -1;
 
     static final int CUDA_ERROR_INVALID_VALUE = 1;
     static final int CUDA_ERROR_MEMORY_ALLOCATION = 2;
@@ -51,11 +53,9 @@ public final class InterposedCalls {
     public static long allocate(long size, int device, long stream) {
         try {
             InterposeSession s = session;
-            InterposedResource resource = s.managers.forDevice(device);
+            ManagedMemoryResource resource = s.managers.forDevice(device);
             if (resource == null) return PASS_THROUGH;
-            long address = resource.allocate(size, stream);
-            if (s.recorder.isRecording() && address != 0) s.recorder.allocated(address, size, stream);
-            return address;
+            return resource.allocate(size, stream);
         } catch (OutOfDeviceMemoryException e) {
             InterposeLog.info("device " + device + ": " + e.getMessage());
             return -CUDA_ERROR_MEMORY_ALLOCATION;
@@ -70,7 +70,7 @@ public final class InterposedCalls {
     /** {@link #FREED}, {@link #NOT_OURS}, or -cudaError. */
     public static int release(long address, int device, long stream) {
         InterposeSession s = session;
-        InterposedResource owner;
+        ManagedMemoryResource owner;
         try {
             owner = s.managers.owner(address, device);
         } catch (Throwable e) {
@@ -79,10 +79,6 @@ public final class InterposedCalls {
         }
         if (owner == null) return NOT_OURS;
         try {
-            // Recorded before the free, since another thread may get the address right after it; and
-            // only for a live allocation: a double free is the program's error, not a request.
-            long size = s.recorder.isRecording() ? owner.sizeOf(address) : -1;
-            if (size >= 0) s.recorder.freed(address, size, stream);
             owner.deallocate(address, stream);
             return FREED;
         } catch (InvalidAddressException e) {
@@ -97,11 +93,11 @@ public final class InterposedCalls {
     /**
      * {@code vmmkit_realloc}: the address of the resized allocation, or -cudaError. A pointer that no
      * device's allocator handed out is {@code cudaErrorInvalidValue} and nothing happens. The old
-     * memory is freed as cudaFree frees ({@link #DEVICE_WIDE_STREAM}), the copy (if any) runs on the
+     * memory is freed as cudaFree frees ({@link DeviceMemoryResource#DEVICE_WIDE_STREAM}), the copy (if any) runs on the
      * default stream.
      */
     public static long reallocate(long address, long size, int device, long stream) {
-        InterposedResource owner;
+        ManagedMemoryResource owner;
         try {
             owner = session.managers.owner(address, device);
         } catch (Throwable e) {
@@ -110,15 +106,7 @@ public final class InterposedCalls {
         }
         if (owner == null || size <= 0) return -CUDA_ERROR_INVALID_VALUE;
         try {
-            InterposeSession s = session;
-            long oldSize = s.recorder.isRecording() ? owner.sizeOf(address) : -1;
-            long moved = owner.reallocate(address, size, stream);
-            if (oldSize >= 0) {
-                // A trace knows allocations and frees only: record the resize as a free and an allocation.
-                s.recorder.freed(address, oldSize, stream);
-                s.recorder.allocated(moved, size, stream);
-            }
-            return moved;
+            return owner.reallocate(address, size, stream);
         } catch (OutOfDeviceMemoryException e) {
             InterposeLog.info("device " + device + ": " + e.getMessage());
             return -CUDA_ERROR_MEMORY_ALLOCATION;
@@ -136,7 +124,7 @@ public final class InterposedCalls {
      */
     public static int remapCopy(long dst, long src, long count, int device, long stream) {
         try {
-            InterposedResource owner = session.managers.owner(dst, device);
+            ManagedMemoryResource owner = session.managers.owner(dst, device);
             if (owner == null || !owner.owns(src)) return COPY_IT_YOURSELF;
             return owner.remapCopy(dst, src, count, stream) ? REMAPPED : COPY_IT_YOURSELF;
         } catch (Throwable e) {

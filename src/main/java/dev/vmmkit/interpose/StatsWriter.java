@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.trace.RequestLedger;
 import dev.vmmkit.core.ZeroCopyStats;
 
 import java.io.IOException;

@@ -1,0 +1,41 @@
+package dev.vmmkit.core;
+
+/**
+ * A {@link DeviceMemoryResource} that can also say what it handed out: the queries the interposer
+ * and the tools need beside allocate and free. {@link VmmManager} implements it; adaptors such as
+ * {@code dev.vmmkit.trace.RecordingResource} forward it.
+ */
+public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseable {
+
+    /**
+     * True when {@code address} belongs to this resource, so a free of it must come here (for
+     * {@link VmmManager}: it lies in address space the manager reserved, live or not).
+     */
+    boolean owns(long address);
+
+    /** The requested size of the live allocation that starts at {@code address}, or -1. */
+    long sizeOf(long address);
+
+    /** A consistent snapshot of the resource's figures. */
+    AllocatorStats stats();
+
+    /**
+     * Resizes a live allocation with realloc's semantics (see {@link VmmManager#reallocate});
+     * returns its address afterwards.
+     */
+    default long reallocate(long address, long newSize, long stream) {
+        throw new UnsupportedOperationException("this resource cannot resize allocations");
+    }
+
+    /**
+     * Does a device-to-device copy of {@code count} bytes from {@code src} to {@code dst} by
+     * remapping pages when it may (see {@link VmmManager#remapCopy}); false when the caller must copy.
+     */
+    default boolean remapCopy(long dst, long src, long count, long stream) {
+        return false;
+    }
+
+    /** Gives everything back; live allocations become invalid. */
+    @Override
+    void close();
+}
