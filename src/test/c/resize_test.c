@@ -76,8 +76,8 @@ static void *grow_by_copy(void *old, size_t bytes, int how) {
 }
 
 static void pattern(int count, char **mib) {
-    static char *defaults[] = {"4", "6", "64", "40.5"};
-    if (count == 0) { count = 4; mib = defaults; }
+    static char *defaults[] = {"4", "6", "64", "40.5", "1.5"};
+    if (count == 0) { count = 5; mib = defaults; }
     int strict = getenv("EXPECT_NO_RUNTIME_COPIES") && strcmp(getenv("EXPECT_NO_RUNTIME_COPIES"), "1") == 0;
     for (int i = 0; i < count; i++) {
         size_t bytes = (size_t) (atof(mib[i]) * MIB) & ~(size_t) 7;

@@ -25,13 +25,14 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class VmmManager implements ManagedMemoryResource {
     /**
-     * Large requests of at least this many pages (8 MiB with 2 MiB pages) get blocks of whole pages,
-     * starting on a page: no later allocation starts in their last page, so their pages can be
-     * remapped (see {@link #remapCopy}). It costs them at most a quarter more physical memory; on
-     * the BERT trace it even lowered peak physical memory (ratio 1.023 to 1.020), while rounding
-     * every large request (from 1 page) raised it to 1.077.
+     * By default, large requests of at least this many pages (64 MiB with 2 MiB pages) get blocks
+     * of whole pages, starting on a page: no later allocation starts in their last page, so their
+     * pages can be remapped (see {@link #remapCopy}). Smaller ones share their last page and are
+     * copied. The rounding costs memory: on the BERT trace, ratio 1.020 without it, 1.023 from 32
+     * pages, 1.026 from 4 pages. {@link #useWholePagesFrom} changes it (the shim's
+     * {@code VMM_ZERO_COPY=1} rounds every large request (0), so every large whole-buffer copy may remap).
      */
-    static final int WHOLE_PAGES_FROM = 4;
+    static final int WHOLE_PAGES_FROM = 32;
 
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
@@ -51,6 +52,7 @@ public final class VmmManager implements ManagedMemoryResource {
 
     // Zero-copy resizing: the cost model, one event to ask whether a stream is idle, the counters.
     private volatile ResizeCostModel resizeCosts;
+    private volatile int wholePagesFrom = WHOLE_PAGES_FROM;
     private final AliasedHandles aliasedHandles = new AliasedHandles();
     private final Object idleEventLock = new Object();
     private long idleEvent;
@@ -125,7 +127,7 @@ public final class VmmManager implements ManagedMemoryResource {
     private long blockBytes(long size, boolean small) {
         long alignment = config.alignmentBytes();
         long bytes = (size + alignment - 1) & -alignment;
-        return !small && size >= WHOLE_PAGES_FROM * pageBytes ? (bytes + pageBytes - 1) & -pageBytes : bytes;
+        return !small && size >= wholePagesFrom * pageBytes ? (bytes + pageBytes - 1) & -pageBytes : bytes;
     }
 
     /**
@@ -202,6 +204,16 @@ public final class VmmManager implements ManagedMemoryResource {
         if (tryRemap(dst, src, count, stream == DEVICE_WIDE_STREAM ? 0 : stream)) return true;
         copiesFallenBack.incrementAndGet();
         return false;
+    }
+
+    /**
+     * Large requests of at least {@code pages} pages get blocks of whole pages from now on (see
+     * {@link #WHOLE_PAGES_FROM}); 0 rounds every large request, which lets every whole-buffer copy of
+     * a large buffer be remapped, at some cost in memory.
+     */
+    public void useWholePagesFrom(int pages) {
+        if (pages < 0) throw new IllegalArgumentException("pages must not be negative: " + pages);
+        this.wholePagesFrom = pages;
     }
 
     /** Replaces the figures the remap-or-copy decision uses, e.g. with latencies measured on this device. */

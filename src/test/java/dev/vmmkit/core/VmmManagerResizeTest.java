@@ -5,6 +5,7 @@ import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.FaultInjectingDriver;
 import dev.vmmkit.driver.FaultPlan;
+import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -34,8 +35,11 @@ class VmmManagerResizeTest {
     /** Large enough for whole pages (see VmmManager.WHOLE_PAGES_FROM), not a page multiple. */
     private static final long SIZE = 20 * PAGE + 1000;
 
-    private static VmmManager manager(HostDriver host) {
-        return VmmManager.withFenceOnCallingThread(host, smallConfig(64 * MIB));
+    /** A manager as VMM_ZERO_COPY=1 sets it up: every large request gets whole pages. */
+    private static VmmManager manager(VmmDriver driver) {
+        VmmManager m = VmmManager.withFenceOnCallingThread(driver, smallConfig(64 * MIB));
+        m.useWholePagesFrom(0);
+        return m;
     }
 
     @Test
@@ -244,7 +248,7 @@ class VmmManagerResizeTest {
         String note = kind + " #" + n + " fails, scenario " + scenario;
         try (HostDriver host = hostDriver(16 * MIB)) {
             FaultPlan plan = new FaultPlan(n);
-            VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), smallConfig(64 * MIB));
+            VmmManager m = manager(new FaultInjectingDriver(host, plan));
             long a = m.allocate(SIZE, 0);
             long b = m.allocate(2 * SIZE, 0);
             fill(host, a, SIZE, 11);
