@@ -25,14 +25,14 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class VmmManager implements ManagedMemoryResource {
     /**
-     * By default, large requests of at least this many pages (64 MiB with 2 MiB pages) get blocks
-     * of whole pages, starting on a page: no later allocation starts in their last page, so their
-     * pages can be remapped (see {@link #remapCopy}). Smaller ones share their last page and are
-     * copied. The rounding costs memory: on the BERT trace, ratio 1.020 without it, 1.023 from 32
-     * pages, 1.026 from 4 pages. {@link #useWholePagesFrom} changes it (the shim's
-     * {@code VMM_ZERO_COPY=1} rounds every large request (0), so every large whole-buffer copy may remap).
+     * By default no request is rounded to whole pages: an allocation may start in the last page of
+     * the one before it, which keeps memory tight (the BERT trace's ratio is 1.020 unrounded, 1.023
+     * when requests of 32 pages and more are rounded, 1.026 from 4 pages) but means such a pair
+     * cannot be remapped (see {@link #remapCopy}): pages may only move whole. {@link #useWholePagesFrom}
+     * changes it; the shim's {@code VMM_ZERO_COPY=1} rounds every large request (0), so that every
+     * large whole-buffer copy may become a remap.
      */
-    static final int WHOLE_PAGES_FROM = 32;
+    static final int WHOLE_PAGES_NEVER = Integer.MAX_VALUE;
 
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
@@ -52,7 +52,7 @@ public final class VmmManager implements ManagedMemoryResource {
 
     // Zero-copy resizing: the cost model, one event to ask whether a stream is idle, the counters.
     private volatile ResizeCostModel resizeCosts;
-    private volatile int wholePagesFrom = WHOLE_PAGES_FROM;
+    private volatile int wholePagesFrom = WHOLE_PAGES_NEVER;
     private final AliasedHandles aliasedHandles = new AliasedHandles();
     private final Object idleEventLock = new Object();
     private long idleEvent;
@@ -123,7 +123,7 @@ public final class VmmManager implements ManagedMemoryResource {
     }
 
     /** True when {@code address} lies in address space this manager reserved (live or not). */
-    /** The block a request of {@code size} gets: aligned, and whole pages for large requests (see {@link #WHOLE_PAGES_FROM}). */
+    /** The block a request of {@code size} gets: aligned, and whole pages for large requests when asked (see {@link #useWholePagesFrom}). */
     private long blockBytes(long size, boolean small) {
         long alignment = config.alignmentBytes();
         long bytes = (size + alignment - 1) & -alignment;
@@ -207,8 +207,8 @@ public final class VmmManager implements ManagedMemoryResource {
     }
 
     /**
-     * Large requests of at least {@code pages} pages get blocks of whole pages from now on (see
-     * {@link #WHOLE_PAGES_FROM}); 0 rounds every large request, which lets every whole-buffer copy of
+     * Large requests of at least {@code pages} pages get blocks of whole pages, starting on a page,
+     * from now on (see {@link #WHOLE_PAGES_NEVER}); 0 rounds every large request, which lets every whole-buffer copy of
      * a large buffer be remapped, at some cost in memory.
      */
     public void useWholePagesFrom(int pages) {

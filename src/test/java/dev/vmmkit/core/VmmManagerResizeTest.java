@@ -32,7 +32,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * call of a grow and a remap.
  */
 class VmmManagerResizeTest {
-    /** Large enough for whole pages (see VmmManager.WHOLE_PAGES_FROM), not a page multiple. */
+    /** A large request that is not a whole number of pages (the managers here round it, as VMM_ZERO_COPY=1 does). */
     private static final long SIZE = 20 * PAGE + 1000;
 
     /** A manager as VMM_ZERO_COPY=1 sets it up: every large request gets whole pages. */
