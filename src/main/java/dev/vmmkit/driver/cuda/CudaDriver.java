@@ -6,6 +6,7 @@ import static dev.vmmkit.driver.cuda.CudaErrors.hex;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
+import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
@@ -37,6 +38,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     private final MemorySegment allocationProp;
     private final MemorySegment readWriteAccess;
     private final long granularity;
+    private final boolean exportable;
     private final CudaEvents events;
     private volatile boolean closed;
 
@@ -44,7 +46,8 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         this.ordinal = ordinal;
         this.cuDevice = cuDevice;
         this.context = context;
-        this.allocationProp = CudaLayouts.allocationProp(structs, ordinal);
+        this.exportable = queryPosixDescriptorSupport();
+        this.allocationProp = CudaLayouts.allocationProp(structs, ordinal, exportable);
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
         this.events = new CudaEvents(this);
@@ -206,6 +209,57 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     }
 
     @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        prepare("cuMemSetAccess");
+        if ((grant & revoke) != 0) {
+            throw new DriverException(CudaResult.INVALID_VALUE, "devices both granted and revoked",
+                    CallText.setAccess(va, size, grant, revoke));
+        }
+        int result;
+        // A peer grant is rare (per mapped run, when access changes): a small arena per call is fine.
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment descs = CudaLayouts.accessDescriptors(arena, grant, revoke);
+            result = CudaApi.cuMemSetAccess(va, size, descs, Long.bitCount(grant) + Long.bitCount(revoke));
+        }
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, CallText.setAccess(va, size, grant, revoke));
+        }
+    }
+
+    /** True when the device exports memory as POSIX descriptors; then every handle is made exportable. */
+    @Override
+    public boolean canExport() {
+        return exportable;
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        prepare("cuMemExportToShareableHandle");
+        if (!exportable) {
+            return VmmDriver.super.exportHandle(handle);
+        }
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemExportToShareableHandle(scratch.first, handle,
+                CudaLayouts.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0L);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, CallText.exportHandle(handle));
+        }
+        return scratch.firstInt();
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        prepare("cuMemImportFromShareableHandle");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemImportFromShareableHandle(scratch.first, fd,
+                CudaLayouts.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, CallText.importHandle(fd, size));
+        }
+        return scratch.firstLong();
+    }
+
+    @Override
     public void unmap(long va, long size) {
         prepare("cuMemUnmap");
         int result = CudaApi.cuMemUnmap(va, size);
@@ -253,6 +307,15 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
             throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");
         }
         context.makeCurrentIfNone();
+    }
+
+    /** CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED; false when the query fails. */
+    private boolean queryPosixDescriptorSupport() {
+        prepare("cuDeviceGetAttribute");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuDeviceGetAttribute(scratch.first,
+                CudaLayouts.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cuDevice);
+        return result == CudaResult.SUCCESS && scratch.firstInt() != 0;
     }
 
     private long queryGranularity() {
