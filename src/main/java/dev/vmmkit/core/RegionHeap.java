@@ -41,6 +41,7 @@ final class RegionHeap {
     private final MemoryAccounting accounting;
     private final VmmConfig config;
     private final PageDonor donor;
+    private final PeerAccess access;
 
     final ReentrantLock lock = new ReentrantLock();
     private final BlockTable blocks = new BlockTable(1024);
@@ -70,7 +71,8 @@ final class RegionHeap {
     }
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
-               MemoryAccounting accounting, VmmConfig config, PageDonor donor, DeviceWideFence deviceFence) {
+               MemoryAccounting accounting, VmmConfig config, PageDonor donor, DeviceWideFence deviceFence,
+               PeerAccess access) {
         this.name = name;
         this.base = base;
         this.span = span;
@@ -81,6 +83,7 @@ final class RegionHeap {
         this.accounting = accounting;
         this.config = config;
         this.donor = donor;
+        this.access = access;
         this.pageHandle = new long[Math.toIntExact(span >>> pageShift)];
         this.waitList = new StreamWaitList(driver.events(), deviceFence);
         int all = blocks.newBlock(UNMAPPED, base, span);
@@ -337,9 +340,10 @@ final class RegionHeap {
                 pageHandle[pageIndex(va)] = handles[mapped];
             }
             // One setAccess over the whole run, one call instead of one per page (the driver still
-            // charges per handle). Not mapWithAccess: if granting access fails, the rollback below
-            // unmaps every page and must know when an unmap fails (that page is then still mapped).
-            if (pages > 0) driver.setAccess(mapFrom, mapTo - mapFrom);
+            // charges per handle), naming the granted peers too. Not mapWithAccess: if granting
+            // access fails, the rollback below unmaps every page and must know when an unmap fails
+            // (that page is then still mapped).
+            if (pages > 0) access.openNewRun(mapFrom, mapTo - mapFrom);
         } catch (RuntimeException e) {
             rollBackMapping(u, extend ? below : NONE, mapFrom, handles, mapped, e);
             throw e;
@@ -662,6 +666,55 @@ final class RegionHeap {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Receives one run of contiguously mapped pages. */
+    interface RunVisitor {
+        void visit(long va, long size);
+    }
+
+    /** Calls {@code visitor} once per run of contiguously mapped pages, under the region's lock. */
+    void forEachMappedRun(RunVisitor visitor) {
+        lock.lock();
+        try {
+            int i = 0;
+            while (i < pageHandle.length) {
+                if (pageHandle[i] == PhysicalPool.NO_HANDLE) {
+                    i++;
+                    continue;
+                }
+                int first = i;
+                while (i < pageHandle.length && pageHandle[i] != PhysicalPool.NO_HANDLE) i++;
+                visitor.visit(base + ((long) first << pageShift), (long) (i - first) << pageShift);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The pages under the live allocation that starts at {@code address}, for export to another
+     * process; null when no live allocation starts there. The visitor runs under the region's lock,
+     * so the pages cannot change meanwhile.
+     */
+    <T> T withPagesOf(long address, PagesVisitor<T> visitor) {
+        lock.lock();
+        try {
+            int id = (int) liveByAddress.get(address);
+            if (id == NONE) return null;
+            long first = address & -pageBytes;
+            long end = roundUpToPage(address + blocks.requestedOrStream[id]);
+            long[] handles = new long[(int) ((end - first) >>> pageShift)];
+            for (int i = 0; i < handles.length; i++) handles[i] = pageHandle[pageIndex(first) + i];
+            return visitor.visit(first, pageBytes, handles, blocks.requestedOrStream[id]);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Receives the pages of one live allocation: its first page, the page size, their handles, its size. */
+    interface PagesVisitor<T> {
+        T visit(long firstPage, long pageBytes, long[] handles, long requested);
     }
 
     long mappedFreeBytes() {

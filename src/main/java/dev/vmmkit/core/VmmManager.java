@@ -39,6 +39,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
     private final Object regionLock = new Object();
     private final RegionHeap.PageDonor donor = this::donatePages;
     private final DeviceWideFence deviceFence;
+    private final PeerAccess peerAccess;
+    private final SharedPages sharedPages;
 
     private volatile RegionHeap[] smallRegions = new RegionHeap[0];
     private volatile RegionHeap[] largeRegions = new RegionHeap[0];
@@ -59,6 +61,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
+        this.peerAccess = new PeerAccess(this.driver, this::allRegions);
+        this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
     }
 
     /**
@@ -120,6 +124,21 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         return region == null ? -1 : region.sizeOf(address);
     }
 
+    /** The device this manager allocates on. */
+    public int device() {
+        return driver.device();
+    }
+
+    /** Which peer devices may access this manager's memory (cudaDeviceEnablePeerAccess). */
+    public PeerAccess peerAccess() {
+        return peerAccess;
+    }
+
+    /** Export of live allocations to other processes, and import of theirs (cudaIpc*MemHandle). */
+    public SharedPages sharedPages() {
+        return sharedPages;
+    }
+
     public AllocatorStats stats() {
         long allocations = 0;
         long frees = 0;
@@ -172,6 +191,7 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
             if (closed) return;
             closed = true;
             try {
+                sharedPages.close();
                 for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
                     for (RegionHeap r : regions) r.close();
                 }
@@ -188,6 +208,18 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
         }
     }
 
+
+    /** Every region, small ones first (tests count their mapped runs). */
+    RegionHeap[] regionsForTest() {
+        return allRegions();
+    }
+
+    private RegionHeap[] allRegions() {
+        RegionHeap[] small = smallRegions, large = largeRegions;
+        RegionHeap[] all = java.util.Arrays.copyOf(small, small.length + large.length);
+        System.arraycopy(large, 0, all, small.length, large.length);
+        return all;
+    }
 
     private RegionHeap regionOf(long address) {
         for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
@@ -230,7 +262,8 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
-        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor, deviceFence);
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, donor, deviceFence,
+                peerAccess);
     }
 
     /** Lets {@code requester} take whole free pages from the other regions, without waiting for their locks. */
