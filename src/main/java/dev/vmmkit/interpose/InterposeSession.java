@@ -1,5 +1,8 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.ipc.IpcExports;
+import dev.vmmkit.ipc.IpcImports;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
@@ -17,6 +20,8 @@ final class InterposeSession {
     final DeviceManagers managers;
     final RequestLedger ledger = new RequestLedger();
     final AllocationRecorder recorder;
+    final IpcExports exports = new IpcExports();
+    final IpcImports imports = new IpcImports();
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 

@@ -2,6 +2,8 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.PeerAccess;
+import dev.vmmkit.core.SharedPages;
 
 /**
  * What the interposer needs from one device's allocator: the {@link DeviceMemoryResource} calls,
@@ -17,6 +19,16 @@ public interface InterposedResource extends DeviceMemoryResource, AutoCloseable 
     long sizeOf(long address);
 
     AllocatorStats stats();
+
+    /** Peer access to this resource's memory; null when it has none (then peer calls only reach the runtime). */
+    default PeerAccess peerAccess() {
+        return null;
+    }
+
+    /** Export and import of memory between processes; null when it has none (IPC calls go to the runtime). */
+    default SharedPages sharedPages() {
+        return null;
+    }
 
     @Override
     void close();

@@ -1,6 +1,8 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.PeerAccess;
+import dev.vmmkit.core.SharedPages;
 import dev.vmmkit.core.VmmManager;
 
 /** A {@link VmmManager} seen as an {@link InterposedResource}: every call is forwarded. */
@@ -29,6 +31,16 @@ record VmmManagerResource(VmmManager manager) implements InterposedResource {
     @Override
     public AllocatorStats stats() {
         return manager.stats();
+    }
+
+    @Override
+    public PeerAccess peerAccess() {
+        return manager.peerAccess();
+    }
+
+    @Override
+    public SharedPages sharedPages() {
+        return manager.sharedPages();
     }
 
     @Override
