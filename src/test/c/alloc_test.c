@@ -399,6 +399,33 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Threads on two devices: each allocates on its device, switches to the other and frees there, so
+ * every free names the wrong current device. Device d serves DEVICE_ROUNDS * (threads on d) allocations. */
+enum { DEVICE_THREADS = 6, DEVICE_ROUNDS = 500 };
+
+static void *device_worker(void *arg) {
+    int device = (int) (uintptr_t) arg % 2;
+    for (int round = 0; round < DEVICE_ROUNDS && !thread_failed; round++) {
+        void *p = NULL;
+        size_t size = 256 + (size_t) round * 61;
+        if (cudaSetDevice(device) != 0 || cudaMalloc(&p, size) != 0) { thread_failed = 1; break; }
+        unsigned char mark = (unsigned char) round, back = 0;
+        if (cudaMemcpy(p, &mark, 1, H2D) != 0) thread_failed = 1;
+        if (cudaSetDevice(1 - device) != 0) thread_failed = 1;
+        if (cudaMemcpy(&back, p, 1, D2H) != 0 || back != mark || cudaFree(p) != 0) thread_failed = 1;
+    }
+    return NULL;
+}
+
+static void device_threads(void) {
+    long before = fake_cudart_malloc_calls();
+    pthread_t t[DEVICE_THREADS];
+    for (int i = 0; i < DEVICE_THREADS; i++) CHECK(pthread_create(&t[i], NULL, device_worker, (void *) (uintptr_t) i) == 0);
+    for (int i = 0; i < DEVICE_THREADS; i++) pthread_join(t[i], NULL);
+    CHECK(!thread_failed);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls((long) DEVICE_THREADS * DEVICE_ROUNDS));
+}
+
 static void threads(void) {
     long before = fake_cudart_malloc_calls();
     pthread_t t[THREADS];
@@ -439,6 +466,7 @@ static void forks(void) {
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
     {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"peer", peer},
+    {"device_threads", device_threads},
     {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors},
 };
 

@@ -35,7 +35,7 @@ class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
-            "by_handle", "peer");
+            "by_handle", "peer", "device_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "allocs", "frees", "passthrough_calls",
             "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -168,6 +168,24 @@ class InterposeEndToEndTest {
             allocs += device.get("allocs").asLong();
         }
         assertEquals(s.get("allocs").asLong(), allocs, s::toString);
+    }
+
+    /** Threads on devices 0 and 1 freeing after cudaSetDevice to the other: each device's allocator serves its own. */
+    @Test
+    void eachDeviceHasItsOwnAllocatorAndFreesFindIt() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                ALLOC_TEST.toString(), "device_threads");
+        assertScenariosPassed(result, List.of("device_threads"));
+        JsonNode devices = stats(stats).get("devices");
+        assertEquals(2, devices.size(), devices::toString);
+        for (int i = 0; i < 2; i++) {
+            JsonNode device = devices.get(i);
+            assertEquals(i, device.get("device").asInt());
+            assertEquals(3 * 500, device.get("allocs").asLong(), devices::toString);
+            assertEquals(3 * 500, device.get("frees").asLong(), devices::toString);
+            assertEquals(0, device.get("live_bytes").asLong(), devices::toString);
+        }
     }
 
     @Test
