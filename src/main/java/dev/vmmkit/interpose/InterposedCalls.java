@@ -6,6 +6,7 @@ import dev.vmmkit.core.SharedPages;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.ipc.IpcException;
+import dev.vmmkit.ipc.IpcExports;
 import dev.vmmkit.ipc.IpcImports;
 
 import java.lang.foreign.MemorySegment;
@@ -99,7 +100,9 @@ public final class InterposedCalls {
             if (size >= 0) s.recorder.freed(address, size, stream);
             if (s.exports.isActive()) {
                 s.exports.completeClosedFrees(false);
-                if (s.exports.deferFree(address, stream, owner)) return FREED; // another process has it open
+                int held = s.exports.deferFree(address, stream, owner);
+                if (held == IpcExports.DEFERRED) return FREED; // another process has it open
+                if (held == IpcExports.ALREADY_FREED) return -CUDA_ERROR_INVALID_VALUE;
             }
             owner.deallocate(address, stream);
             return FREED;

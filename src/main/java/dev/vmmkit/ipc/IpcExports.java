@@ -30,6 +30,12 @@ import java.util.concurrent.ThreadLocalRandom;
  */
 public final class IpcExports {
     private static final long POLL_INTERVAL_NANOS = 1_000_000;
+    /** {@link #deferFree}: not exported (or no importer has it): free it now. */
+    public static final int FREE_NOW = 0;
+    /** {@link #deferFree}: another process has it open; the free completes when it closes. */
+    public static final int DEFERRED = 1;
+    /** {@link #deferFree}: its free is already waiting for importers: a double free. */
+    public static final int ALREADY_FREED = 2;
 
     private final int pid = (int) ProcessHandle.current().pid();
     private final Map<Long, Export> byAddress = new HashMap<>();
@@ -104,19 +110,25 @@ public final class IpcExports {
 
     /**
      * Called before {@code owner} frees {@code address}: withdraws its export if it has one.
-     * Returns true when the free must wait for importers (this class completes it later).
+     * Returns {@link #FREE_NOW}, {@link #DEFERRED} (this class completes the free later) or
+     * {@link #ALREADY_FREED}.
      */
-    public synchronized boolean deferFree(long address, long stream, DeviceMemoryResource owner) {
+    public synchronized int deferFree(long address, long stream, DeviceMemoryResource owner) {
         Export export = byAddress.remove(address);
-        if (export == null) return false;
+        if (export == null) {
+            for (DeferredFree free : deferred) {
+                if (free.export().address() == address && free.owner() == owner) return ALREADY_FREED;
+            }
+            return FREE_NOW;
+        }
         export.table().withdraw();
         if (export.table().hasImporters()) {
             deferred.add(new DeferredFree(export, stream, owner));
-            return true;
+            return DEFERRED;
         }
         export.dispose();
         active--;
-        return false;
+        return FREE_NOW;
     }
 
     /**

@@ -73,8 +73,9 @@ class IpcTest {
 
             // The owner frees: the free waits for the importer, the pages stay out of reuse.
             long liveBefore = manager.stats().liveBytes();
-            assertTrue(exports.deferFree(address, 0, manager));
+            assertEquals(IpcExports.DEFERRED, exports.deferFree(address, 0, manager));
             assertEquals(1, exports.deferredFrees());
+            assertEquals(IpcExports.ALREADY_FREED, exports.deferFree(address, 0, manager), "a double free is refused");
             assertEquals(liveBefore, manager.stats().liveBytes(), "still held for the importer");
             List<Long> others = new ArrayList<>();
             for (int i = 0; i < 8; i++) {
@@ -110,7 +111,7 @@ class IpcTest {
                 Long.toString(MIB)).start();
         BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
         assertEquals("opened -1", out.readLine());
-        assertTrue(exports.deferFree(address, 0, manager));
+        assertEquals(IpcExports.DEFERRED, exports.deferFree(address, 0, manager));
         child.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
         assertEquals(1, exports.completeClosedFrees(true), "a dead importer holds nothing");
     }
@@ -130,7 +131,7 @@ class IpcTest {
             assertEquals(1, imports.openCount(), "one reference left");
             assertTrue(imports.close(pointer));
             assertFalse(imports.close(pointer), "closed: no longer vmmkit's to close");
-            assertFalse(exports.deferFree(address, 0, manager), "nobody holds it: free at once");
+            assertEquals(IpcExports.FREE_NOW, exports.deferFree(address, 0, manager), "nobody holds it: free at once");
             manager.deallocate(address, 0);
         }
     }
@@ -166,7 +167,7 @@ class IpcTest {
         notATable.set(JAVA_INT_UNALIGNED, 12, 0);
         assertEquals(IpcException.INVALID_RESOURCE_HANDLE, code(() -> imports.open(notATable, manager.sharedPages())));
         // Freed by the owner: withdrawn, then closed.
-        assertFalse(exports.deferFree(address, 0, manager));
+        assertEquals(IpcExports.FREE_NOW, exports.deferFree(address, 0, manager));
         manager.deallocate(address, 0);
         assertEquals(IpcException.INVALID_RESOURCE_HANDLE, code(() -> imports.open(handle, manager.sharedPages())));
         // Exporting something that is not the start of a live allocation.
