@@ -69,6 +69,9 @@ else
     exit 77
   fi
   nvidia-smi topo -m 2>/dev/null | head -4
+  # The driver layer on each device, export/import of POSIX descriptors and device-set access included.
+  step driver-check-device-0 60 $vmmkit driver-check --driver cuda --device 0
+  step driver-check-device-1 60 $vmmkit driver-check --driver cuda --device 1
   for cache in on off; do
     if [ "$cache" = on ]; then nocache=0; else nocache=1; fi
     step "checks-native-cache-$cache" 100 env PYTORCH_NO_CUDA_MEMORY_CACHING=$nocache \

@@ -35,10 +35,13 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     private final int ordinal;
     private final int cuDevice;
     private final PrimaryContext context;
-    private final MemorySegment allocationProp;
+    private final MemorySegment exportableProp;
+    private final MemorySegment plainProp;
+    /** The prop cuMemCreate uses: exportable while the device accepts it, else plain (see create). */
+    private volatile MemorySegment allocationProp;
     private final MemorySegment readWriteAccess;
     private final long granularity;
-    private final boolean exportable;
+    private volatile boolean exportable;
     private final CudaEvents events;
     private volatile boolean closed;
 
@@ -47,7 +50,9 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         this.cuDevice = cuDevice;
         this.context = context;
         this.exportable = queryPosixDescriptorSupport();
-        this.allocationProp = CudaLayouts.allocationProp(structs, ordinal, exportable);
+        this.plainProp = CudaLayouts.allocationProp(structs, ordinal, false);
+        this.exportableProp = CudaLayouts.allocationProp(structs, ordinal, true);
+        this.allocationProp = exportable ? exportableProp : plainProp;
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
         this.events = new CudaEvents(this);
@@ -172,7 +177,17 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     public long create(long size) {
         prepare("cuMemCreate");
         CudaScratch scratch = CudaScratch.get();
-        int result = CudaApi.cuMemCreate(scratch.first, size, allocationProp, 0L);
+        MemorySegment prop = allocationProp;
+        int result = CudaApi.cuMemCreate(scratch.first, size, prop, 0L);
+        if (result != CudaResult.SUCCESS && result != CudaResult.OUT_OF_MEMORY && prop == exportableProp) {
+            // Some set-ups (containers, MIG) refuse exportable handles although the device reports
+            // support: make plain handles from now on, as PyTorch's expandable segments do.
+            result = CudaApi.cuMemCreate(scratch.first, size, plainProp, 0L);
+            if (result == CudaResult.SUCCESS) {
+                exportable = false;
+                allocationProp = plainProp;
+            }
+        }
         if (result != CudaResult.SUCCESS) {
             throw failure(result, "cuMemCreate(size=" + hex(size) + ", device=" + ordinal + ")");
         }
