@@ -596,6 +596,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
         private long capacity = DEFAULT_CAPACITY;
         private int device;
         private int deviceCount = DEFAULT_DEVICE_COUNT;
+        private boolean deviceCountSet;
 
         private Builder() {
         }
@@ -621,26 +622,28 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
 
         /** The device ordinal reported by {@link HostDriver#device()}. Default 0. */
         public Builder device(int device) {
-            if (device < 0) {
-                throw new IllegalArgumentException("device must not be negative, got " + device);
+            if (device < 0 || device >= DeviceSet.MAX_DEVICES) {
+                throw new IllegalArgumentException("device must be in 0.." + (DeviceSet.MAX_DEVICES - 1) + ", got " + device);
             }
             this.device = device;
             return this;
         }
 
-        /** Devices of the emulated machine (1..64): the ordinals access may be granted to. Default 8. */
+        /** Devices of the emulated machine (1..64): the ordinals access may be granted to. Default 8, or device + 1 if more. */
         public Builder deviceCount(int deviceCount) {
             if (deviceCount < 1 || deviceCount > DeviceSet.MAX_DEVICES) {
                 throw new IllegalArgumentException("device count must be in 1.." + DeviceSet.MAX_DEVICES + ", got " + deviceCount);
             }
             this.deviceCount = deviceCount;
+            this.deviceCountSet = true;
             return this;
         }
 
         public HostDriver build() {
-            if (device >= deviceCount) {
+            if (device >= deviceCount && deviceCountSet) {
                 throw new IllegalArgumentException("device " + device + " is not below the device count " + deviceCount);
             }
+            deviceCount = Math.max(deviceCount, device + 1);
             return new HostDriver(this);
         }
     }
