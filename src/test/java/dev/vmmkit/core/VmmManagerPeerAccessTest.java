@@ -123,6 +123,45 @@ class VmmManagerPeerAccessTest {
         }
     }
 
+    /** Grants and revocations while other threads allocate, free and write: every live allocation ends up right. */
+    @Test
+    void grantsRaceWithAllocationsOnOtherThreads() throws Exception {
+        try (VmmManager manager = new VmmManager(device0, twoRegionConfig(64 * MIB, 16 * KIB))) {
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            java.util.concurrent.ConcurrentLinkedQueue<long[]> live = new java.util.concurrent.ConcurrentLinkedQueue<>();
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                int id = t;
+                workers.add(Thread.ofPlatform().start(() -> {
+                    java.util.SplittableRandom rng = new java.util.SplittableRandom(id);
+                    List<long[]> mine = new ArrayList<>();
+                    while (!stop.get()) {
+                        if (mine.size() < 20 && rng.nextBoolean()) {
+                            long size = (rng.nextBoolean() ? 2 * PAGE : 4 * KIB) + 8 * rng.nextInt(100);
+                            long address = manager.allocate(size, 0);
+                            viewOf0.fill(address, size & -8, id * 1000L + mine.size());
+                            mine.add(new long[]{address, size & -8, id * 1000L + mine.size()});
+                        } else if (!mine.isEmpty()) {
+                            long[] gone = mine.remove(rng.nextInt(mine.size()));
+                            manager.deallocate(gone[0], 0);
+                        }
+                    }
+                    live.addAll(mine);
+                }));
+            }
+            for (int round = 0; round < 40; round++) {
+                manager.peerAccess().grant(1);
+                manager.peerAccess().revoke(1);
+            }
+            manager.peerAccess().grant(1);
+            stop.set(true);
+            for (Thread worker : workers) worker.join();
+            for (long[] a : live) assertEquals(-1, viewOf1.firstMismatch(a[0], a[1], a[2]), "granted after the race");
+            manager.peerAccess().revoke(1);
+            for (long[] a : live) assertFalse(device0.isAccessibleTo(1, a[0], a[1]), "revoked after the race");
+        }
+    }
+
     /** Counts the mapped runs of a manager's regions, as the grant must visit them. */
     record RegionHeapCount(int runs) {
         static List<RegionHeapCount> of(VmmManager manager) {
