@@ -98,8 +98,8 @@ public final class InterposedCalls {
             // only for a live allocation: a double free is the program's error, not a request.
             long size = s.recorder.isRecording() ? owner.sizeOf(address) : -1;
             if (size >= 0) s.recorder.freed(address, size, stream);
-            if (s.exports.isActive()) {
-                s.exports.completeClosedFrees(false);
+            s.exports.completeClosedFrees(false); // returns at once unless frees wait for importers
+            if (s.exports.mayHold(address)) {
                 int held = s.exports.deferFree(address, stream, owner);
                 if (held == IpcExports.DEFERRED) return FREED; // another process has it open
                 if (held == IpcExports.ALREADY_FREED) return -CUDA_ERROR_INVALID_VALUE;

@@ -8,6 +8,7 @@ import dev.vmmkit.driver.DriverException;
 
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -40,8 +41,14 @@ public final class IpcExports {
     private final int pid = (int) ProcessHandle.current().pid();
     private final Map<Long, Export> byAddress = new HashMap<>();
     private final List<DeferredFree> deferred = new ArrayList<>();
+    /**
+     * Sorted addresses that are exported or wait for importers, copied on every change (rare), so a
+     * free asks {@link #mayHold} without a lock and without allocating.
+     */
+    private volatile long[] held = new long[0];
     private volatile int active;
-    private long lastPoll;
+    private volatile int deferredCount;
+    private volatile long lastPoll;
     private boolean takersAllowed;
 
     private record Export(long address, ExportTable table, int[] pageFds, IpcHandle handle) {
@@ -54,9 +61,20 @@ public final class IpcExports {
     private record DeferredFree(Export export, long stream, DeviceMemoryResource owner) {
     }
 
-    /** True when some export or deferred free exists: frees must ask {@link #deferFree}. */
+    /** True when some export or deferred free exists. */
     public boolean isActive() {
         return active != 0;
+    }
+
+    /** True when {@code address} is exported or its free waits for importers: its free must ask {@link #deferFree}. */
+    public boolean mayHold(long address) {
+        long[] addresses = held;
+        return addresses.length != 0 && Arrays.binarySearch(addresses, address) >= 0;
+    }
+
+    /** True while some free waits for importers (then {@link #completeClosedFrees} has work). */
+    public boolean hasDeferredFrees() {
+        return deferredCount != 0;
     }
 
     /** Frees deferred for importers, not yet completed. */
@@ -77,8 +95,19 @@ public final class IpcExports {
             export = export(address, pages);
             byAddress.put(address, export);
             active++;
+            refreshHeld();
         }
         export.handle().write(handleOut);
+    }
+
+    /** Called under this object's lock after every change of the exports or the deferred frees. */
+    private void refreshHeld() {
+        long[] addresses = new long[byAddress.size() + deferred.size()];
+        int n = 0;
+        for (long address : byAddress.keySet()) addresses[n++] = address;
+        for (DeferredFree free : deferred) addresses[n++] = free.export().address();
+        Arrays.sort(addresses);
+        held = addresses;
     }
 
     private Export export(long address, SharedPages pages) throws IpcException {
@@ -124,10 +153,12 @@ public final class IpcExports {
         export.table().withdraw();
         if (export.table().hasImporters()) {
             deferred.add(new DeferredFree(export, stream, owner));
+            deferredCount = deferred.size();
             return DEFERRED;
         }
         export.dispose();
         active--;
+        refreshHeld();
         return FREE_NOW;
     }
 
@@ -136,10 +167,11 @@ public final class IpcExports {
      * unless {@code now} is true. Returns how many it completed.
      */
     public int completeClosedFrees(boolean now) {
-        if (active == 0) return 0;
+        if (deferredCount == 0) return 0;
+        long time = System.nanoTime();
+        if (!now && time - lastPoll < POLL_INTERVAL_NANOS) return 0;
         synchronized (this) {
-            long time = System.nanoTime();
-            if (deferred.isEmpty() || !now && time - lastPoll < POLL_INTERVAL_NANOS) return 0;
+            if (!now && time - lastPoll < POLL_INTERVAL_NANOS) return 0;
             lastPoll = time;
             int completed = 0;
             for (Iterator<DeferredFree> it = deferred.iterator(); it.hasNext(); ) {
@@ -151,6 +183,8 @@ public final class IpcExports {
                 free.owner().deallocate(free.export().address(), free.stream());
                 completed++;
             }
+            deferredCount = deferred.size();
+            if (completed > 0) refreshHeld();
             return completed;
         }
     }

@@ -58,8 +58,10 @@ class IpcTest {
         long size = 3 * MIB + 4096;
         long address = manager.allocate(size, 0);
         bytes.fill(address, size, 1234);
+        assertFalse(exports.mayHold(address));
         MemorySegment handle = handleOf(address);
         assertTrue(IpcImports.isVmmkitHandle(handle));
+        assertTrue(exports.mayHold(address), "exported: its free must ask");
         assertEquals(HexFormat.of().formatHex(handle.toArray(JAVA_BYTE)),
                 HexFormat.of().formatHex(handleOf(address).toArray(JAVA_BYTE)), "one export per allocation");
 
@@ -92,6 +94,7 @@ class IpcTest {
             assertEquals("closed true 0", out.readLine());
             assertTrue(child.waitFor(30, TimeUnit.SECONDS));
             assertEquals(1, exports.completeClosedFrees(true), "closed: the free completes");
+            assertFalse(exports.mayHold(address) || exports.hasDeferredFrees());
             assertEquals(-1, manager.sizeOf(address), "and the allocation is gone");
             for (long other : others) manager.deallocate(other, 0);
         } finally {
