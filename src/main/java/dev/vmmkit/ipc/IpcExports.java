@@ -26,7 +26,7 @@ import java.util.concurrent.ThreadLocalRandom;
  * <p>Freeing exported memory: the export is withdrawn at once (no new importer can open it). If
  * no other process has it open, the free proceeds as usual. Otherwise the free is deferred: the
  * allocation stays live inside vmmkit, so its pages are not handed to any other allocation, until
- * every importer has closed it (or exited); vmmkit looks for that on later frees and IPC calls, at
+ * every importer has closed it (or exited); vmmkit looks for that on later frees and handle requests, at
  * most once a millisecond, and then completes the free on the stream it was asked for.
  */
 public final class IpcExports {
