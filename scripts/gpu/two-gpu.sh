@@ -81,7 +81,8 @@ else
       "$py" "$here/two_gpu_checks.py" --label "vmmkit-cache-$cache" --result "$out/checks-vmmkit-cache-$cache.json"
     devices_of "$out/checks-vmmkit-cache-$cache-stats.json"
   done
-  torchrun=(torchrun --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
+  # torchrun, through the interpreter (the torchrun script may not be on PATH).
+  torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
   step ddp-native 120 "${torchrun[@]}" --result "$out/ddp-native.json"
   for cache in on off; do
     if [ "$cache" = on ]; then nocache=0; else nocache=1; fi
