@@ -124,6 +124,7 @@ public final class IpcExports {
         }
         if (!takersAllowed) {
             Posix.allowDescriptorTakers();
+            Posix.raiseDescriptorLimit();
             takersAllowed = true;
         }
         long id = ThreadLocalRandom.current().nextLong() | 1;

@@ -25,6 +25,7 @@ import java.util.Map;
  */
 public final class IpcImports {
     private final int pid = (int) ProcessHandle.current().pid();
+    private boolean limitRaised;
     private final Map<Long, Opened> byPointer = new HashMap<>();
     private final Map<String, Opened> byExport = new HashMap<>();
 
@@ -63,6 +64,10 @@ public final class IpcImports {
         if (already != null) {
             already.references++;
             return already.pointer;
+        }
+        if (!limitRaised) {
+            Posix.raiseDescriptorLimit(); // the pages' descriptors are held while they are mapped
+            limitRaised = true;
         }
         int process = Posix.pidfdOpen(h.pid());
         if (process < 0) {

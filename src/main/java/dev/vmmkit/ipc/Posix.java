@@ -51,6 +51,9 @@ final class Posix {
             FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG), -1);
     private static final MethodHandle MUNMAP = bind("munmap", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG), -1);
     private static final MethodHandle KILL = bind("kill", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT), -1);
+    private static final MethodHandle GETRLIMIT = bind("getrlimit", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS), -1);
+    private static final MethodHandle SETRLIMIT = bind("setrlimit", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS), -1);
+    private static final int RLIMIT_NOFILE = 7;
 
     private Posix() {
     }
@@ -86,6 +89,26 @@ final class Posix {
             int ignored = (int) PRCTL.invokeExact(CAPTURE.get(), PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0L, 0L, 0L);
         } catch (Throwable t) {
             throw new AssertionError("prctl downcall failed", t);
+        }
+    }
+
+    /**
+     * Raises this process's soft limit of open descriptors to its hard limit: an export keeps one
+     * descriptor per page open, more than the usual soft limit of 1024 for a large allocation.
+     * Returns the soft limit in force afterwards (-1 if unknown).
+     */
+    static long raiseDescriptorLimit() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment limits = arena.allocate(JAVA_LONG, 2); // struct rlimit { rlim_t cur, max; }
+            if ((int) GETRLIMIT.invokeExact(CAPTURE.get(), RLIMIT_NOFILE, limits) != 0) return -1;
+            if (limits.getAtIndex(JAVA_LONG, 0) != limits.getAtIndex(JAVA_LONG, 1)) {
+                limits.setAtIndex(JAVA_LONG, 0, limits.getAtIndex(JAVA_LONG, 1));
+                int ignored = (int) SETRLIMIT.invokeExact(CAPTURE.get(), RLIMIT_NOFILE, limits);
+                int again = (int) GETRLIMIT.invokeExact(CAPTURE.get(), RLIMIT_NOFILE, limits);
+            }
+            return limits.getAtIndex(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw new AssertionError("getrlimit/setrlimit downcall failed", t);
         }
     }
 
