@@ -104,7 +104,7 @@ final class Posix {
             if (limits.getAtIndex(JAVA_LONG, 0) != limits.getAtIndex(JAVA_LONG, 1)) {
                 limits.setAtIndex(JAVA_LONG, 0, limits.getAtIndex(JAVA_LONG, 1));
                 int ignored = (int) SETRLIMIT.invokeExact(CAPTURE.get(), RLIMIT_NOFILE, limits);
-                int again = (int) GETRLIMIT.invokeExact(CAPTURE.get(), RLIMIT_NOFILE, limits);
+                if ((int) GETRLIMIT.invokeExact(CAPTURE.get(), RLIMIT_NOFILE, limits) != 0) return -1;
             }
             return limits.getAtIndex(JAVA_LONG, 0);
         } catch (Throwable t) {
