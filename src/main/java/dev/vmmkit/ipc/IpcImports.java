@@ -48,6 +48,23 @@ public final class IpcImports {
         }
     }
 
+    /**
+     * Null when this machine lets a process take another's descriptors (pidfd_open and pidfd_getfd,
+     * tried on this process); else why not (an old kernel, or a seccomp filter refusing them).
+     */
+    public static String whyDescriptorsCannotBeTaken() {
+        int self = Posix.pidfdOpen((int) ProcessHandle.current().pid());
+        if (self < 0) return "pidfd_open failed, errno " + Posix.errno() + " (Linux 5.6 or later is needed)";
+        try {
+            int copy = Posix.pidfdGetfd(self, self);
+            if (copy < 0) return "pidfd_getfd failed, errno " + Posix.errno() + " (refused by the kernel or a seccomp filter)";
+            Descriptors.close(copy);
+            return null;
+        } finally {
+            Descriptors.close(self);
+        }
+    }
+
     /** True when {@code handle} (64 bytes) is a vmmkit handle; others go to the CUDA runtime. */
     public static boolean isVmmkitHandle(MemorySegment handle) {
         return IpcHandle.isVmmkit(handle);

@@ -152,6 +152,8 @@ class InterposeEndToEndTest {
      */
     @Test
     void ipcBetweenTwoProcessesAndPerDeviceStats() throws Exception {
+        String why = dev.vmmkit.ipc.IpcImports.whyDescriptorsCannotBeTaken();
+        assumeTrue(why == null, "IPC needs pidfd_getfd, which this machine refuses: " + why);
         Path stats = dir.resolve("stats.json");
         Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 ALLOC_TEST.toString(), "ipc", "ipc_errors", "devices", "peer");

@@ -5,6 +5,7 @@ import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.conformance.DeviceBytes;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.io.BufferedReader;
@@ -26,6 +27,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * IPC of vmmkit memory on the host emulation: memfds passed between processes with pidfd_getfd.
@@ -39,6 +41,12 @@ class IpcTest {
     private final DeviceBytes bytes = driver.deviceBytes();
     private final Arena arena = Arena.ofConfined();
     private final IpcExports exports = new IpcExports();
+
+    @BeforeAll
+    static void descriptorsCanBeTaken() {
+        String why = IpcImports.whyDescriptorsCannotBeTaken();
+        assumeTrue(why == null, "IPC needs pidfd_getfd, which this machine refuses: " + why);
+    }
 
     @AfterEach
     void close() {
