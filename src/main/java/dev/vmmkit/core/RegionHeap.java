@@ -705,16 +705,20 @@ final class RegionHeap {
             long first = address & -pageBytes;
             long end = roundUpToPage(address + blocks.requestedOrStream[id]);
             long[] handles = new long[(int) ((end - first) >>> pageShift)];
-            for (int i = 0; i < handles.length; i++) handles[i] = pageHandle[pageIndex(first) + i];
-            return visitor.visit(first, pageBytes, handles, blocks.requestedOrStream[id]);
+            long[] sizes = new long[handles.length];
+            for (int i = 0; i < handles.length; i++) {
+                handles[i] = pageHandle[pageIndex(first) + i];
+                sizes[i] = pageBytes;
+            }
+            return visitor.visit(first, handles, sizes, blocks.requestedOrStream[id]);
         } finally {
             lock.unlock();
         }
     }
 
-    /** Receives the pages of one live allocation: its first page, the page size, their handles, its size. */
+    /** Receives the handles under one live allocation: where the first starts, each handle and its size, the allocation's size. */
     interface PagesVisitor<T> {
-        T visit(long firstPage, long pageBytes, long[] handles, long requested);
+        T visit(long firstPage, long[] handles, long[] sizes, long requested);
     }
 
     long mappedFreeBytes() {

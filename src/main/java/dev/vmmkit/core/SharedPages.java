@@ -46,14 +46,14 @@ public final class SharedPages {
      */
     public ExportedPages export(long address) {
         RegionHeap region = regionOf.apply(address);
-        ExportedPages pages = region == null ? null : region.withPagesOf(address, (first, pageBytes, handles, size) -> {
+        ExportedPages pages = region == null ? null : region.withPagesOf(address, (first, handles, handleSizes, size) -> {
             int[] fds = new int[handles.length];
             long[] sizes = new long[handles.length];
             int made = 0;
             try {
                 for (; made < handles.length; made++) {
                     fds[made] = driver.exportHandle(handles[made]);
-                    sizes[made] = pageBytes;
+                    sizes[made] = handleSizes[made];
                 }
             } catch (RuntimeException e) {
                 for (int i = 0; i < made; i++) Descriptors.close(fds[i]);
