@@ -1,5 +1,6 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.PeerAccess;
 
 import java.util.ArrayList;
@@ -18,7 +19,7 @@ final class DeviceManagers implements AutoCloseable {
     static final int MAX_DEVICES = 64;
 
     private final ResourceFactory factory;
-    private final AtomicReferenceArray<InterposedResource> byDevice = new AtomicReferenceArray<>(MAX_DEVICES);
+    private final AtomicReferenceArray<ManagedMemoryResource> byDevice = new AtomicReferenceArray<>(MAX_DEVICES);
     private final boolean[] failed = new boolean[MAX_DEVICES];
     /** Per owning device, the devices granted peer access (bit sets); guarded by this. */
     private final long[] peersOf = new long[MAX_DEVICES];
@@ -28,14 +29,14 @@ final class DeviceManagers implements AutoCloseable {
     }
 
     /** The allocator of {@code device}, made if needed; null when the device cannot have one. */
-    InterposedResource forDevice(int device) {
+    ManagedMemoryResource forDevice(int device) {
         if (device < 0 || device >= MAX_DEVICES) return null;
-        InterposedResource resource = byDevice.get(device);
+        ManagedMemoryResource resource = byDevice.get(device);
         return resource != null ? resource : open(device);
     }
 
-    private synchronized InterposedResource open(int device) {
-        InterposedResource resource = byDevice.get(device);
+    private synchronized ManagedMemoryResource open(int device) {
+        ManagedMemoryResource resource = byDevice.get(device);
         if (resource != null || failed[device]) return resource;
         try {
             resource = factory.open(device);
@@ -54,13 +55,13 @@ final class DeviceManagers implements AutoCloseable {
      * The allocator that handed out {@code address}: the current device's first (the usual case),
      * then the others, since a program may free after switching devices. Null when none did.
      */
-    InterposedResource owner(long address, int currentDevice) {
+    ManagedMemoryResource owner(long address, int currentDevice) {
         if (currentDevice >= 0 && currentDevice < MAX_DEVICES) {
-            InterposedResource current = byDevice.get(currentDevice);
+            ManagedMemoryResource current = byDevice.get(currentDevice);
             if (current != null && current.owns(address)) return current;
         }
         for (int device = 0; device < MAX_DEVICES; device++) {
-            InterposedResource other = byDevice.get(device);
+            ManagedMemoryResource other = byDevice.get(device);
             if (device != currentDevice && other != null && other.owns(address)) return other;
         }
         return null;
@@ -77,7 +78,7 @@ final class DeviceManagers implements AutoCloseable {
         if (accessor < 0 || accessor >= MAX_DEVICES || owner < 0 || owner >= MAX_DEVICES || accessor == owner) {
             throw new IllegalArgumentException("device " + accessor + " cannot be a peer of device " + owner);
         }
-        InterposedResource resource = byDevice.get(owner);
+        ManagedMemoryResource resource = byDevice.get(owner);
         PeerAccess access = resource == null ? null : resource.peerAccess();
         if (access != null) {
             if (enable) access.grant(accessor);
@@ -87,7 +88,7 @@ final class DeviceManagers implements AutoCloseable {
         peersOf[owner] = enable ? peersOf[owner] | bit : peersOf[owner] & ~bit;
     }
 
-    private void applyRememberedPeers(int device, InterposedResource resource) {
+    private void applyRememberedPeers(int device, ManagedMemoryResource resource) {
         PeerAccess access = resource.peerAccess();
         for (long rest = peersOf[device]; rest != 0 && access != null; rest &= rest - 1) {
             access.grant(Long.numberOfTrailingZeros(rest));
@@ -98,7 +99,7 @@ final class DeviceManagers implements AutoCloseable {
     List<StatsWriter.DeviceFigures> stats() {
         List<StatsWriter.DeviceFigures> all = new ArrayList<>();
         for (int device = 0; device < MAX_DEVICES; device++) {
-            InterposedResource resource = byDevice.get(device);
+            ManagedMemoryResource resource = byDevice.get(device);
             if (resource == null) continue;
             PeerAccess access = resource.peerAccess();
             all.add(new StatsWriter.DeviceFigures(device, resource.stats(), access == null ? 0 : access.peers()));
@@ -109,7 +110,7 @@ final class DeviceManagers implements AutoCloseable {
     @Override
     public void close() {
         for (int device = 0; device < MAX_DEVICES; device++) {
-            InterposedResource resource = byDevice.getAndSet(device, null);
+            ManagedMemoryResource resource = byDevice.getAndSet(device, null);
             if (resource != null) resource.close();
         }
     }

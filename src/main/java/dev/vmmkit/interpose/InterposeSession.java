@@ -1,7 +1,12 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.ipc.IpcExports;
 import dev.vmmkit.ipc.IpcImports;
+import dev.vmmkit.trace.AllocationRecorder;
+import dev.vmmkit.trace.RecordingResource;
+import dev.vmmkit.trace.RequestLedger;
+import dev.vmmkit.trace.TraceFileRecorder;
 
 import java.io.IOException;
 import java.nio.file.Path;
@@ -25,9 +30,13 @@ final class InterposeSession {
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
-    InterposeSession(boolean monitorMode, DeviceManagers managers, AllocationRecorder recorder, Path statsFile) {
+    /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
+    InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
         this.monitorMode = monitorMode;
-        this.managers = managers;
+        this.managers = new DeviceManagers(device -> {
+            ManagedMemoryResource resource = factory.open(device);
+            return resource == null ? null : RecordingResource.over(resource, recorder);
+        });
         this.recorder = recorder;
         this.statsFile = statsFile;
     }
@@ -36,9 +45,10 @@ final class InterposeSession {
             throws IOException, ReflectiveOperationException {
         String mode = monitorMode ? "monitor" : "vmm";
         Path trace = path(env.get("VMM_TRACE_FILE"));
-        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE : new TraceFileRecorder(trace, mode);
-        DeviceManagers managers = new DeviceManagers(monitorMode ? device -> null : ResourceFactory.fromSystemProperty());
-        return new InterposeSession(monitorMode, managers, recorder, path(env.get("VMM_STATS_FILE")));
+        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE
+                : new TraceFileRecorder(trace, mode, (message, cause) -> InterposeLog.warnOnce("trace", message, cause));
+        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty();
+        return new InterposeSession(monitorMode, factory, recorder, path(env.get("VMM_STATS_FILE")));
     }
 
     private static Path path(String value) {

@@ -5,7 +5,7 @@ import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.FaultInjectingDriver;
 import dev.vmmkit.driver.FaultPlan;
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;

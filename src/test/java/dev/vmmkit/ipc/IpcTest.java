@@ -2,7 +2,7 @@ package dev.vmmkit.ipc;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
