@@ -278,12 +278,18 @@ final class RegionHeap {
         long mapTo;
         lock.lock();
         try {
+            // The lock was left since the cache missed: frees of other threads may have made a free
+            // block that fits now (the block below the unmapped space may even have grown past the
+            // request, which would leave nothing to map). Take such a block first.
+            int fit = freeLists.bestFit(bytes, stream);
+            if (fit != NONE) return carveLive(fit, bytes, requested);
             u = unmapped.bestFit(roundUpToPage(bytes));
             if (u == NONE) throw new RegionFullException();
             below = blocks.prev[u];
             boolean extend = below != NONE && blocks.kind[below] == FREE
                     && (blocks.requestedOrStream[below] == NO_PENDING_WORK
-                        || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream));
+                        || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream))
+                    && blocks.size[below] < bytes; // a block below that holds it all is not extended
             if (!extend) below = NONE;
             long start = extend ? blocks.address[below] : blocks.address[u];
             mapFrom = blocks.address[u];
