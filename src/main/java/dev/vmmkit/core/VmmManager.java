@@ -28,6 +28,8 @@ public final class VmmManager implements ManagedMemoryResource {
     private final Object regionLock = new Object();
     private final RegionHeap.OtherRegions others = new OtherRegionsOf(this);
     private final DeviceWideFence deviceFence;
+    private final PeerAccess peerAccess;
+    private final SharedPages sharedPages;
 
     private volatile RegionHeap[] smallRegions = new RegionHeap[0];
     private volatile RegionHeap[] largeRegions = new RegionHeap[0];
@@ -48,6 +50,20 @@ public final class VmmManager implements ManagedMemoryResource {
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
+        this.peerAccess = new PeerAccess(this.driver, this::allRegions);
+        this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
+    }
+
+    /** Which peer devices may access this manager's memory (cudaDeviceEnablePeerAccess). */
+    @Override
+    public PeerAccess peerAccess() {
+        return peerAccess;
+    }
+
+    /** Export of live allocations to other processes, and import of theirs (cudaIpc*MemHandle). */
+    @Override
+    public SharedPages sharedPages() {
+        return sharedPages;
     }
 
     /**
@@ -170,6 +186,7 @@ public final class VmmManager implements ManagedMemoryResource {
             if (closed) return;
             closed = true;
             try {
+                sharedPages.close();
                 for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
                     for (RegionHeap r : regions) r.close();
                 }
@@ -228,7 +245,8 @@ public final class VmmManager implements ManagedMemoryResource {
 
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
-        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence);
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence,
+                peerAccess);
     }
 
     /** What a region may take from the other regions of this manager. */
@@ -249,6 +267,11 @@ public final class VmmManager implements ManagedMemoryResource {
                 if (r != requester) r.releaseCachedMemory(true);
             }
         }
+    }
+
+    /** Every region, small ones first (tests count their mapped runs). */
+    RegionHeap[] regionsForTest() {
+        return allRegions();
     }
 
     private RegionHeap[] allRegions() {

@@ -1,6 +1,8 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.ipc.IpcExports;
+import dev.vmmkit.ipc.IpcImports;
 import dev.vmmkit.trace.AllocationRecorder;
 import dev.vmmkit.trace.RecordingResource;
 import dev.vmmkit.trace.RequestLedger;
@@ -23,6 +25,8 @@ final class InterposeSession {
     final DeviceManagers managers;
     final RequestLedger ledger = new RequestLedger();
     final AllocationRecorder recorder;
+    final IpcExports exports = new IpcExports();
+    final IpcImports imports = new IpcImports();
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 

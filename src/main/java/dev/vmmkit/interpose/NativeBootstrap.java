@@ -31,7 +31,11 @@ public final class NativeBootstrap {
             ADDRESS.withName("release"),
             ADDRESS.withName("record_alloc"),
             ADDRESS.withName("record_free"),
-            ADDRESS.withName("at_exit"));
+            ADDRESS.withName("at_exit"),
+            ADDRESS.withName("peer_access"),
+            ADDRESS.withName("ipc_get_handle"),
+            ADDRESS.withName("ipc_open"),
+            ADDRESS.withName("ipc_close"));
 
     private NativeBootstrap() {
     }
@@ -61,6 +65,10 @@ public final class NativeBootstrap {
             set(table, "record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
             set(table, "record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
             set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG));
+            set(table, "peer_access", "peerAccess", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
+            set(table, "ipc_get_handle", "ipcGetHandle", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "ipc_open", "ipcOpen", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
+            set(table, "ipc_close", "ipcClose", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

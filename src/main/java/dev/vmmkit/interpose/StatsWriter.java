@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.trace.RequestLedger;
 
 import java.io.IOException;
@@ -10,44 +11,61 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * The stats file of {@code vmmkit run --stats}: one JSON object with exactly the keys {@code mode},
+ * The stats file of {@code vmmkit run --stats}: one JSON object with the keys {@code mode},
  * {@code allocs}, {@code frees}, {@code passthrough_calls}, {@code peak_live_bytes},
- * {@code peak_reserved_bytes}, {@code fragmentation_ratio}. Written by hand (no JSON library), so the
- * exit path loads nothing new.
+ * {@code peak_reserved_bytes}, {@code fragmentation_ratio} and {@code devices}. Written by hand (no
+ * JSON library), so the exit path loads nothing new.
  *
- * <p>In vmm mode the figures are the allocators' (summed over devices: the peaks are then an upper
- * bound). In monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot
- * see: {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null}.
- * {@code passthrough_calls} counts allocation and free calls served by the real runtime.
+ * <p>In vmm mode the top-level figures are the allocators' summed over devices (the peaks are then
+ * an upper bound), and {@code devices} has one object per device that had an allocator:
+ * {@code device}, {@code allocs}, {@code frees}, {@code live_bytes}, {@code peak_live_bytes},
+ * {@code peak_reserved_bytes}, {@code peers} (the devices granted peer access to its memory). In
+ * monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot see:
+ * {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null} and {@code devices}
+ * is empty. {@code passthrough_calls} counts allocation and free calls served by the real runtime.
  */
 final class StatsWriter {
 
     private StatsWriter() {
     }
 
-    static String vmmJson(List<AllocatorStats> devices, long passthroughCalls) {
+    /** The figures of one device: its allocator's stats and its granted peers (a device bit set). */
+    record DeviceFigures(int device, AllocatorStats stats, long peers) {
+    }
+
+    static String vmmJson(List<DeviceFigures> devices, long passthroughCalls) {
         long allocs = 0, frees = 0, peakLive = 0, peakReserved = 0;
-        for (AllocatorStats s : devices) {
+        StringBuilder each = new StringBuilder();
+        for (DeviceFigures d : devices) {
+            AllocatorStats s = d.stats();
             allocs += s.allocations();
             frees += s.frees();
             peakLive += s.peakLiveBytes();
             peakReserved += s.peakReservedBytes();
+            if (!each.isEmpty()) each.append(',');
+            each.append("{\"device\":").append(d.device()).append(",\"allocs\":").append(s.allocations())
+                    .append(",\"frees\":").append(s.frees()).append(",\"live_bytes\":").append(s.liveBytes())
+                    .append(",\"peak_live_bytes\":").append(s.peakLiveBytes())
+                    .append(",\"peak_reserved_bytes\":").append(s.peakReservedBytes())
+                    .append(",\"peers\":").append(DeviceSet.toString(d.peers()).replace('{', '[').replace('}', ']'))
+                    .append('}');
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;
         return json("vmm", allocs, frees, passthroughCalls, peakLive,
-                Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio));
+                Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio), each.toString());
     }
 
     static String monitorJson(RequestLedger ledger, long passthroughCalls) {
         return json("monitor", ledger.allocations(), ledger.frees(), passthroughCalls, ledger.peakLiveBytes(),
-                "null", "null");
+                "null", "null", "");
     }
 
     private static String json(String mode, long allocs, long frees, long passthrough, long peakLive,
-                               String peakReserved, String ratio) {
+                               String peakReserved, String ratio, String devices) {
         return "{\"mode\":\"" + mode + "\",\"allocs\":" + allocs + ",\"frees\":" + frees
                 + ",\"passthrough_calls\":" + passthrough + ",\"peak_live_bytes\":" + peakLive
-                + ",\"peak_reserved_bytes\":" + peakReserved + ",\"fragmentation_ratio\":" + ratio + "}\n";
+                + ",\"peak_reserved_bytes\":" + peakReserved + ",\"fragmentation_ratio\":" + ratio
+                + ",\"devices\":[" + devices + "]}\n";
     }
 
     static void write(Path file, String json) throws IOException {

@@ -34,9 +34,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
-    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch", "by_handle");
+    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
+            "by_handle", "peer", "device_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "allocs", "frees", "passthrough_calls",
-            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio");
+            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir
@@ -142,6 +143,51 @@ class InterposeEndToEndTest {
         Result result = vmmkitRun(allocator, Map.of("VMM_HOST_CAPACITY", "64M"), "--driver", "host",
                 "--", ALLOC_TEST.toString(), "oom");
         assertScenariosPassed(result, List.of("oom"));
+    }
+
+    /**
+     * Two processes: alloc_test exports a vmmkit allocation, a second alloc_test (its own JVM) imports
+     * it on device 1 and reads it; the first frees it and allocates more, and the importer's bytes
+     * stay; then bad handles. The stats file reports each device.
+     */
+    @Test
+    void ipcBetweenTwoProcessesAndPerDeviceStats() throws Exception {
+        String why = dev.vmmkit.ipc.IpcImports.whyDescriptorsCannotBeTaken();
+        assumeTrue(why == null, "IPC needs pidfd_getfd, which this machine refuses: " + why);
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                ALLOC_TEST.toString(), "ipc", "ipc_errors", "devices", "peer");
+        assertScenariosPassed(result, List.of("ipc", "ipc_errors", "devices", "peer"));
+        JsonNode s = stats(stats);
+        JsonNode devices = s.get("devices");
+        assertEquals(2, devices.size(), s::toString);
+        long allocs = 0;
+        for (int i = 0; i < 2; i++) {
+            JsonNode device = devices.get(i);
+            assertEquals(i, device.get("device").asInt(), s::toString);
+            assertEquals(0, device.get("live_bytes").asLong(), s::toString);
+            assertTrue(device.get("peers").isArray() && device.get("peers").isEmpty(), "peer access was disabled: " + s);
+            allocs += device.get("allocs").asLong();
+        }
+        assertEquals(s.get("allocs").asLong(), allocs, s::toString);
+    }
+
+    /** Threads on devices 0 and 1 freeing after cudaSetDevice to the other: each device's allocator serves its own. */
+    @Test
+    void eachDeviceHasItsOwnAllocatorAndFreesFindIt() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                ALLOC_TEST.toString(), "device_threads");
+        assertScenariosPassed(result, List.of("device_threads"));
+        JsonNode devices = stats(stats).get("devices");
+        assertEquals(2, devices.size(), devices::toString);
+        for (int i = 0; i < 2; i++) {
+            JsonNode device = devices.get(i);
+            assertEquals(i, device.get("device").asInt());
+            assertEquals(3 * 500, device.get("allocs").asLong(), devices::toString);
+            assertEquals(3 * 500, device.get("frees").asLong(), devices::toString);
+            assertEquals(0, device.get("live_bytes").asLong(), devices::toString);
+        }
     }
 
     @Test
