@@ -6,10 +6,12 @@
 # Steps, each under a time limit, about 1 minute in all (logs in $OUT/mlp-vs-torch/ when OUT is set,
 # else in a fresh /tmp folder):
 #   1. ptxas       the hand-written PTX assembled for this GPU, when ptxas is on PATH (diagnostics only)
-#   2. ops-check   every CUDA kernel against the host emulation's, one line per case
+#   2. ops-check   every CUDA kernel against the host emulation's, one line per case (matmul through
+#                  cuBLAS when libcublas is found; ops-check-ptx: the same with the PTX matmul)
 #   3. mlp-cuda    `vmmkit demo mlp --driver cuda`, paranoid leak detection: loss falls, live bytes back
 #                  to baseline after every step, no leak; peak live bytes
-#   4. mlp-cuda-timing  the same with the default (simple) leak detection, for step time
+#   4. mlp-cuda-timing  the same with the default (simple) leak detection, for step time (and
+#                  mlp-cuda-ptx-timing with the PTX matmul instead of cuBLAS)
 #   5. mlp-host    the same run on the host emulation (its losses must match CUDA's)
 #   6. compare     mlp_vs_torch.py: the same model, batch and steps in PyTorch; prints vmmkit's peak vs
 #                  torch.cuda.max_memory_allocated, the step time ratio, host-vs-CUDA losses
@@ -69,10 +71,13 @@ fi
 
 # 2-5. vmmkit.
 step ops-check 120 ./vmmkit demo ops-check --driver "$driver"
+step ops-check-ptx 120 env VMMKIT_MATMUL=ptx ./vmmkit demo ops-check --driver "$driver"
 step mlp-cuda 120 env VMM_LEAK_DETECTION=paranoid ./vmmkit demo mlp --driver "$driver" --steps "$steps" "${shape[@]}" \
   --json "$out/mlp-cuda.json"
 step mlp-cuda-timing 120 env VMM_LEAK_DETECTION=simple ./vmmkit demo mlp --driver "$driver" --steps "$steps" "${shape[@]}" \
   --json "$out/mlp-cuda-timing.json"
+step mlp-cuda-ptx-timing 120 env VMM_LEAK_DETECTION=simple VMMKIT_MATMUL=ptx ./vmmkit demo mlp --driver "$driver" \
+  --steps "$steps" "${shape[@]}" --json "$out/mlp-cuda-ptx-timing.json"
 step mlp-host 180 env VMM_LEAK_DETECTION=paranoid ./vmmkit demo mlp --driver host --steps "$steps" "${shape[@]}" \
   --json "$out/mlp-host.json"
 
