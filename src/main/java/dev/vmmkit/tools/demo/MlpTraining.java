@@ -90,7 +90,7 @@ final class MlpTraining {
             stepTime = stepTime(timing.totals().minus(afterFirstStep), System.nanoTime() - firstStepEnd, s.steps() - 1);
             peak = device.peakLiveBytes();
         }
-        long leaks = collectLeaks(device);
+        long leaks = device.leakDetector().collectAndCheck();
         return new Result(s, losses, liveAfterStep, baseline, peak, stepMillis, leaks,
                 device.leakDetector().level().name().toLowerCase(java.util.Locale.ROOT), stepTime);
     }
@@ -102,20 +102,5 @@ final class MlpTraining {
         double upload = t.uploadNanos() / 1e6 / steps;
         double rest = wallNanos / 1e6 / steps - launch - wait - upload;
         return new StepTime((double) t.launches() / steps, launch, wait, upload, rest);
-    }
-
-    /** Lets the collector find anything lost, then returns the leaks the detector reported. */
-    private static long collectLeaks(TensorDevice device) {
-        for (int round = 0; round < 3; round++) {
-            System.gc();
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-            device.leakDetector().check();
-        }
-        return device.leakDetector().leakCount();
     }
 }
