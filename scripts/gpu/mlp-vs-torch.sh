@@ -15,7 +15,8 @@
 #   5. mlp-host    the same run on the host emulation (its losses must match CUDA's)
 #   6. compare     mlp_vs_torch.py: the same model, batch and steps in PyTorch; prints vmmkit's peak vs
 #                  torch.cuda.max_memory_allocated, the step time ratio, host-vs-CUDA losses
-# Exits non-zero if any step or check failed. Knobs: STEPS (30), BATCH (256), INPUTS (128), HIDDEN (512),
+# Exits non-zero if any step or check failed. Knobs: STEPS (30), TIMING_STEPS (200: timing runs and
+# PyTorch), BATCH (256), INPUTS (128), HIDDEN (512),
 # CLASSES (10), PYTHON (python3), DRIVER (cuda; host runs the vmmkit steps on the emulation, to test
 # this script on a machine without a GPU).
 set -uo pipefail
@@ -27,6 +28,7 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 py="${PYTHON:-python3}"
 steps="${STEPS:-30}"
+timing_steps="${TIMING_STEPS:-200}"  # long enough that the JIT's warm-up hardly moves the median
 driver="${DRIVER:-cuda}"
 shape=(--batch "${BATCH:-256}" --inputs "${INPUTS:-128}" --hidden "${HIDDEN:-512}" --classes "${CLASSES:-10}")
 failed=0
@@ -74,15 +76,15 @@ step ops-check 120 ./vmmkit demo ops-check --driver "$driver"
 step ops-check-ptx 120 env VMMKIT_MATMUL=ptx ./vmmkit demo ops-check --driver "$driver"
 step mlp-cuda 120 env VMM_LEAK_DETECTION=paranoid ./vmmkit demo mlp --driver "$driver" --steps "$steps" "${shape[@]}" \
   --json "$out/mlp-cuda.json"
-step mlp-cuda-timing 120 env VMM_LEAK_DETECTION=simple ./vmmkit demo mlp --driver "$driver" --steps "$steps" "${shape[@]}" \
+step mlp-cuda-timing 120 env VMM_LEAK_DETECTION=simple ./vmmkit demo mlp --driver "$driver" --steps "$timing_steps" "${shape[@]}" \
   --json "$out/mlp-cuda-timing.json"
 step mlp-cuda-ptx-timing 120 env VMM_LEAK_DETECTION=simple VMMKIT_MATMUL=ptx ./vmmkit demo mlp --driver "$driver" \
-  --steps "$steps" "${shape[@]}" --json "$out/mlp-cuda-ptx-timing.json"
+  --steps "$timing_steps" "${shape[@]}" --json "$out/mlp-cuda-ptx-timing.json"
 step mlp-host 180 env VMM_LEAK_DETECTION=paranoid ./vmmkit demo mlp --driver host --steps "$steps" "${shape[@]}" \
   --json "$out/mlp-host.json"
 
 # 6. PyTorch and the comparison.
-step compare 180 "$py" scripts/gpu/mlp_vs_torch.py --out "$out" --steps "$steps" "${shape[@]}"
+step compare 180 "$py" scripts/gpu/mlp_vs_torch.py --out "$out" --steps "$timing_steps" "${shape[@]}"
 
 echo
 echo "=== summary"
