@@ -1,9 +1,6 @@
 package dev.vmmkit.lifetime;
 
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.util.SplittableRandom;
 import java.util.function.Function;
@@ -19,24 +16,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * side of autograd: after backward() every intermediate is freed, and a graph dropped without
  * backward() frees everything too.
  */
-class GradientCheckTest {
+class GradientCheckTest extends OnTestDevice {
     private static final float EPS = 1e-2f;
-    private TensorDevice device;
-
-    @RegisterExtension
-    final NoLeaks noLeaks = new NoLeaks(() -> device);
-
-    @BeforeEach
-    void open() {
-        device = TestDevice.open();
-    }
-
-    @AfterEach
-    void close() {
-        assertEquals(0, device.liveBytes(), "every test gives all its memory back");
-        device.close();
-    }
-
     @Test
     void add() {
         check(in -> Ops.add(in[0], in[1]), leaf(1, 3, 4), leaf(2, 3, 4));
