@@ -1,5 +1,11 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.trace.AllocationRecorder;
+import dev.vmmkit.trace.RecordingResource;
+import dev.vmmkit.trace.RequestLedger;
+import dev.vmmkit.trace.TraceFileRecorder;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
@@ -20,9 +26,13 @@ final class InterposeSession {
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
-    InterposeSession(boolean monitorMode, DeviceManagers managers, AllocationRecorder recorder, Path statsFile) {
+    /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
+    InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
         this.monitorMode = monitorMode;
-        this.managers = managers;
+        this.managers = new DeviceManagers(device -> {
+            ManagedMemoryResource resource = factory.open(device);
+            return resource == null ? null : RecordingResource.over(resource, recorder);
+        });
         this.recorder = recorder;
         this.statsFile = statsFile;
     }
@@ -31,9 +41,10 @@ final class InterposeSession {
             throws IOException, ReflectiveOperationException {
         String mode = monitorMode ? "monitor" : "vmm";
         Path trace = path(env.get("VMM_TRACE_FILE"));
-        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE : new TraceFileRecorder(trace, mode);
-        DeviceManagers managers = new DeviceManagers(monitorMode ? device -> null : ResourceFactory.fromSystemProperty());
-        return new InterposeSession(monitorMode, managers, recorder, path(env.get("VMM_STATS_FILE")));
+        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE
+                : new TraceFileRecorder(trace, mode, (message, cause) -> InterposeLog.warnOnce("trace", message, cause));
+        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty();
+        return new InterposeSession(monitorMode, factory, recorder, path(env.get("VMM_STATS_FILE")));
     }
 
     private static Path path(String value) {

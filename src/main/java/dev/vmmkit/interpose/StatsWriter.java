@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.trace.RequestLedger;
 
 import java.io.IOException;
 import java.nio.file.Files;

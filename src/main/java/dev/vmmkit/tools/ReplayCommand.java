@@ -3,19 +3,20 @@ package dev.vmmkit.tools;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.driver.DriverException;
-import dev.vmmkit.driver.conformance.DeviceBytes;
-import dev.vmmkit.tools.replay.DriverKind;
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.tools.replay.PatternCheck;
 import dev.vmmkit.tools.replay.ReplayBackend;
-import dev.vmmkit.tools.replay.ReplayDrivers;
+import dev.vmmkit.tools.replay.VmmBackend;
 import dev.vmmkit.tools.replay.ReplayException;
 import dev.vmmkit.tools.replay.ReplayReport;
 import dev.vmmkit.tools.replay.ReplaySummary;
 import dev.vmmkit.tools.replay.ReplayTarget;
 import dev.vmmkit.tools.replay.Replayer;
 import dev.vmmkit.tools.replay.ReportFiles;
-import dev.vmmkit.tools.trace.AllocationTrace;
-import dev.vmmkit.tools.trace.TraceReader;
+import dev.vmmkit.trace.AllocationTrace;
+import dev.vmmkit.trace.TraceReader;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -64,11 +65,11 @@ public final class ReplayCommand implements Callable<Integer> {
     @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
     private int device;
 
-    @Option(names = "--capacity", defaultValue = "80G", paramLabel = "BYTES", converter = ByteSize.class,
+    @Option(names = "--capacity", defaultValue = "80G", paramLabel = "BYTES", converter = ByteSizeConverter.class,
             description = "Device memory of the host emulation, e.g. 80G (default: ${DEFAULT-VALUE}).")
     private long capacityBytes;
 
-    @Option(names = "--chunk-size", paramLabel = "BYTES", converter = ByteSize.class,
+    @Option(names = "--chunk-size", paramLabel = "BYTES", converter = ByteSizeConverter.class,
             description = "Physical chunk size, e.g. 2M (default: VMM_CHUNK_SIZE, else the granularity).")
     private Long chunkBytes;
 
@@ -91,7 +92,7 @@ public final class ReplayCommand implements Callable<Integer> {
     private final BackendFactory backends;
 
     public ReplayCommand() {
-        this(ReplayDrivers::open);
+        this((kind, device, capacity, config) -> new VmmBackend(Drivers.open(kind, device, capacity), config));
     }
 
     ReplayCommand(BackendFactory backends) {
@@ -187,17 +188,5 @@ public final class ReplayCommand implements Callable<Integer> {
         if (reports.containsKey(key)) key = file.toString();
         for (int n = 2; reports.containsKey(key); n++) key = file + " (" + n + ")";
         return key;
-    }
-
-    /** Sizes such as 4096, 2M or 80G. */
-    static final class ByteSize implements CommandLine.ITypeConverter<Long> {
-        @Override
-        public Long convert(String value) {
-            try {
-                return VmmConfig.parseBytes(value);
-            } catch (RuntimeException e) {
-                throw new CommandLine.TypeConversionException("'" + value + "' is not a size (examples: 4096, 2M, 80G)");
-            }
-        }
     }
 }
