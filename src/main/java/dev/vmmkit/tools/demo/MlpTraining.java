@@ -4,6 +4,7 @@ import dev.vmmkit.lifetime.Scope;
 import dev.vmmkit.lifetime.Sgd;
 import dev.vmmkit.lifetime.Tensor;
 import dev.vmmkit.lifetime.TensorDevice;
+import dev.vmmkit.tools.Percentiles;
 
 import java.io.PrintWriter;
 import java.util.ArrayList;
@@ -34,8 +35,9 @@ final class MlpTraining {
         }
 
         double medianStepMillis() {
-            List<Double> sorted = stepMillis.stream().sorted().toList();
-            return sorted.isEmpty() ? 0 : sorted.get(sorted.size() / 2);
+            long[] nanos = stepMillis.stream().mapToLong(ms -> Math.round(ms * 1e6)).toArray();
+            Percentiles.sort(nanos, nanos.length);
+            return Percentiles.nearestRank(nanos, nanos.length, 0.5) / 1e6;
         }
     }
 
