@@ -24,11 +24,17 @@ public final class Autograd {
     private Autograd() {
     }
 
+    /** A region opened by {@link #noGrad()}; closing it throws nothing. */
+    public interface NoGrad extends AutoCloseable {
+        @Override
+        void close();
+    }
+
     /** A region (try-with-resources) in which ops on this thread record no graph. */
-    public static AutoCloseable noGrad() {
+    public static NoGrad noGrad() {
         int[] depth = NO_GRAD_DEPTH.get();
         depth[0]++;
-        return new AutoCloseable() {
+        return new NoGrad() {
             private boolean closed;
 
             @Override
