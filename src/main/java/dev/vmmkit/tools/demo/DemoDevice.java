@@ -21,8 +21,8 @@ final class DemoDevice {
         VmmManager manager;
         TimedCompute timing;
         try {
-            manager = new VmmManager(driver, VmmConfig.fromEnvironment());
             timing = new TimedCompute(driver.compute());
+            manager = new VmmManager(driver, VmmConfig.fromEnvironment());
         } catch (RuntimeException e) {
             driver.close();
             throw e;
