@@ -302,7 +302,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         return events;
     }
 
-    /** vmmkit's PTX kernels, JIT-compiled on first use, launched on the default stream. */
+    /** vmmkit's PTX kernels, JIT-compiled on first use, and cuBLAS where present, on the default stream. */
     @Override
     public DeviceCompute compute() {
         return compute;
@@ -316,9 +316,13 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
                 return;
             }
             try {
-                kernels.unload(); // needs the driver still open
+                compute.close(); // both need the driver still open
             } finally {
-                closed = true;
+                try {
+                    kernels.unload();
+                } finally {
+                    closed = true;
+                }
             }
         }
         context.release();
