@@ -1,5 +1,8 @@
 package dev.vmmkit.tools;
 
+import dev.vmmkit.interpose.StatsWriter;
+import dev.vmmkit.tools.run.OutputFiles;
+import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -11,12 +14,16 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 
 /**
  * {@code vmmkit run [options] -- CMD [ARGS...]}: runs a program with vmmkit's native shim preloaded,
  * so its cudaMalloc/cudaFree (and async, memcpy) calls reach vmmkit. Each option becomes an environment
- * variable the shim reads; the variables can also be set directly. Returns the program's exit code.
+ * variable the shim reads; the variables can also be set directly. Returns the program's exit code
+ * (128 + N when signal N ended it); SIGINT, SIGTERM and SIGHUP are forwarded to the program
+ * ({@link SignalForwarding}). The stats and trace paths are checked before the program starts, and
+ * a stats file is always written ({@link #finishStats}).
  */
 @Command(name = "run",
         mixinStandardHelpOptions = true,
@@ -58,14 +65,57 @@ public final class RunCommand implements Callable<Integer> {
             System.err.println("vmmkit run: native shim not found at " + shim + " (build with ./mvnw package)");
             return 2;
         }
-        ProcessBuilder builder = new ProcessBuilder(command).inheritIO();
-        builder.environment().putAll(environment(System.getenv(), shim));
-        try {
-            return builder.start().waitFor();
-        } catch (java.io.IOException e) {
-            System.err.println("vmmkit run: cannot start " + command.getFirst() + ": " + e.getMessage());
-            return 127;
+        Map<String, String> env = new HashMap<>(System.getenv());
+        env.putAll(environment(System.getenv(), shim));
+        Path statsFile = pathOf(env.get("VMM_STATS_FILE"));
+        OutputFiles outputs = new OutputFiles().add("stats file", statsFile).add("trace", pathOf(env.get("VMM_TRACE_FILE")));
+        Optional<String> problem = outputs.problem();
+        if (problem.isPresent()) {
+            System.err.println("vmmkit run: " + problem.get());
+            return 2;
         }
+        outputs.removeStale();
+        int status = runProgram(env);
+        if (statsFile != null) finishStats(statsFile, "monitor".equals(env.get("VMM_MODE")), status);
+        return status;
+    }
+
+    /** Starts the program, forwards signals to it while it runs, and returns its exit status. */
+    private int runProgram(Map<String, String> env) throws InterruptedException {
+        ProcessBuilder builder = new ProcessBuilder(command).inheritIO();
+        builder.environment().clear();
+        builder.environment().putAll(env);
+        try (SignalForwarding signals = SignalForwarding.install()) {
+            if (signals.pending() != 0) return 128 + signals.pending();
+            Process program;
+            try {
+                program = builder.start();
+            } catch (java.io.IOException e) {
+                System.err.println("vmmkit run: cannot start " + command.getFirst() + ": " + e.getMessage());
+                return 127;
+            }
+            signals.forwardTo(program.pid());
+            // Java reports a program ended by signal N as 128 + N, as shells do.
+            return program.waitFor();
+        }
+    }
+
+    /**
+     * vmmkit writes the stats file inside the program, where it starts on the first CUDA call. A
+     * program that made none has no file: write one with zero counts. One that died before its exit
+     * handlers ran has the file vmmkit wrote at its start, marked incomplete.
+     */
+    private static void finishStats(Path statsFile, boolean monitorMode, int status) throws java.io.IOException {
+        if (!Files.exists(statsFile)) {
+            StatsWriter.write(statsFile, StatsWriter.noCallsJson(monitorMode));
+        } else if (Files.readString(statsFile).contains("\"complete\":false")) {
+            System.err.println("vmmkit run: the program ended (status " + status + ") before vmmkit could write "
+                    + "its figures; " + statsFile + " says \"complete\": false");
+        }
+    }
+
+    private static Path pathOf(String value) {
+        return value == null || value.isBlank() ? null : Path.of(value);
     }
 
     /** The variables to add to {@code current} for the program. */

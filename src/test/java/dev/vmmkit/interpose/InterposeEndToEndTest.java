@@ -35,7 +35,7 @@ class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch", "by_handle");
-    private static final Set<String> STATS_KEYS = Set.of("mode", "allocs", "frees", "passthrough_calls",
+    private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
             "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio");
     private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -128,6 +128,7 @@ class InterposeEndToEndTest {
         assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
         JsonNode s = stats(stats);
         assertEquals("vmm", s.get("mode").asText());
+        assertTrue(s.get("complete").asBoolean(), s::toString);
         assertTrue(s.get("allocs").asLong() > 16_000, s::toString);
         assertEquals(s.get("allocs").asLong(), s.get("frees").asLong(), s::toString);
         // foreign: 2 frees of the stand-in's own memory; errors: one double free.
@@ -196,5 +197,57 @@ class InterposeEndToEndTest {
         Set<String> seen = new HashSet<>();
         figures.fieldNames().forEachRemaining(seen::add);
         assertTrue(seen.contains("first_call_ms"), result::toString);
+    }
+
+    @Test
+    void aProgramWithoutCudaCallsStillGetsAStatsFileWithZeroCounts() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}"); // an older run's
+        Result result = vmmkitRun("stand-in", Map.of(), "--stats", stats.toString(), "--", "true");
+        assertEquals(0, result.exitCode(), result::toString);
+        JsonNode s = stats(stats);
+        assertTrue(s.get("complete").asBoolean(), s::toString);
+        assertEquals(0, s.get("allocs").asLong(), s::toString);
+        assertEquals(0, s.get("peak_live_bytes").asLong(), s::toString);
+    }
+
+    @Test
+    void aProgramKilledBySignalLeavesAStatsFileMarkedIncomplete() throws Exception {
+        Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
+        Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}");
+        Files.writeString(trace, "alloc,1,2,0\n");
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--stats", stats.toString(),
+                "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "basic", "die");
+        assertEquals(128 + 15, result.exitCode(), result::toString);
+        JsonNode s = stats(stats);
+        assertFalse(s.get("complete").asBoolean(), s::toString);
+        assertTrue(s.get("allocs").isNull(), s::toString);
+        assertTrue(result.stderr().contains("\"complete\": false"), result::toString);
+        assertFalse(Files.exists(trace), "the older trace must not pass for this run's");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"stats", "trace"})
+    void aStatsOrTracePathThatCannotBeWrittenStopsBeforeTheProgramStarts(String option) throws Exception {
+        Path bad = dir.resolve("no-such-folder").resolve("out.json");
+        Path started = dir.resolve("started");
+        Result result = vmmkitRun("stand-in", Map.of(), "--" + option, bad.toString(), "--",
+                "touch", started.toString());
+        assertEquals(2, result.exitCode(), result::toString);
+        assertTrue(result.stderr().contains(bad.toString()), result::toString);
+        assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
+        assertFalse(Files.exists(started), "the program must not start");
+    }
+
+    @Test
+    void aBarePreloadWithAnUnwritableTraceWarnsAndKeepsVmmkit() throws Exception {
+        Path bad = dir.resolve("no-such-folder").resolve("trace.csv");
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                "env", "VMM_TRACE_FILE=" + bad, ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(result, List.of("basic"));
+        assertTrue(result.stderr().contains("cannot write the trace " + bad), result::toString);
+        assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
+        assertTrue(stats(stats).get("allocs").asLong() > 0);
     }
 }
