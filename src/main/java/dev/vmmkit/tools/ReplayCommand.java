@@ -31,6 +31,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 
 /**
@@ -102,6 +103,12 @@ public final class ReplayCommand implements Callable<Integer> {
     public Integer call() {
         checkOptions();
         PrintWriter err = spec.commandLine().getErr();
+        Optional<String> unwritable = new OutputFiles().add("--json", jsonFile).problem();
+        if (unwritable.isPresent()) {
+            err.println("vmmkit replay: " + unwritable.get());
+            err.flush();
+            return VmmkitCli.EXIT_ERROR;
+        }
         try {
             // Every trace is read (and checked) before any is replayed, so a bad one fails fast.
             List<AllocationTrace> traces = new ArrayList<>();

@@ -1,7 +1,6 @@
 package dev.vmmkit.tools;
 
 import dev.vmmkit.interpose.StatsWriter;
-import dev.vmmkit.tools.run.OutputFiles;
 import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;

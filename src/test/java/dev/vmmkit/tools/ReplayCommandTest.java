@@ -8,6 +8,8 @@ import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayTarget;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
 
@@ -141,6 +143,70 @@ class ReplayCommandTest {
         assertEquals("vmmkit replay: bad.csv:1: expected 4 fields (action,addr,size,stream), found 3",
                 cliErr.toString().strip());
         assertEquals(2, VmmkitCli.commandLine().setErr(new PrintWriter(new StringWriter())).execute("replay"));
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {5, 20, 40})
+    void aTruncatedGzipTraceIsOneLineNamingTheFile(int keptBytes) throws IOException {
+        java.io.ByteArrayOutputStream gz = new java.io.ByteArrayOutputStream();
+        try (var zip = new java.util.zip.GZIPOutputStream(gz)) {
+            zip.write(TRACE.repeat(20).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        }
+        Path cut = dir.resolve("cut.csv.gz");
+        Files.write(cut, java.util.Arrays.copyOf(gz.toByteArray(), keptBytes));
+
+        int exit = run(cut.toString());
+
+        assertEquals(1, exit);
+        assertEquals("vmmkit replay: cut.csv.gz: the gzip data is cut short or damaged (a truncated file?)",
+                err.toString().strip());
+        assertTrue(opened.isEmpty());
+    }
+
+    @Test
+    void aSizeOf2To64Minus1IsOutOfRangeNotMalformed() throws IOException {
+        Path big = dir.resolve("big.csv");
+        Files.writeString(big, "alloc,1,18446744073709551615,0\n");
+
+        assertEquals(1, run(big.toString()));
+        assertEquals("vmmkit replay: big.csv:1: size 18446744073709551615 is out of range (at most 2^63-1)",
+                err.toString().strip());
+    }
+
+    @Test
+    void anAddressPast2To64Minus1IsOutOfRange() throws IOException {
+        Path big = dir.resolve("big.csv");
+        Files.writeString(big, "alloc,18446744073709551616,1,0\n");
+
+        assertEquals(1, run(big.toString()));
+        assertEquals("vmmkit replay: big.csv:1: addr 18446744073709551616 is out of range (at most 2^64-1)",
+                err.toString().strip());
+    }
+
+    @Test
+    void jsonIntoAMissingFolderFailsBeforeReplaying() {
+        Path json = dir.resolve("missing").resolve("report.json");
+
+        int exit = run("--json", json.toString(), trace.toString());
+
+        assertEquals(2, exit);
+        assertTrue(err.toString().contains(json.toString()) && err.toString().contains("does not exist"), err.toString());
+        assertTrue(opened.isEmpty(), "nothing is replayed");
+        assertEquals("", out.toString());
+    }
+
+    @Test
+    void anEmptyTracePrintsNotApplicableFigures() throws IOException {
+        Path empty = dir.resolve("empty.csv");
+        Files.writeString(empty, "# action,addr,size,stream\n");
+
+        assertEquals(0, run(empty.toString()), err.toString());
+        String summary = out.toString();
+        assertTrue(summary.contains("fragmentation ratio n/a"), summary);
+        assertTrue(summary.contains("hit rate n/a"), summary);
+        assertTrue(summary.contains("per op n/a"), summary);
+        assertTrue(summary.contains("alloc p50 n/a p99 n/a; free p50 n/a p99 n/a; wall n/a/op"), summary);
+        assertFalse(summary.contains("0.000"), summary);
     }
 
     private int run(String... args) {

@@ -13,23 +13,31 @@ import java.util.Locale;
  */
 public final class ReplaySummary {
 
+    /** A figure that a replay without the operations it needs (e.g. an empty trace) does not define. */
+    static final String NOT_APPLICABLE = "n/a";
+
     private ReplaySummary() {
     }
 
     public static String format(String traceName, String driverName, ReplayReport r) {
         ReplayReport.DriverCalls calls = r.driverCalls();
-        double callsPerOp = r.ops() == 0 ? 0.0 : (double) calls.total() / r.ops();
+        boolean anyAlloc = r.allocs() > 0;
+        boolean anyFree = r.frees() > 0;
         return String.format(Locale.ROOT, "trace %s (%s driver): %,d ops (%,d allocs, %,d frees)%n", traceName, driverName,
                 r.ops(), r.allocs(), r.frees())
-                + String.format(Locale.ROOT, "peak live %s, peak reserved %s, fragmentation ratio %.3f%n",
-                bytes(r.peakLiveBytes()), bytes(r.peakReservedBytes()), r.fragmentationRatio())
-                + String.format(Locale.ROOT, "hit rate %.1f%%; driver calls: reserve %,d, create %,d, map %,d, "
-                                + "set_access %,d, unmap %,d, release %,d, address_free %,d; per op %.3f%n",
-                r.hitRate() * 100, calls.reserve(), calls.create(), calls.map(), calls.setAccess(), calls.unmap(),
-                calls.release(), calls.addressFree(), callsPerOp)
+                + String.format(Locale.ROOT, "peak live %s, peak reserved %s, fragmentation ratio %s%n",
+                bytes(r.peakLiveBytes()), bytes(r.peakReservedBytes()),
+                r.peakLiveBytes() > 0 ? String.format(Locale.ROOT, "%.3f", r.fragmentationRatio()) : NOT_APPLICABLE)
+                + String.format(Locale.ROOT, "hit rate %s; driver calls: reserve %,d, create %,d, map %,d, "
+                                + "set_access %,d, unmap %,d, release %,d, address_free %,d; per op %s%n",
+                anyAlloc ? String.format(Locale.ROOT, "%.1f%%", r.hitRate() * 100) : NOT_APPLICABLE,
+                calls.reserve(), calls.create(), calls.map(), calls.setAccess(), calls.unmap(),
+                calls.release(), calls.addressFree(),
+                r.ops() > 0 ? String.format(Locale.ROOT, "%.3f", (double) calls.total() / r.ops()) : NOT_APPLICABLE)
                 + String.format(Locale.ROOT, "alloc p50 %s p99 %s; free p50 %s p99 %s; wall %s/op%n",
-                duration(r.allocNs().p50()), duration(r.allocNs().p99()),
-                duration(r.freeNs().p50()), duration(r.freeNs().p99()), duration(r.wallNsPerOp()));
+                anyAlloc ? duration(r.allocNs().p50()) : NOT_APPLICABLE, anyAlloc ? duration(r.allocNs().p99()) : NOT_APPLICABLE,
+                anyFree ? duration(r.freeNs().p50()) : NOT_APPLICABLE, anyFree ? duration(r.freeNs().p99()) : NOT_APPLICABLE,
+                r.ops() > 0 ? duration(r.wallNsPerOp()) : NOT_APPLICABLE);
     }
 
     /** Bytes in the largest binary unit that keeps the figure at least 1, e.g. {@code 709.5 MiB}. */

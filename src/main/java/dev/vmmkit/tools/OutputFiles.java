@@ -1,4 +1,4 @@
-package dev.vmmkit.tools.run;
+package dev.vmmkit.tools;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -8,9 +8,10 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The files {@code vmmkit run} asks for (stats, trace, HTML report), checked before the program
- * starts: each must be a writable file in an existing folder. An older file at the same path is
- * removed at start, so whatever is there afterwards belongs to this run.
+ * The files a command will write (stats, trace, JSON or HTML report), checked before its work
+ * starts: each must be a writable file in an existing folder, so a typo fails at once rather than
+ * after a long run. {@link #removeStale()} deletes older files at those paths, so that whatever is
+ * there afterwards belongs to this run.
  */
 public final class OutputFiles {
 
