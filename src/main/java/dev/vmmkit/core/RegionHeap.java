@@ -682,6 +682,25 @@ final class RegionHeap {
         }
     }
 
+    /** Every block, in address order, read under the lock (for reports; allocates). */
+    BlockMap.Region blockMap() {
+        lock.lock();
+        try {
+            java.util.List<BlockMap.Block> out = new java.util.ArrayList<>();
+            for (int id = 0; id < blocks.capacity(); id++) {
+                byte kind = blocks.kind[id];
+                if (kind == 0) continue; // never used, or recycled
+                out.add(new BlockMap.Block(blocks.address[id], blocks.size[id],
+                        kind == LIVE ? BlockMap.Kind.LIVE : kind == FREE ? BlockMap.Kind.FREE_MAPPED : BlockMap.Kind.UNMAPPED,
+                        kind == LIVE ? blocks.requestedOrStream[id] : 0));
+            }
+            out.sort(java.util.Comparator.comparingLong(BlockMap.Block::address));
+            return new BlockMap.Region(name, base, span, out);
+        } finally {
+            lock.unlock();
+        }
+    }
+
     private long roundUpToPage(long bytes) {
         return (bytes + pageBytes - 1) & -pageBytes;
     }

@@ -145,6 +145,15 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
                 hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall());
     }
 
+    /** Every block of every region, each region read under its lock (for reports: it allocates). */
+    public BlockMap blockMap() {
+        java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
+        for (RegionHeap[] group : new RegionHeap[][]{smallRegions, largeRegions}) {
+            for (RegionHeap r : group) regions.add(r.blockMap());
+        }
+        return new BlockMap(regions);
+    }
+
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
     public long drain() {
         long before = accounting.physicalBytes();
