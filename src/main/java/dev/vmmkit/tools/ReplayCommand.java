@@ -14,6 +14,10 @@ import dev.vmmkit.tools.replay.ReplaySummary;
 import dev.vmmkit.tools.replay.ReplayTarget;
 import dev.vmmkit.tools.replay.Replayer;
 import dev.vmmkit.tools.replay.ReportFiles;
+import dev.vmmkit.tools.report.HtmlReport;
+import dev.vmmkit.tools.report.MemoryReport;
+import dev.vmmkit.tools.report.PeakAllocations;
+import dev.vmmkit.tools.report.ReportSampler;
 import dev.vmmkit.tools.trace.AllocationTrace;
 import dev.vmmkit.tools.trace.TraceReader;
 import picocli.CommandLine;
@@ -82,6 +86,12 @@ public final class ReplayCommand implements Callable<Integer> {
             description = "Also write the figures as JSON (written whole or not at all).")
     private Path jsonFile;
 
+    @Option(names = "--html", paramLabel = "FILE",
+            description = "Also write a memory report: one self-contained HTML file with charts of live and "
+                    + "reserved memory and driver calls over the trace, the address space at the peak and the "
+                    + "largest allocations then (from one more replay, not the measured one).")
+    private Path htmlFile;
+
     @Option(names = "--verify",
             description = "Write a pattern into each allocation and check it at its free (host driver only).")
     private boolean verify;
@@ -90,6 +100,8 @@ public final class ReplayCommand implements Callable<Integer> {
     private List<Path> traceFiles;
 
     private final BackendFactory backends;
+    /** Shown under each title of the HTML report (vmmkit run says where the trace came from). */
+    private String reportNote = "";
 
     public ReplayCommand() {
         this(ReplayDrivers::open);
@@ -99,11 +111,17 @@ public final class ReplayCommand implements Callable<Integer> {
         this.backends = backends;
     }
 
+    /** Sets the note under each title of the HTML report. */
+    ReplayCommand reportNote(String note) {
+        this.reportNote = note;
+        return this;
+    }
+
     @Override
     public Integer call() {
         checkOptions();
         PrintWriter err = spec.commandLine().getErr();
-        Optional<String> unwritable = new OutputFiles().add("--json", jsonFile).problem();
+        Optional<String> unwritable = new OutputFiles().add("--json", jsonFile).add("--html", htmlFile).problem();
         if (unwritable.isPresent()) {
             err.println("vmmkit replay: " + unwritable.get());
             err.flush();
@@ -113,11 +131,13 @@ public final class ReplayCommand implements Callable<Integer> {
             // Every trace is read (and checked) before any is replayed, so a bad one fails fast.
             List<AllocationTrace> traces = new ArrayList<>();
             for (Path file : traceFiles) traces.add(read(file));
-            Map<String, ReplayReport> reports = replayAll(traces);
+            List<MemoryReport> memoryReports = new ArrayList<>();
+            Map<String, ReplayReport> reports = replayAll(traces, memoryReports);
             if (jsonFile != null) {
                 Object json = reports.size() == 1 ? reports.values().iterator().next() : reports;
                 ReportFiles.write(jsonFile, json);
             }
+            if (htmlFile != null) HtmlReport.write(htmlFile, "vmmkit replay " + String.join(" ", traceNames()), memoryReports);
             return 0;
         } catch (IOException | ReplayException | DriverException | OutOfDeviceMemoryException
                  | UnsupportedOperationException | IllegalArgumentException e) {
@@ -144,7 +164,11 @@ public final class ReplayCommand implements Callable<Integer> {
         }
     }
 
-    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces) {
+    private List<String> traceNames() {
+        return traceFiles.stream().map(p -> String.valueOf(p.getFileName())).toList();
+    }
+
+    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces, List<MemoryReport> memoryReports) {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         VmmConfig config = VmmConfig.fromEnvironment();
@@ -163,6 +187,7 @@ public final class ReplayCommand implements Callable<Integer> {
                     err.flush();
                 }
                 reports.put(reportKey(reports, trace, traceFiles.get(i)), report);
+                if (htmlFile != null) memoryReports.add(memoryReport(backend, trace, report));
             }
         }
         return reports;
@@ -179,6 +204,16 @@ public final class ReplayCommand implements Callable<Integer> {
         try (ReplayTarget target = backend.newTarget()) {
             return replayer.replay(target, check);
         }
+    }
+
+    /** One more replay, followed by a {@link ReportSampler}, for the HTML report; {@code measured} gives the figures. */
+    private MemoryReport memoryReport(ReplayBackend backend, AllocationTrace trace, ReplayReport measured) {
+        PeakAllocations peak = PeakAllocations.of(trace, MemoryReport.LARGEST);
+        ReportSampler sampler = new ReportSampler(trace.ops(), peak.peakOp());
+        try (ReplayTarget target = backend.newTarget()) {
+            new Replayer(trace).replay(target, null, sampler);
+        }
+        return MemoryReport.of(trace, backend.driverName(), reportNote, measured, peak, sampler, backend.pageBytes());
     }
 
     private static PatternCheck patternCheck(ReplayBackend backend) {

@@ -28,6 +28,11 @@ final class VmmBackend implements ReplayBackend {
         return ReplayTarget.of(new VmmManager(driver, config));
     }
 
+    @Override
+    public long pageBytes() {
+        return config.chunkBytes() != 0 ? config.chunkBytes() : driver.granularity();
+    }
+
     /** Only the host emulation's device addresses are host addresses. */
     @Override
     public Optional<DeviceBytes> deviceBytes() {

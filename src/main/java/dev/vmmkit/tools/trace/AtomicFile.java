@@ -8,6 +8,7 @@ import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 
 /**
  * A file that is either whole or absent: bytes go to a temporary file beside the target, which is
@@ -38,13 +39,9 @@ public final class AtomicFile {
      */
     public static Committing create(Path target) throws IOException {
         Path absolute = target.toAbsolutePath();
-        Path temp = Files.createTempFile(absolute.getParent(), "." + absolute.getFileName() + ".", ".tmp");
-        try {
-            return new Committing(Files.newOutputStream(temp), temp, absolute);
-        } catch (IOException | RuntimeException e) {
-            Files.deleteIfExists(temp);
-            throw e;
-        }
+        // Not Files.createTempFile: its files are private (0600); this one gets the umask's permissions.
+        Path temp = absolute.resolveSibling("." + absolute.getFileName() + "." + Long.toHexString(java.util.concurrent.ThreadLocalRandom.current().nextLong()) + ".tmp");
+        return new Committing(Files.newOutputStream(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE), temp, absolute);
     }
 
     /** The stream of {@link #create}: {@link #close()} moves the file into place, {@link #discard()} drops it. */
