@@ -45,6 +45,11 @@ public final class RunCommand implements Callable<Integer> {
             + "(action,addr,size,stream). Sets VMM_TRACE_FILE.")
     Path trace;
 
+    @Option(names = "--html", paramLabel = "FILE", description = "After the program ends, write a memory report "
+            + "(self-contained HTML): the requests it made, replayed through vmmkit's allocator on the host emulation "
+            + "(see vmmkit replay --html). Records a trace for it (a temporary one unless --trace is given).")
+    Path html;
+
     @Parameters(arity = "1..*", paramLabel = "CMD", description = "The program and its arguments (after --).")
     List<String> command;
 
@@ -67,16 +72,50 @@ public final class RunCommand implements Callable<Integer> {
         Map<String, String> env = new HashMap<>(System.getenv());
         env.putAll(environment(System.getenv(), shim));
         Path statsFile = pathOf(env.get("VMM_STATS_FILE"));
-        OutputFiles outputs = new OutputFiles().add("stats file", statsFile).add("trace", pathOf(env.get("VMM_TRACE_FILE")));
+        Path traceFile = pathOf(env.get("VMM_TRACE_FILE"));
+        OutputFiles outputs = new OutputFiles().add("stats file", statsFile).add("trace", traceFile).add("HTML report", html);
         Optional<String> problem = outputs.problem();
         if (problem.isPresent()) {
             System.err.println("vmmkit run: " + problem.get());
             return 2;
         }
         outputs.removeStale();
-        int status = runProgram(env);
-        if (statsFile != null) finishStats(statsFile, "monitor".equals(env.get("VMM_MODE")), status);
-        return status;
+        Path reportTrace = traceFile;
+        if (html != null && reportTrace == null) {
+            reportTrace = Files.createTempFile("vmmkit-run-", ".csv");
+            Files.delete(reportTrace); // so that its absence afterwards means "never finished"
+            env.put("VMM_TRACE_FILE", reportTrace.toString());
+        }
+        try {
+            int status = runProgram(env);
+            boolean monitorMode = "monitor".equals(env.get("VMM_MODE"));
+            if (statsFile != null) finishStats(statsFile, monitorMode, status);
+            if (html != null) writeReport(reportTrace, monitorMode);
+            return status;
+        } finally {
+            if (reportTrace != null && traceFile == null) Files.deleteIfExists(reportTrace);
+        }
+    }
+
+    /**
+     * The HTML report of the run: its trace replayed through vmmkit on the host emulation, whose
+     * summary goes to stderr (the program's stdout stays its own). The run's exit status is the
+     * program's whatever happens here.
+     */
+    private void writeReport(Path trace, boolean monitorMode) {
+        if (!Files.exists(trace)) {
+            System.err.println("vmmkit run: no HTML report: the program made no CUDA allocation call, or ended "
+                    + "before vmmkit finished its trace");
+            return;
+        }
+        String note = "From the requests the program made (vmmkit run, " + (monitorMode ? "monitor" : "vmm")
+                + " mode), replayed through vmmkit's allocator on the host emulation. Physical figures equal the run's "
+                + "when its device has the same allocation granularity (2 MiB on current NVIDIA GPUs); times are the emulation's.";
+        java.io.PrintWriter err = new java.io.PrintWriter(System.err, true);
+        int exit = new picocli.CommandLine(new ReplayCommand().reportNote(note)).setCaseInsensitiveEnumValuesAllowed(true)
+                .setOut(err).setErr(err)
+                .execute("--driver", "host", "--warmup", "0", "--html", html.toString(), trace.toString());
+        if (exit != 0) System.err.println("vmmkit run: the HTML report could not be written");
     }
 
     /** Starts the program, forwards signals to it while it runs, and returns its exit status. */

@@ -18,6 +18,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -249,5 +251,19 @@ class InterposeEndToEndTest {
         assertTrue(result.stderr().contains("cannot write the trace " + bad), result::toString);
         assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
         assertTrue(stats(stats).get("allocs").asLong() > 0);
+    }
+
+    @Test
+    void htmlWritesTheMemoryReportOfTheRun() throws Exception {
+        Path html = dir.resolve("report.html");
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--html", html.toString(), "--",
+                ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(result, List.of("basic"));
+        String page = Files.readString(html);
+        assertTrue(page.contains("vmmkit run, vmm mode"), "says where the figures come from");
+        assertTrue(page.contains("\"figures\":[{\"name\":\"operations\""), "holds the summary figures");
+        Matcher trace = Pattern.compile("trace (vmmkit-run-\\d+\\.csv) \\(host driver\\)").matcher(result.stderr());
+        assertTrue(trace.find(), "the replay's summary goes to stderr: " + result);
+        assertFalse(Files.exists(Path.of(System.getProperty("java.io.tmpdir"), trace.group(1))), "the temporary trace is removed");
     }
 }
