@@ -6,6 +6,7 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.conformance.DeviceBytes;
 import dev.vmmkit.tools.replay.DriverKind;
 import dev.vmmkit.tools.replay.PatternCheck;
+import dev.vmmkit.tools.replay.ProgressBar;
 import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayDrivers;
 import dev.vmmkit.tools.replay.ReplayException;
@@ -196,13 +197,14 @@ public final class ReplayCommand implements Callable<Integer> {
     /** Warm-up runs first, each on a fresh allocator, then the measured run on another fresh one. */
     private ReplayReport replay(ReplayBackend backend, AllocationTrace trace, PatternCheck check) {
         Replayer replayer = new Replayer(trace);
+        PrintWriter err = spec.commandLine().getErr();
         for (int run = 0; run < warmupRuns; run++) {
             try (ReplayTarget target = backend.newTarget()) {
-                replayer.replay(target, check);
+                replayer.replay(target, check, ProgressBar.onTerminal(err, trace.name() + " (warm-up)", trace.ops()));
             }
         }
         try (ReplayTarget target = backend.newTarget()) {
-            return replayer.replay(target, check);
+            return replayer.replay(target, check, ProgressBar.onTerminal(err, trace.name(), trace.ops()));
         }
     }
 
