@@ -32,7 +32,12 @@ public final class VmmManagerFactory implements ResourceFactory {
         long hostCapacity = capacity == null || capacity.isBlank() ? 0 : VmmConfig.parseBytes(capacity);
         VmmDriver driver = openDriver(kind, device, hostCapacity);
         try {
-            return new VmmManagerResource(new VmmManager(driver, VmmConfig.from(env)));
+            VmmConfig config = VmmConfig.from(env);
+            if (config.chunkBytes() % driver.granularity() != 0) {
+                throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
+                        + device + "'s allocation granularity (" + driver.granularity() + " bytes)");
+            }
+            return new VmmManagerResource(new VmmManager(driver, config));
         } catch (RuntimeException e) {
             driver.close();
             throw e;

@@ -51,7 +51,7 @@ import java.util.concurrent.Callable;
                         + "allocator, a fresh one per run, and prints latency, memory and driver-call figures.",
                 "With one trace --json holds one report object; with several, an object keyed by trace file name."},
         exitCodeListHeading = "%nExit codes:%n",
-        exitCodeList = {"0:every trace replayed", "1:bad trace, failed request or verify failure", "2:usage error"})
+        exitCodeList = {"0:every trace replayed", "1:bad trace, failed request or verify failure", "2:usage error, an output file that cannot be written or a bad VMM_* setting"})
 public final class ReplayCommand implements Callable<Integer> {
 
     /** Opens the driver a replay runs on; tests substitute their own allocator here. */
@@ -101,6 +101,8 @@ public final class ReplayCommand implements Callable<Integer> {
     private List<Path> traceFiles;
 
     private final BackendFactory backends;
+    /** Where the VMM_* settings come from (tests give their own). */
+    private Map<String, String> environment = System.getenv();
     /** Shown under each title of the HTML report (vmmkit run says where the trace came from). */
     private String reportNote = "";
 
@@ -110,6 +112,12 @@ public final class ReplayCommand implements Callable<Integer> {
 
     ReplayCommand(BackendFactory backends) {
         this.backends = backends;
+    }
+
+    /** Reads the VMM_* settings from {@code env} instead of the process environment. */
+    ReplayCommand environment(Map<String, String> env) {
+        this.environment = env;
+        return this;
     }
 
     /** Sets the note under each title of the HTML report. */
@@ -122,6 +130,16 @@ public final class ReplayCommand implements Callable<Integer> {
     public Integer call() {
         checkOptions();
         PrintWriter err = spec.commandLine().getErr();
+        List<String> badSettings = new ArrayList<>(VmmConfig.problems(environment));
+        if (chunkBytes != null) {
+            VmmConfig.problems(Map.of("VMM_CHUNK_SIZE", Long.toString(chunkBytes))).forEach(problem ->
+                    badSettings.add(problem.replaceFirst("^VMM_CHUNK_SIZE=", "--chunk-size ")));
+        }
+        if (!badSettings.isEmpty()) {
+            badSettings.forEach(problem -> err.println("vmmkit replay: " + problem));
+            err.flush();
+            return VmmkitCli.EXIT_ERROR;
+        }
         Optional<String> unwritable = new OutputFiles().add("--json", jsonFile).add("--html", htmlFile).problem();
         if (unwritable.isPresent()) {
             err.println("vmmkit replay: " + unwritable.get());
@@ -172,7 +190,7 @@ public final class ReplayCommand implements Callable<Integer> {
     private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces, List<MemoryReport> memoryReports) {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        VmmConfig config = VmmConfig.fromEnvironment();
+        VmmConfig config = VmmConfig.from(environment);
         if (chunkBytes != null) config = config.withChunkBytes(chunkBytes);
         Map<String, ReplayReport> reports = new LinkedHashMap<>();
         try (ReplayBackend backend = backends.open(driver, device, capacityBytes, config)) {

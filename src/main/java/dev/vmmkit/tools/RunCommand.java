@@ -1,5 +1,6 @@
 package dev.vmmkit.tools;
 
+import dev.vmmkit.interpose.InterposeSettings;
 import dev.vmmkit.interpose.StatsWriter;
 import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
@@ -71,6 +72,11 @@ public final class RunCommand implements Callable<Integer> {
         }
         Map<String, String> env = new HashMap<>(System.getenv());
         env.putAll(environment(System.getenv(), shim));
+        List<String> badSettings = InterposeSettings.problems(env);
+        if (!badSettings.isEmpty()) {
+            badSettings.forEach(problem -> System.err.println("vmmkit run: " + problem));
+            return 2;
+        }
         Path statsFile = pathOf(env.get("VMM_STATS_FILE"));
         Path traceFile = pathOf(env.get("VMM_TRACE_FILE"));
         OutputFiles outputs = new OutputFiles().add("stats file", statsFile).add("trace", traceFile).add("HTML report", html);

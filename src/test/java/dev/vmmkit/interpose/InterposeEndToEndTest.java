@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
@@ -265,5 +266,27 @@ class InterposeEndToEndTest {
         Matcher trace = Pattern.compile("trace (vmmkit-run-\\d+\\.csv) \\(host driver\\)").matcher(result.stderr());
         assertTrue(trace.find(), "the replay's summary goes to stderr: " + result);
         assertFalse(Files.exists(Path.of(System.getProperty("java.io.tmpdir"), trace.group(1))), "the temporary trace is removed");
+    }
+
+    @ParameterizedTest
+    @CsvSource({"VMM_CHUNK_SIZE, 3M", "VMM_CHUNK_SIZE, 6M", "VMM_VA_SIZE, 1K", "VMM_HOST_CAPACITY, 0",
+            "VMM_HOST_CAPACITY, -5", "VMM_HOST_CAPACITY, abc"})
+    void aBadSettingStopsRunBeforeTheProgramStarts(String key, String value) throws Exception {
+        Path started = dir.resolve("started");
+        Result result = vmmkitRun("stand-in", Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
+        assertEquals(2, result.exitCode(), result::toString);
+        assertTrue(result.stderr().startsWith("vmmkit run: " + key + "=" + value + ": "), result::toString);
+        assertEquals(1, result.stderr().strip().lines().count(), result::toString);
+        assertFalse(Files.exists(started), "the program must not start");
+    }
+
+    @Test
+    void aBarePreloadWithABadSettingWarnsOnceAndPassesEverythingThrough() throws Exception {
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
+                "env", "VMM_CHUNK_SIZE=3M", ALLOC_TEST.toString(), "errors", "foreign");
+        assertScenariosPassed(result, List.of("errors", "foreign"));
+        assertTrue(result.stderr().contains("vmmkit: VMM_CHUNK_SIZE=3M: must be a power of two"), result::toString);
+        assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
+        assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
     }
 }

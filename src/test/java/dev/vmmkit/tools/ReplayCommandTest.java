@@ -20,6 +20,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -46,6 +47,7 @@ class ReplayCommandTest {
     private boolean backendClosed;
     private Optional<DeviceBytes> backendBytes = Optional.of(DeviceBytes.host());
     private Path trace;
+    private Map<String, String> environment = Map.of();
 
     @BeforeEach
     void writeTrace() throws IOException {
@@ -209,11 +211,25 @@ class ReplayCommandTest {
         assertFalse(summary.contains("0.000"), summary);
     }
 
+    @Test
+    void aBadChunkSizeIsAConfigurationErrorBeforeAnyReplay() {
+        environment = Map.of("VMM_CHUNK_SIZE", "3M");
+        assertEquals(2, run(trace.toString()));
+        assertTrue(err.toString().startsWith("vmmkit replay: VMM_CHUNK_SIZE=3M: must be a power of two"), err.toString());
+        assertTrue(opened.isEmpty(), "nothing is replayed");
+
+        environment = Map.of();
+        err.getBuffer().setLength(0);
+        assertEquals(2, run("--chunk-size", "6M", trace.toString()));
+        assertTrue(err.toString().startsWith("vmmkit replay: --chunk-size 6291456: must be a power of two"), err.toString());
+        assertTrue(opened.isEmpty());
+    }
+
     private int run(String... args) {
         ReplayCommand command = new ReplayCommand((kind, device, capacity, config) -> {
             opened.add(kind + " " + device + " " + capacity);
             return new MallocBackend();
-        });
+        }).environment(environment);
         return new CommandLine(command)
                 .setCaseInsensitiveEnumValuesAllowed(true)
                 .setOut(new PrintWriter(out))

@@ -14,6 +14,11 @@ final class VmmBackend implements ReplayBackend {
     private final VmmConfig config;
 
     VmmBackend(VmmDriver driver, VmmConfig config) {
+        if (config.chunkBytes() % driver.granularity() != 0) {
+            driver.close();
+            throw new IllegalArgumentException("chunk size " + config.chunkBytes() + " is not a multiple of the "
+                    + driver.name() + " driver's allocation granularity (" + driver.granularity() + " bytes)");
+        }
         this.driver = driver;
         this.config = config;
     }
