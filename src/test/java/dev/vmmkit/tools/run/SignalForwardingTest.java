@@ -42,15 +42,20 @@ class SignalForwardingTest {
         String script = trap + "echo $$ > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; " + waiting;
         Process launcher = launch("bash", "-c", script);
         long programPid = awaitPid(pidFile, launcher);
+        try {
+            new ProcessBuilder("kill", "-" + signal, Long.toString(launcher.pid())).start().waitFor();
+            assertTrue(launcher.waitFor(30, TimeUnit.SECONDS), "the launcher did not exit");
 
-        new ProcessBuilder("kill", "-" + signal, Long.toString(launcher.pid())).start().waitFor();
-        assertTrue(launcher.waitFor(30, TimeUnit.SECONDS), "the launcher did not exit");
-
-        int expected = disposition.equals("trapped") ? 40 : 128 + signalNumber(signal);
-        assertEquals(expected, launcher.exitValue(), () -> output(launcher));
-        if (disposition.equals("trapped")) assertEquals(signal, Files.readString(gotFile).strip());
-        assertFalse(ProcessHandle.of(programPid).map(ProcessHandle::isAlive).orElse(false),
-                "the program outlived the launcher");
+            int expected = disposition.equals("trapped") ? 40 : 128 + signalNumber(signal);
+            assertEquals(expected, launcher.exitValue(), () -> output(launcher));
+            if (disposition.equals("trapped")) assertEquals(signal, Files.readString(gotFile).strip());
+            assertFalse(ProcessHandle.of(programPid).map(ProcessHandle::isAlive).orElse(false),
+                    "the program outlived the launcher");
+        } finally {
+            // Whatever failed, leave nothing running.
+            launcher.destroyForcibly();
+            ProcessHandle.of(programPid).ifPresent(ProcessHandle::destroyForcibly);
+        }
     }
 
     private Process launch(String... program) throws IOException {
