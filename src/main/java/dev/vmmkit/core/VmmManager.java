@@ -156,12 +156,24 @@ public final class VmmManager implements DeviceMemoryResource, AutoCloseable {
 
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
     public long drain() {
+        return drain(false);
+    }
+
+    /**
+     * Like {@link #drain()}, but first waits for frees still pending on their streams (device-wide
+     * ones wait for a device synchronisation), so everything freed so far is released too.
+     */
+    public long drainWaitingForFrees() {
+        return drain(true);
+    }
+
+    private long drain(boolean waitForFrees) {
         long before = accounting.physicalBytes();
         for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
             for (RegionHeap r : regions) {
                 r.lock.lock();
                 try {
-                    r.releaseCachedMemory(false);
+                    r.releaseCachedMemory(waitForFrees);
                 } finally {
                     r.lock.unlock();
                 }

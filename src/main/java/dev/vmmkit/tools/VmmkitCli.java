@@ -1,6 +1,7 @@
 package dev.vmmkit.tools;
 
 import picocli.CommandLine;
+import dev.vmmkit.tools.demo.DemoCommand;
 import picocli.CommandLine.Command;
 
 /** Entry point of the {@code vmmkit} command; each subcommand is a class of its own. */
@@ -14,6 +15,8 @@ import picocli.CommandLine.Command;
                 DriverBenchCommand.class,
                 ReplayCommand.class,
                 RunCommand.class,
+                DemoCommand.class,
+                ServeCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */

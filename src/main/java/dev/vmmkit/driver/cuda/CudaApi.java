@@ -123,6 +123,14 @@ final class CudaApi {
         static final MethodHandle cuMemcpyHtoD = bind("cuMemcpyHtoD_v2", JAVA_LONG, ADDRESS, JAVA_LONG);
         static final MethodHandle cuMemcpyDtoH = bind("cuMemcpyDtoH_v2", ADDRESS, JAVA_LONG, JAVA_LONG);
 
+        // Kernels (DeviceCompute): a module of PTX, its functions, launches.
+        static final MethodHandle cuModuleLoadDataEx =
+                bind("cuModuleLoadDataEx", ADDRESS, ADDRESS, JAVA_INT, ADDRESS, ADDRESS);
+        static final MethodHandle cuModuleGetFunction = bind("cuModuleGetFunction", ADDRESS, JAVA_LONG, ADDRESS);
+        static final MethodHandle cuModuleUnload = bind("cuModuleUnload", JAVA_LONG);
+        static final MethodHandle cuLaunchKernel = bind("cuLaunchKernel", JAVA_LONG,
+                JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, ADDRESS, ADDRESS);
+
         // Errors.
         static final MethodHandle cuGetErrorName = bind("cuGetErrorName", JAVA_INT, ADDRESS);
         static final MethodHandle cuGetErrorString = bind("cuGetErrorString", JAVA_INT, ADDRESS);
@@ -339,6 +347,41 @@ final class CudaApi {
             return (int) Calls.cuMemcpyDtoH.invokeExact(dst, srcVa, bytes);
         } catch (Throwable t) {
             throw unexpected("cuMemcpyDtoH_v2", t);
+        }
+    }
+
+    static int cuModuleLoadDataEx(MemorySegment module, MemorySegment image, int optionCount,
+                                  MemorySegment options, MemorySegment optionValues) {
+        try {
+            return (int) Calls.cuModuleLoadDataEx.invokeExact(module, image, optionCount, options, optionValues);
+        } catch (Throwable t) {
+            throw unexpected("cuModuleLoadDataEx", t);
+        }
+    }
+
+    static int cuModuleGetFunction(MemorySegment function, long module, MemorySegment name) {
+        try {
+            return (int) Calls.cuModuleGetFunction.invokeExact(function, module, name);
+        } catch (Throwable t) {
+            throw unexpected("cuModuleGetFunction", t);
+        }
+    }
+
+    static int cuModuleUnload(long module) {
+        try {
+            return (int) Calls.cuModuleUnload.invokeExact(module);
+        } catch (Throwable t) {
+            throw unexpected("cuModuleUnload", t);
+        }
+    }
+
+    static int cuLaunchKernel(long function, int gridX, int gridY, int gridZ, int blockX, int blockY, int blockZ,
+                              int sharedMemBytes, long stream, MemorySegment kernelParams, MemorySegment extra) {
+        try {
+            return (int) Calls.cuLaunchKernel.invokeExact(function, gridX, gridY, gridZ, blockX, blockY, blockZ,
+                    sharedMemBytes, stream, kernelParams, extra);
+        } catch (Throwable t) {
+            throw unexpected("cuLaunchKernel", t);
         }
     }
 

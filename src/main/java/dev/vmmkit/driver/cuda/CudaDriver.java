@@ -7,6 +7,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
@@ -38,6 +39,8 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     private final MemorySegment readWriteAccess;
     private final long granularity;
     private final CudaEvents events;
+    private final CudaKernels kernels = new CudaKernels(this);
+    private final CudaCompute compute;
     private volatile boolean closed;
 
     private CudaDriver(int ordinal, int cuDevice, PrimaryContext context) {
@@ -48,6 +51,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
         this.events = new CudaEvents(this);
+        this.compute = new CudaCompute(this, kernels);
     }
 
     /** True when libcuda loads, cuInit succeeds and at least one device is visible. Never throws. */
@@ -230,6 +234,12 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         return events;
     }
 
+    /** vmmkit's PTX kernels, JIT-compiled on first use, launched on the default stream. */
+    @Override
+    public DeviceCompute compute() {
+        return compute;
+    }
+
     /** Releases the primary context retained at open. Idempotent; later calls fail with DEINITIALIZED. */
     @Override
     public void close() {
@@ -237,7 +247,11 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
             if (closed) {
                 return;
             }
-            closed = true;
+            try {
+                kernels.unload(); // needs the driver still open
+            } finally {
+                closed = true;
+            }
         }
         context.release();
     }

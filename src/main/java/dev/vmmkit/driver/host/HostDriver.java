@@ -2,6 +2,7 @@ package dev.vmmkit.driver.host;
 
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.conformance.DeviceBytes;
@@ -49,6 +50,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     private final long granularity;
     private final long capacity;
     private final HostEvents events;
+    private final HostCompute compute = new HostCompute(this);
     private final Object lock = new Object();
 
     private final TreeMap<Long, Reservation> reservations = new TreeMap<>();
@@ -272,6 +274,12 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     /** Same as {@link #events()}, named for tests that drive completion by hand. */
     public HostEvents hostEvents() {
         return events;
+    }
+
+    /** Kernels as Java loops over the mapped bytes, checked against the mappings first. */
+    @Override
+    public DeviceCompute compute() {
+        return compute;
     }
 
     /** Bytes read and written straight through the address, refused where no accessible mapping is. */

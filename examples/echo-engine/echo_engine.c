@@ -1,0 +1,186 @@
+/*
+ * echo_engine: a complete vmmkit engine plugin to copy when writing your own (see README.md).
+ *
+ * It "loads" a model by taking device memory the size of the model file from the host
+ * (alloc_device), writing a pattern into it and reading it back, and "generates" a few tokens from
+ * a hash of the prompt and a byte read back from its device memory. So every request proves that
+ * the memory it was given holds real bytes.
+ *
+ * Two builds of the same source:
+ *   cpu:  gcc -O2 -fPIC -shared -I../../include -o libecho_engine.so echo_engine.c
+ *         (device memory is addressed directly: on the host emulation it is host memory)
+ *   cuda: gcc -O2 -fPIC -shared -DECHO_CUDA -I../../include -o libecho_engine.so echo_engine.c -ldl
+ *         (device memory is reached with cuMemcpyHtoD/DtoH from libcuda.so.1, opened at run time,
+ *         so no CUDA headers or SDK are needed to build)
+ *
+ * Globals are fine: the host loads a private copy of this library for each model.
+ */
+#include "vmmkit/engine_api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef ECHO_VERSION
+#define ECHO_VERSION "1.0.0"  /* keep equal to manifest.json's "version" */
+#endif
+#define MAX_TOKENS 8
+#define CHUNK (1u << 20)
+
+#ifdef ECHO_CUDA
+#include <dlfcn.h>
+#define ECHO_ID_SUFFIX "cuda"
+/* The few CUDA driver API prototypes used, declared here instead of including cuda.h. */
+typedef int (*cuInit_t)(unsigned int);
+typedef int (*cuDeviceGet_t)(int*, int);
+typedef int (*cuDevicePrimaryCtxRetain_t)(void**, int);
+typedef int (*cuCtxSetCurrent_t)(void*);
+typedef int (*cuMemcpyHtoD_t)(unsigned long long, const void*, size_t);
+typedef int (*cuMemcpyDtoH_t)(void*, unsigned long long, size_t);
+static struct {
+    cuCtxSetCurrent_t set_current;
+    cuMemcpyHtoD_t htod;
+    cuMemcpyDtoH_t dtoh;
+    void* context;
+} cu;
+#else
+#define ECHO_ID_SUFFIX "cpu"
+#endif
+
+static EngineInfo info = {ENGINE_ABI_VERSION, "echo", ECHO_VERSION};
+static EngineConfig host;          /* copied at init: callbacks stay valid until shutdown */
+static unsigned char* weights;     /* device memory holding the "model" */
+static size_t weights_bytes;
+static unsigned char model_seed;
+static TokenResult results[MAX_TOKENS];
+static float logprobs[MAX_TOKENS][3];
+
+static void say(int level, const char* format, const char* detail) {
+    char line[512];
+    snprintf(line, sizeof line, format, detail);
+    host.log(host.ctx, level, line);
+}
+
+/* Copies between host and device memory: plain memcpy on the cpu backend, the driver on cuda. */
+static int upload(size_t offset, const void* from, size_t bytes) {
+#ifdef ECHO_CUDA
+    if (cu.set_current(cu.context) != 0) return -1;
+    return cu.htod((unsigned long long)(weights + offset), from, bytes) == 0 ? 0 : -1;
+#else
+    memcpy(weights + offset, from, bytes);
+    return 0;
+#endif
+}
+
+static int download(void* to, size_t offset, size_t bytes) {
+#ifdef ECHO_CUDA
+    if (cu.set_current(cu.context) != 0) return -1;
+    return cu.dtoh(to, (unsigned long long)(weights + offset), bytes) == 0 ? 0 : -1;
+#else
+    memcpy(to, weights + offset, bytes);
+    return 0;
+#endif
+}
+
+#ifdef ECHO_CUDA
+static int open_cuda(int device) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return -1;
+    cuInit_t init = (cuInit_t)dlsym(lib, "cuInit");
+    cuDeviceGet_t get = (cuDeviceGet_t)dlsym(lib, "cuDeviceGet");
+    cuDevicePrimaryCtxRetain_t retain = (cuDevicePrimaryCtxRetain_t)dlsym(lib, "cuDevicePrimaryCtxRetain");
+    cu.set_current = (cuCtxSetCurrent_t)dlsym(lib, "cuCtxSetCurrent");
+    cu.htod = (cuMemcpyHtoD_t)dlsym(lib, "cuMemcpyHtoD_v2");
+    cu.dtoh = (cuMemcpyDtoH_t)dlsym(lib, "cuMemcpyDtoH_v2");
+    if (!init || !get || !retain || !cu.set_current || !cu.htod || !cu.dtoh) return -2;
+    int dev;
+    if (init(0) != 0 || get(&dev, device) != 0 || retain(&cu.context, dev) != 0) return -3;
+    return 0;
+}
+#endif
+
+ENGINE_API EngineInfo* engine_get_info(void) {
+    return &info;
+}
+
+ENGINE_API int engine_init(EngineConfig* config) {
+    host = *config;
+#ifdef ECHO_CUDA
+    if (config->device < 0 || open_cuda(config->device) != 0) {
+        say(3, "echo (%s): cannot open libcuda.so.1 or the device", ECHO_ID_SUFFIX);
+        return -1;
+    }
+#endif
+    say(1, "echo engine " ECHO_VERSION " (%s) initialised", ECHO_ID_SUFFIX);
+    return 0;
+}
+
+ENGINE_API int engine_load_model(const char* model_path) {
+    struct stat st;
+    if (stat(model_path, &st) != 0) {
+        say(3, "echo: cannot stat %s", model_path);
+        return -1;
+    }
+    weights_bytes = st.st_size > 0 ? (size_t)st.st_size : 1;
+    weights = host.alloc_device(host.ctx, weights_bytes);
+    if (!weights) {
+        say(2, "echo: no device memory for %s", model_path);
+        return -2;
+    }
+    for (const char* p = model_path; *p; p++) model_seed = (unsigned char)(model_seed * 31 + *p);
+    /* Fill the weights with a pattern, chunk by chunk, then read the first and last chunk back. */
+    unsigned char* chunk = malloc(CHUNK);
+    unsigned char* back = malloc(CHUNK);
+    int rc = chunk && back ? 0 : -3;
+    for (size_t off = 0; rc == 0 && off < weights_bytes; off += CHUNK) {
+        size_t n = weights_bytes - off < CHUNK ? weights_bytes - off : CHUNK;
+        for (size_t i = 0; i < n; i++) chunk[i] = (unsigned char)((off + i) * 7 + model_seed);
+        rc = upload(off, chunk, n);
+    }
+    size_t checks[2] = {0, weights_bytes > CHUNK ? (weights_bytes - 1) / CHUNK * CHUNK : 0};
+    for (int c = 0; rc == 0 && c < 2; c++) {
+        size_t off = checks[c];
+        size_t n = weights_bytes - off < CHUNK ? weights_bytes - off : CHUNK;
+        rc = download(back, off, n);
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            if (back[i] != (unsigned char)((off + i) * 7 + model_seed)) rc = -4;
+        }
+    }
+    free(chunk);
+    free(back);
+    if (rc != 0) {
+        say(3, "echo: device memory for %s did not read back as written", model_path);
+        return rc;
+    }
+    say(1, "echo: loaded %s (pattern written and read back)", model_path);
+    return 0;
+}
+
+ENGINE_API int engine_generate(const char* prompt, TokenResult** out) {
+    uint32_t hash = 2166136261u;
+    for (const char* p = prompt; *p; p++) hash = (hash ^ (unsigned char)*p) * 16777619u;
+    size_t count = strlen(prompt);
+    if (count == 0) count = 1;
+    if (count > MAX_TOKENS) count = MAX_TOKENS;
+    for (size_t i = 0; i < count; i++) {
+        size_t offset = (hash + i * 4099u) % weights_bytes;
+        unsigned char byte;
+        if (download(&byte, offset, 1) != 0) return -5;
+        if (byte != (unsigned char)(offset * 7 + model_seed)) return -6;  /* memory lost its bytes */
+        results[i].token_id = (hash + (uint32_t)i * 7919u + byte) % 32000u;
+        logprobs[i][0] = -0.05f * (float)(i + 1);
+        logprobs[i][1] = -1.5f;
+        logprobs[i][2] = -3.0f;
+        results[i].logprobs = logprobs[i];
+        results[i].logprobs_len = 3;
+    }
+    *out = results;
+    return (int)count;
+}
+
+ENGINE_API void engine_shutdown(void) {
+    if (weights) host.free_device(host.ctx, weights);
+    weights = NULL;
+    say(1, "echo engine (%s) shut down", ECHO_ID_SUFFIX);
+}

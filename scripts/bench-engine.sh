@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Benchmark of the engine host on the host emulation (prints numbers; nothing is asserted):
+# overhead per generate against a direct FFM call of the plugin, requests/s with 8 HTTP clients,
+# and the reload pause. Usage: scripts/bench-engine.sh [seconds per phase, default 3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/java-home.sh
+export JAVA_HOME="$(jdk25_home)"
+./mvnw -B -q -DskipTests test-compile dependency:build-classpath -Dmdep.outputFile=target/test-classpath.txt
+exec "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Djava.util.logging.config.file=/dev/null \
+  -cp "target/test-classes:target/classes:$(cat target/test-classpath.txt)" \
+  dev.vmmkit.engine.EngineHostBenchmark "$@"

@@ -1,0 +1,187 @@
+package dev.vmmkit.driver.cuda;
+
+import static dev.vmmkit.driver.cuda.CudaErrors.failure;
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.util.StringJoiner;
+
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverException;
+
+/**
+ * vmmkit's hand-written PTX module ({@code kernels.ptx} beside this class), JIT-compiled by the driver
+ * on first use, and launches of its functions on the default stream. A failed compilation reports
+ * the JIT's own error log; a failed launch names the kernel, its grid and its arguments.
+ */
+final class CudaKernels {
+    static final String RESOURCE = "kernels.ptx";
+    /** Most arguments any kernel takes. */
+    private static final int MAX_ARGUMENTS = 12;
+    private static final long LOG_BYTES = 16 * 1024;
+    // CUjit_option values from cuda.h.
+    private static final int CU_JIT_INFO_LOG_BUFFER = 3;
+    private static final int CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
+    private static final int CU_JIT_ERROR_LOG_BUFFER = 5;
+    private static final int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+
+    /** The kernels of the module, by their entry names. */
+    enum Kernel {
+        FILL("vmm_fill_f32"), COPY("vmm_copy_f32"), ADD("vmm_add_f32"), MUL("vmm_mul_f32"),
+        AXPY("vmm_axpy_f32"), BROADCAST("vmm_broadcast_f32"), RELU("vmm_relu_f32"),
+        RELU_BACKWARD("vmm_relu_backward_f32"), SUM_ROWS("vmm_sum_rows_f32"), MATMUL("vmm_matmul_f32"),
+        SOFTMAX_XENT("vmm_softmax_xent_f32"), SOFTMAX_XENT_BACKWARD("vmm_softmax_xent_backward_f32");
+
+        final String entry;
+
+        Kernel(String entry) {
+            this.entry = entry;
+        }
+    }
+
+    /** Per-thread argument storage: one 8-byte slot per argument and the array of pointers to them. */
+    private static final class Arguments {
+        private static final ThreadLocal<Arguments> PER_THREAD = ThreadLocal.withInitial(Arguments::new);
+        final MemorySegment slots;
+        final MemorySegment pointers;
+        final StringJoiner text = new StringJoiner(", ");
+
+        private Arguments() {
+            Arena arena = Arena.ofAuto();
+            slots = arena.allocate(8L * MAX_ARGUMENTS, 8);
+            pointers = arena.allocate(ADDRESS.byteSize() * MAX_ARGUMENTS, 8);
+            for (int i = 0; i < MAX_ARGUMENTS; i++) {
+                pointers.setAtIndex(ADDRESS, i, slots.asSlice(8L * i, 8));
+            }
+        }
+    }
+
+    private final CudaDriver driver;
+    private final long[] functions = new long[Kernel.values().length];
+    private long module;
+
+    CudaKernels(CudaDriver driver) {
+        this.driver = driver;
+    }
+
+    /**
+     * Launches {@code kernel} on the default stream. Each argument is a {@code Long} (a u64 or a
+     * pointer), an {@code Integer} (a u32) or a {@code Float} (an f32), in the kernel's order.
+     */
+    void launch(Kernel kernel, int gridX, int gridY, int blockX, int blockY, Object... arguments) {
+        long function = function(kernel);
+        Arguments args = Arguments.PER_THREAD.get();
+        for (int i = 0; i < arguments.length; i++) {
+            switch (arguments[i]) {
+                case Long value -> args.slots.set(JAVA_LONG, 8L * i, value);
+                case Integer value -> args.slots.set(JAVA_INT, 8L * i, value);
+                case Float value -> args.slots.set(JAVA_FLOAT, 8L * i, value);
+                default -> throw new IllegalArgumentException("kernel argument of type " + arguments[i].getClass());
+            }
+        }
+        driver.prepare("cuLaunchKernel");
+        int result = CudaApi.cuLaunchKernel(function, gridX, gridY, 1, blockX, blockY, 1, 0, 0L,
+                args.pointers, MemorySegment.NULL);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, describe(kernel, gridX, gridY, blockX, blockY, arguments));
+        }
+    }
+
+    /** The text of a launch, for error messages: {@code cuLaunchKernel(vmm_add_f32, grid=4x1, block=256x1, args=[...])}. */
+    static String describe(Kernel kernel, int gridX, int gridY, int blockX, int blockY, Object... arguments) {
+        StringJoiner args = new StringJoiner(", ", "[", "]");
+        for (Object argument : arguments) {
+            args.add(argument instanceof Long value ? "0x" + Long.toHexString(value) : String.valueOf(argument));
+        }
+        return "cuLaunchKernel(" + kernel.entry + ", grid=" + gridX + "x" + gridY + ", block=" + blockX + "x" + blockY
+                + ", args=" + args + ")";
+    }
+
+    /** Unloads the module if it was loaded; called by the driver's close, before its context goes. */
+    synchronized void unload() {
+        if (module != 0) {
+            long loaded = module;
+            module = 0;
+            java.util.Arrays.fill(functions, 0L);
+            driver.prepare("cuModuleUnload");
+            int result = CudaApi.cuModuleUnload(loaded);
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, "cuModuleUnload(module=0x" + Long.toHexString(loaded) + ")");
+            }
+        }
+    }
+
+    /** The kernel's function handle; loads the module on first use. Cheap next to the launch. */
+    private synchronized long function(Kernel kernel) {
+        if (module == 0) {
+            module = load();
+        }
+        long function = functions[kernel.ordinal()];
+        if (function == 0) {
+            function = lookUp(kernel);
+            functions[kernel.ordinal()] = function;
+        }
+        return function;
+    }
+
+    private long load() {
+        driver.prepare("cuModuleLoadDataEx");
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment image = arena.allocateFrom(ptxSource());
+            MemorySegment errorLog = arena.allocate(LOG_BYTES);
+            MemorySegment infoLog = arena.allocate(LOG_BYTES);
+            MemorySegment options = arena.allocate(JAVA_INT, 4);
+            MemorySegment values = arena.allocate(ADDRESS, 4);
+            options.setAtIndex(JAVA_INT, 0, CU_JIT_ERROR_LOG_BUFFER);
+            values.setAtIndex(ADDRESS, 0, errorLog);
+            options.setAtIndex(JAVA_INT, 1, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+            values.setAtIndex(JAVA_LONG, 1, LOG_BYTES); // the size travels as the pointer's value
+            options.setAtIndex(JAVA_INT, 2, CU_JIT_INFO_LOG_BUFFER);
+            values.setAtIndex(ADDRESS, 2, infoLog);
+            options.setAtIndex(JAVA_INT, 3, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+            values.setAtIndex(JAVA_LONG, 3, LOG_BYTES);
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            int result = CudaApi.cuModuleLoadDataEx(out, image, 4, options, values);
+            if (result != CudaResult.SUCCESS) {
+                DriverException plain = failure(result, "cuModuleLoadDataEx(" + RESOURCE + ")");
+                throw new DriverException(result, plain.driverMessage() + "; JIT error log: "
+                        + errorLog.getString(0).strip() + "; JIT info log: " + infoLog.getString(0).strip(),
+                        plain.call());
+            }
+            return out.get(JAVA_LONG, 0);
+        }
+    }
+
+    private long lookUp(Kernel kernel) {
+        driver.prepare("cuModuleGetFunction");
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            int result = CudaApi.cuModuleGetFunction(out, module, arena.allocateFrom(kernel.entry));
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, "cuModuleGetFunction(" + kernel.entry + ")");
+            }
+            return out.get(JAVA_LONG, 0);
+        }
+    }
+
+    /** The PTX text shipped in the jar. */
+    static String ptxSource() {
+        try (InputStream in = CudaKernels.class.getResourceAsStream(RESOURCE)) {
+            if (in == null) {
+                throw new DriverException(CudaResult.NOT_FOUND, "resource " + RESOURCE + " is missing from the jar",
+                        "cuModuleLoadDataEx(" + RESOURCE + ")");
+            }
+            return new String(in.readAllBytes(), StandardCharsets.US_ASCII);
+        } catch (IOException e) {
+            throw new DriverException(CudaResult.NOT_FOUND, "cannot read " + RESOURCE + ": " + e.getMessage(),
+                    "cuModuleLoadDataEx(" + RESOURCE + ")");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+package dev.vmmkit.engine;
+
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.StructLayout;
+import java.lang.invoke.VarHandle;
+
+import static java.lang.foreign.MemoryLayout.PathElement.groupElement;
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * The C ABI of {@code include/vmmkit/engine_api.h}, version 1, as FFM layouts and function
+ * descriptors (LP64 Linux: size_t and pointers are 8 bytes).
+ */
+final class EngineAbi {
+    /** The one ABI version this host implements ({@code ENGINE_ABI_VERSION}). */
+    static final int VERSION = 1;
+
+    static final String GET_INFO = "engine_get_info";
+    static final String INIT = "engine_init";
+    static final String LOAD_MODEL = "engine_load_model";
+    static final String GENERATE = "engine_generate";
+    static final String SHUTDOWN = "engine_shutdown";
+
+    static final StructLayout ENGINE_INFO = MemoryLayout.structLayout(
+            JAVA_INT.withName("abi_version"), MemoryLayout.paddingLayout(4),
+            ADDRESS.withName("engine_id"), ADDRESS.withName("version"));
+
+    static final StructLayout ENGINE_CONFIG = MemoryLayout.structLayout(
+            ADDRESS.withName("ctx"), JAVA_INT.withName("device"), MemoryLayout.paddingLayout(4),
+            ADDRESS.withName("options_json"), ADDRESS.withName("alloc_device"),
+            ADDRESS.withName("free_device"), ADDRESS.withName("log"));
+
+    static final StructLayout TOKEN_RESULT = MemoryLayout.structLayout(
+            JAVA_INT.withName("token_id"), MemoryLayout.paddingLayout(4),
+            ADDRESS.withName("logprobs"), JAVA_LONG.withName("logprobs_len"));
+
+    static final VarHandle INFO_ABI = field(ENGINE_INFO, "abi_version");
+    static final VarHandle INFO_ID = field(ENGINE_INFO, "engine_id");
+    static final VarHandle INFO_VERSION = field(ENGINE_INFO, "version");
+    static final VarHandle CONFIG_CTX = field(ENGINE_CONFIG, "ctx");
+    static final VarHandle CONFIG_DEVICE = field(ENGINE_CONFIG, "device");
+    static final VarHandle CONFIG_OPTIONS = field(ENGINE_CONFIG, "options_json");
+    static final VarHandle CONFIG_ALLOC = field(ENGINE_CONFIG, "alloc_device");
+    static final VarHandle CONFIG_FREE = field(ENGINE_CONFIG, "free_device");
+    static final VarHandle CONFIG_LOG = field(ENGINE_CONFIG, "log");
+    static final VarHandle TOKEN_ID = field(TOKEN_RESULT, "token_id");
+    static final VarHandle TOKEN_LOGPROBS = field(TOKEN_RESULT, "logprobs");
+    static final VarHandle TOKEN_LOGPROBS_LEN = field(TOKEN_RESULT, "logprobs_len");
+
+    static final FunctionDescriptor GET_INFO_FN = FunctionDescriptor.of(ADDRESS);
+    static final FunctionDescriptor INIT_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS);
+    static final FunctionDescriptor LOAD_MODEL_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS);
+    static final FunctionDescriptor GENERATE_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS);
+    static final FunctionDescriptor SHUTDOWN_FN = FunctionDescriptor.ofVoid();
+
+    /** Callbacks the host gives the engine in EngineConfig. */
+    static final FunctionDescriptor ALLOC_DEVICE_FN = FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG);
+    static final FunctionDescriptor FREE_DEVICE_FN = FunctionDescriptor.ofVoid(ADDRESS, ADDRESS);
+    static final FunctionDescriptor LOG_FN = FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, ADDRESS);
+
+    private EngineAbi() {
+    }
+
+    private static VarHandle field(StructLayout layout, String name) {
+        // Coordinates: (MemorySegment, long offset), as every layout var handle since JDK 22.
+        return layout.varHandle(groupElement(name));
+    }
+}

@@ -1,0 +1,175 @@
+package dev.vmmkit.engine;
+
+import dev.vmmkit.core.DeviceMemoryResource;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One running engine: a private copy of a plugin binary, initialised and holding one model.
+ * Calls into it are serialised unless its manifest says {@code "concurrent": true}; results are
+ * copied out while the call still holds the engine, so the engine's buffers may be reused at once.
+ */
+final class EngineInstance implements AutoCloseable {
+    /** More results or logprobs than this from one call is taken for a broken engine. */
+    private static final int MAX_RESULTS = 1 << 20;
+
+    private final PluginSnapshot snapshot;
+    private final PluginLibrary library;
+    private final InstanceMemory memory;
+    private final EngineCallbacks callbacks;
+    private final ReentrantLock callLock;
+    private final InFlightGate gate = new InFlightGate();
+    private final System.Logger logger;
+    private final String name;
+    private boolean closed;
+
+    private EngineInstance(PluginSnapshot snapshot, PluginLibrary library, InstanceMemory memory,
+                           EngineCallbacks callbacks, System.Logger logger, String name) {
+        this.snapshot = snapshot;
+        this.library = library;
+        this.memory = memory;
+        this.callbacks = callbacks;
+        this.callLock = snapshot.manifest().concurrent() ? null : new ReentrantLock();
+        this.logger = logger;
+        this.name = name;
+    }
+
+    /** Signals that a model did not load for lack of device memory (the caller may evict and retry). */
+    static final class OutOfMemoryOnLoad extends Exception {
+        OutOfMemoryOnLoad(String message) {
+            super(message);
+        }
+    }
+
+    /**
+     * Loads a private copy of the snapshot's binary, calls engine_init and engine_load_model.
+     * On failure everything is undone (engine_shutdown, memory freed, library unloaded).
+     *
+     * @param device device ordinal for the engine, -1 for none
+     * @throws OutOfMemoryOnLoad when the load failed and an alloc_device had found no memory
+     * @throws RequestFailure    (500) when the engine failed for any other reason
+     */
+    static EngineInstance start(PluginSnapshot snapshot, Path privateDir, DeviceMemoryResource resource, int device,
+                                System.Logger logger, String modelName, Path modelPath) throws OutOfMemoryOnLoad {
+        EngineManifest manifest = snapshot.manifest();
+        String name = manifest.id() + " " + manifest.version() + " [" + modelName + "]";
+        PluginLibrary library;
+        try {
+            library = PluginLibrary.open(snapshot.staged(), privateDir, manifest);
+        } catch (PluginLibrary.RefusedException e) {
+            throw RequestFailure.engineFailed("engine " + manifest.id() + " cannot be loaded: " + e.getMessage());
+        }
+        InstanceMemory memory = new InstanceMemory(resource);
+        EngineCallbacks callbacks = new EngineCallbacks(memory, device, manifest.optionsJson(), logger, name);
+        EngineInstance instance = new EngineInstance(snapshot, library, memory, callbacks, logger, name);
+        String failedCall = EngineAbi.INIT;
+        int rc = library.init(callbacks.config());
+        if (rc == 0) {
+            failedCall = EngineAbi.LOAD_MODEL;
+            try (Arena call = Arena.ofConfined()) {
+                rc = library.loadModel(call.allocateFrom(modelPath.toString()));
+            }
+        }
+        if (rc != 0) {
+            boolean outOfMemory = memory.outOfMemorySeen();
+            instance.close();
+            String what = name + ": " + failedCall + " returned error " + rc;
+            if (outOfMemory) throw new OutOfMemoryOnLoad(what + " after alloc_device found no device memory");
+            throw RequestFailure.engineFailed(what);
+        }
+        return instance;
+    }
+
+    /** One generated token, copied out of the engine. */
+    record Token(long id, float[] logprobs) {
+    }
+
+    /** Runs engine_generate; the caller has entered the {@link #gate()}. */
+    List<Token> generate(String prompt) {
+        if (callLock != null) callLock.lock();
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment resultsOut = call.allocate(ValueLayout.ADDRESS);
+            int count = library.generate(call.allocateFrom(prompt), resultsOut);
+            if (count < 0) throw RequestFailure.engineFailed(name + ": engine_generate returned error " + count);
+            return copyResults(resultsOut.get(ValueLayout.ADDRESS, 0), count);
+        } finally {
+            if (callLock != null) callLock.unlock();
+        }
+    }
+
+    private List<Token> copyResults(MemorySegment array, int count) {
+        if (count == 0) return List.of();
+        if (count > MAX_RESULTS || array.equals(MemorySegment.NULL)) {
+            throw RequestFailure.engineFailed(name + ": engine_generate returned " + count + " results at "
+                    + (array.equals(MemorySegment.NULL) ? "NULL" : "too many"));
+        }
+        long stride = EngineAbi.TOKEN_RESULT.byteSize();
+        MemorySegment results = array.reinterpret(stride * count);
+        List<Token> tokens = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            MemorySegment result = results.asSlice(i * stride, stride);
+            long id = Integer.toUnsignedLong((int) EngineAbi.TOKEN_ID.get(result, 0L));
+            long length = (long) EngineAbi.TOKEN_LOGPROBS_LEN.get(result, 0L);
+            MemorySegment logprobs = (MemorySegment) EngineAbi.TOKEN_LOGPROBS.get(result, 0L);
+            if (length < 0 || length > MAX_RESULTS || (length > 0 && logprobs.equals(MemorySegment.NULL))) {
+                throw RequestFailure.engineFailed(name + ": result " + i + " has logprobs_len " + length
+                        + (logprobs.equals(MemorySegment.NULL) ? " and a NULL logprobs" : ""));
+            }
+            float[] values = length == 0 ? new float[0]
+                    : logprobs.reinterpret(length * Float.BYTES).toArray(ValueLayout.JAVA_FLOAT);
+            tokens.add(new Token(id, values));
+        }
+        return tokens;
+    }
+
+    InFlightGate gate() {
+        return gate;
+    }
+
+    PluginSnapshot snapshot() {
+        return snapshot;
+    }
+
+    EngineManifest manifest() {
+        return snapshot.manifest();
+    }
+
+    /** Device memory the engine holds now. */
+    long deviceBytes() {
+        return memory.bytes();
+    }
+
+    /**
+     * Calls engine_shutdown, frees the device memory the engine did not give back, and unloads the
+     * private copy. The caller has drained the {@link #gate()} first.
+     */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) return;
+            closed = true;
+        }
+        if (callLock != null) callLock.lock();
+        try {
+            library.shutdown();
+        } catch (RuntimeException e) {
+            logger.log(System.Logger.Level.ERROR, name + ": engine_shutdown failed: " + e);
+        } finally {
+            if (callLock != null) callLock.unlock();
+        }
+        long leftover = memory.bytes();
+        if (leftover > 0) {
+            memory.freeAll();
+            logger.log(System.Logger.Level.INFO, name + ": freed " + leftover
+                    + " bytes of device memory the engine did not give back");
+        }
+        library.close();
+        callbacks.close();
+    }
+}

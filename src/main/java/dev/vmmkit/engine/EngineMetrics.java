@@ -1,0 +1,86 @@
+package dev.vmmkit.engine;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.LongAdder;
+
+/** The host's counters and their Prometheus text form ({@code GET /metrics}, names prefixed {@code vmmkit_}). */
+final class EngineMetrics {
+    private final Map<Integer, LongAdder> requestsByStatus = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> reloadsByResult = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> evictionsByReason = new ConcurrentSkipListMap<>();
+
+    void answered(int status) {
+        requestsByStatus.computeIfAbsent(status, s -> new LongAdder()).increment();
+    }
+
+    void reloaded(boolean ok) {
+        reloadsByResult.computeIfAbsent(ok ? "ok" : "failed", r -> new LongAdder()).increment();
+    }
+
+    void evicted(String reason) {
+        evictionsByReason.computeIfAbsent(reason, r -> new LongAdder()).increment();
+    }
+
+    long evictions(String reason) {
+        LongAdder count = evictionsByReason.get(reason);
+        return count == null ? 0 : count.sum();
+    }
+
+    /** One loaded model's row. */
+    record ModelRow(String name, String engine, String version, long deviceBytes, int inFlight) {
+    }
+
+    /** The Prometheus text exposition of everything, with the memory figures read now. */
+    String render(MemoryFigures device, MemoryFigures ram, List<ModelRow> models) {
+        StringBuilder out = new StringBuilder(1024);
+        gauge(out, "vmmkit_device_used_bytes", "Device memory in use, as the driver reports it.", device.usedBytes());
+        gauge(out, "vmmkit_device_total_bytes", "Device memory in all.", device.totalBytes());
+        gauge(out, "vmmkit_host_ram_used_bytes", "Host RAM in use (or the cgroup's usage when its limit is lower).", ram.usedBytes());
+        gauge(out, "vmmkit_host_ram_total_bytes", "Host RAM in all (or the cgroup limit when lower).", ram.totalBytes());
+        gauge(out, "vmmkit_models_loaded", "Models loaded now.", models.size());
+        header(out, "vmmkit_requests_total", "counter", "HTTP requests answered, by status code.");
+        requestsByStatus.forEach((status, n) -> out.append("vmmkit_requests_total{status=\"").append(status)
+                .append("\"} ").append(n.sum()).append('\n'));
+        labelled(out, "vmmkit_reloads_total", "Engine reloads, by result.", "result", reloadsByResult, List.of("ok", "failed"));
+        labelled(out, "vmmkit_evictions_total", "Models evicted, by reason (vram, ram, load).", "reason",
+                evictionsByReason, List.of("vram", "ram", "load"));
+        header(out, "vmmkit_model_device_bytes", "gauge", "Device memory each loaded model's engine holds.");
+        for (ModelRow model : models) {
+            out.append("vmmkit_model_device_bytes{model=\"").append(escape(model.name())).append("\",engine=\"")
+                    .append(escape(model.engine())).append("\",version=\"").append(escape(model.version()))
+                    .append("\"} ").append(model.deviceBytes()).append('\n');
+        }
+        header(out, "vmmkit_model_in_flight", "gauge", "Requests in flight on each loaded model.");
+        for (ModelRow model : models) {
+            out.append("vmmkit_model_in_flight{model=\"").append(escape(model.name())).append("\"} ")
+                    .append(model.inFlight()).append('\n');
+        }
+        return out.toString();
+    }
+
+    private static void gauge(StringBuilder out, String name, String help, long value) {
+        header(out, name, "gauge", help);
+        out.append(name).append(' ').append(value).append('\n');
+    }
+
+    private static void labelled(StringBuilder out, String name, String help, String label,
+                                 Map<String, LongAdder> counts, List<String> always) {
+        header(out, name, "counter", help);
+        for (String key : always) {
+            LongAdder n = counts.get(key);
+            out.append(name).append('{').append(label).append("=\"").append(key).append("\"} ")
+                    .append(n == null ? 0 : n.sum()).append('\n');
+        }
+    }
+
+    private static void header(StringBuilder out, String name, String type, String help) {
+        out.append("# HELP ").append(name).append(' ').append(help).append('\n');
+        out.append("# TYPE ").append(name).append(' ').append(type).append('\n');
+    }
+
+    private static String escape(String value) {
+        return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
+    }
+}

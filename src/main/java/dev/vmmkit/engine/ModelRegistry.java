@@ -1,0 +1,201 @@
+package dev.vmmkit.engine;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The loaded models and their in-flight requests: loads a model on first use (one load per model,
+ * however many requests wait for it), hands out {@link Lease}s, unloads, and evicts idle models in
+ * least-recently-used order. A load that finds no device memory evicts idle models and retries
+ * before it answers 503.
+ */
+final class ModelRegistry {
+    private final EngineCatalog catalog;
+    private final ModelDirectory modelDirectory;
+    private final DeviceMemory device;
+    private final Path privateDir;
+    private final EngineMetrics metrics;
+    private final System.Logger logger;
+    private final ConcurrentHashMap<String, ServedModel> models = new ConcurrentHashMap<>();
+
+    ModelRegistry(EngineCatalog catalog, ModelDirectory modelDirectory, DeviceMemory device, Path privateDir,
+                  EngineMetrics metrics, System.Logger logger) {
+        this.catalog = catalog;
+        this.modelDirectory = modelDirectory;
+        this.device = device;
+        this.privateDir = privateDir;
+        this.metrics = metrics;
+        this.logger = logger;
+    }
+
+    /** A request's hold on one instance of a model; closing it counts the request out. */
+    record Lease(ServedModel model, EngineInstance instance) implements AutoCloseable {
+        @Override
+        public void close() {
+            model.touch();
+            instance.gate().exit();
+        }
+    }
+
+    /**
+     * Enters the model's current instance, loading the model first if it is not loaded.
+     *
+     * @throws RequestFailure 400/404 for a bad or unknown name, 503 without device memory, 500 when the engine fails
+     */
+    Lease acquire(String name) {
+        ModelDirectory.checkName(name);
+        for (;;) {
+            ServedModel model = models.get(name);
+            if (model == null) {
+                ServedModel fresh = choose(name);
+                model = models.putIfAbsent(name, fresh);
+                if (model == null) {
+                    model = fresh;
+                    load(fresh);
+                }
+            }
+            model.awaitLoaded();
+            EngineInstance instance = model.enter();
+            if (instance != null) return new Lease(model, instance);
+            // unloaded or evicted between lookup and entry: look it up again
+        }
+    }
+
+    /** The loaded models (a snapshot). */
+    List<ServedModel> models() {
+        return models.values().stream().filter(m -> m.instance() != null)
+                .sorted(Comparator.comparing(ServedModel::name)).toList();
+    }
+
+    /** The loaded models served by {@code entry}. */
+    List<ServedModel> modelsOf(EngineEntry entry) {
+        return models().stream().filter(m -> m.entry() == entry).toList();
+    }
+
+    /** True when some loaded model runs on {@code entry}. */
+    boolean serves(EngineEntry entry) {
+        return models.values().stream().anyMatch(m -> m.entry() == entry && m.instance() != null);
+    }
+
+    /**
+     * Unloads a model once its in-flight requests have finished.
+     *
+     * @return false when it was not loaded
+     */
+    boolean unload(String name) {
+        ModelDirectory.checkName(name);
+        ServedModel model = models.get(name);
+        if (model == null) return false;
+        EngineInstance instance = model.detach();
+        models.remove(name, model);
+        if (instance == null) return false;
+        instance.gate().closeAndDrain();
+        instance.close();
+        device.drainCaches();
+        logger.log(System.Logger.Level.INFO, "unloaded model " + name);
+        return true;
+    }
+
+    /**
+     * Evicts the least recently used model with nothing in flight (never {@code except}, nor a model
+     * whose engine is being reloaded: the reload holds two instances of it for a moment), frees
+     * its device memory and gives the allocator's cache back to the driver.
+     *
+     * @param reason for the log and the metrics: {@code vram}, {@code ram} or {@code load}
+     * @return a line describing what was evicted, or empty when no model is idle
+     */
+    Optional<String> evictLeastRecentlyUsedIdle(String reason, ServedModel except) {
+        List<ServedModel> candidates = new ArrayList<>(models.values());
+        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedMillis));
+        for (ServedModel model : candidates) {
+            if (model == except || model.entry().reloading()) continue;
+            EngineInstance instance = model.evictIfIdle();
+            if (instance == null) continue;
+            models.remove(model.name(), model);
+            long bytes = instance.deviceBytes();
+            long idleMillis = System.currentTimeMillis() - model.lastUsedMillis();
+            instance.close();
+            device.drainCaches();
+            metrics.evicted(reason);
+            return Optional.of("evicted model " + model.name() + " (" + instance.manifest().id() + " "
+                    + instance.manifest().version() + ", " + (bytes >> 10) + " KiB device memory, idle "
+                    + idleMillis + " ms)");
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * Starts an instance of {@code snapshot} holding {@code file}; when it finds no device memory,
+     * evicts idle models (least recently used first, never {@code forModel}) and tries again.
+     *
+     * @throws RequestFailure 503 when nothing idle is left to evict, 500 when the engine fails
+     */
+    EngineInstance startInstance(PluginSnapshot snapshot, ModelDirectory.ModelFile file, ServedModel forModel) {
+        String backend = snapshot.manifest().gpuBackend();
+        for (;;) {
+            try {
+                return EngineInstance.start(snapshot, privateDir, device.resource(), device.deviceFor(backend),
+                        logger, file.name(), file.path());
+            } catch (EngineInstance.OutOfMemoryOnLoad e) {
+                Optional<String> evicted = evictLeastRecentlyUsedIdle("load", forModel);
+                if (evicted.isEmpty()) {
+                    throw RequestFailure.outOfMemory(e.getMessage() + "; no idle model left to evict (device "
+                            + device.figures() + ")");
+                }
+                logger.log(System.Logger.Level.WARNING, "loading " + file.name() + ": " + evicted.get()
+                        + "; device now " + device.figures());
+            }
+        }
+    }
+
+    /** Gives device memory freed by closed instances back to the driver (after a reload). */
+    void releaseFreedMemory() {
+        device.drainCaches();
+    }
+
+    /** Unloads everything (host shutdown), waiting for requests in flight. */
+    void closeAll() {
+        for (String name : List.copyOf(models.keySet())) unload(name);
+    }
+
+    private ServedModel choose(String name) {
+        List<ModelDirectory.ModelFile> files = modelDirectory.find(name);
+        for (ModelDirectory.ModelFile file : files) {
+            Optional<EngineEntry> entry = catalog.select(file.format(), file.architecture(), device.backends());
+            if (entry.isPresent()) return new ServedModel(file, entry.get());
+        }
+        ModelDirectory.ModelFile first = files.getFirst();
+        throw RequestFailure.notFound("no available engine serves model '" + name + "' (format "
+                + files.stream().map(ModelDirectory.ModelFile::format).toList()
+                + (first.architecture() == null ? "" : ", architecture " + first.architecture())
+                + ", backends " + device.backends() + ")");
+    }
+
+    private void load(ServedModel model) {
+        EngineEntry entry = model.entry();
+        entry.lifecycle().lock();
+        try {
+            PluginSnapshot snapshot = entry.snapshot();
+            if (snapshot == null) {
+                throw RequestFailure.engineFailed("engine " + entry.id() + "/" + entry.backend() + " is refused: " + entry.rejection());
+            }
+            long started = System.nanoTime();
+            EngineInstance instance = startInstance(snapshot, model.file(), model);
+            model.loaded(instance);
+            logger.log(System.Logger.Level.INFO, "loaded model " + model.name() + " on " + snapshot.manifest().id() + " "
+                    + snapshot.manifest().version() + "/" + snapshot.manifest().gpuBackend() + " in "
+                    + (System.nanoTime() - started) / 1_000_000 + " ms, " + (instance.deviceBytes() >> 10)
+                    + " KiB device memory; device " + device.figures());
+        } catch (RuntimeException e) {
+            models.remove(model.name(), model);
+            model.failed(e);
+            throw e;
+        } finally {
+            entry.lifecycle().unlock();
+        }
+    }
+}

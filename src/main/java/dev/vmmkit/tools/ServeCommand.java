@@ -1,0 +1,123 @@
+package dev.vmmkit.tools;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.engine.EngineHost;
+import dev.vmmkit.engine.EngineHttpServer;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+
+/**
+ * {@code vmmkit serve}: serves the inference engine plugins under {@code --engines} over HTTP,
+ * loading models from {@code --models} on first use (see docs/engine.md). Prints
+ * {@code listening on http://127.0.0.1:PORT} once ready and runs until interrupted.
+ */
+@Command(name = "serve",
+        mixinStandardHelpOptions = true,
+        description = "Serve native inference engine plugins over HTTP, with hot reload and memory-driven eviction.")
+public final class ServeCommand implements Callable<Integer> {
+    @Spec
+    private CommandSpec spec;
+
+    @Option(names = "--engines", required = true, paramLabel = "DIR",
+            description = "Plugin directory: DIR/{engine_id}/{gpu_backend}/manifest.json.")
+    private Path engines;
+
+    @Option(names = "--models", required = true, paramLabel = "DIR",
+            description = "Model directory: DIR/NAME.EXT (format = EXT), optional DIR/NAME.json {\"architecture\": ...}.")
+    private Path models;
+
+    @Option(names = "--port", defaultValue = "8080", paramLabel = "N",
+            description = "Port on 127.0.0.1; 0 picks a free one. Default: ${DEFAULT-VALUE}.")
+    private int port;
+
+    @Option(names = "--driver", defaultValue = "auto", paramLabel = "cuda|host|auto",
+            description = "Device driver: cuda, host (emulation) or auto (cuda when present). Default: ${DEFAULT-VALUE}.")
+    private String driverKind;
+
+    @Option(names = "--device", defaultValue = "0", paramLabel = "N", description = "Device ordinal. Default: ${DEFAULT-VALUE}.")
+    private int device;
+
+    @Option(names = "--device-memory", paramLabel = "SIZE", converter = ByteSizeConverter.class,
+            description = "Capacity of the host emulation's device (e.g. 512MiB; --driver host only). Default: 80GiB.")
+    private Long deviceMemory;
+
+    @Option(names = "--vram-threshold", defaultValue = "0.9", paramLabel = "FRACTION",
+            description = "Evict idle models (least recently used first) past this share of device memory. Default: ${DEFAULT-VALUE}.")
+    private double vramThreshold;
+
+    @Option(names = "--ram-threshold", defaultValue = "0.9", paramLabel = "FRACTION",
+            description = "Clear caches, then evict idle models, past this share of host RAM. Default: ${DEFAULT-VALUE}.")
+    private double ramThreshold;
+
+    @Option(names = "--poll-interval", defaultValue = "1s", paramLabel = "TIME",
+            description = "How often memory and plugin files are checked: 1s, 250ms, 2.5s. Default: ${DEFAULT-VALUE}.")
+    private String pollInterval;
+
+    @Option(names = "--watch", negatable = true, defaultValue = "true", fallbackValue = "true",
+            description = "Reload a plugin on its own when its files change (--no-watch: only on POST). Default: on.")
+    private boolean watch;
+
+    @Override
+    public Integer call() throws Exception {
+        PrintWriter out = spec.commandLine().getOut();
+        useOneLineLogs();
+        EngineHost.Settings settings = new EngineHost.Settings(engines, models, vramThreshold, ramThreshold,
+                parseDuration(pollInterval), watch);
+        VmmDriver driver = openDriver();
+        EngineHost host = EngineHost.start(settings, driver);
+        EngineHttpServer server = EngineHttpServer.start(host, port);
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            server.close();
+            host.close();
+            driver.close();
+            stopped.countDown();
+        }, "vmmkit-serve-shutdown"));
+        out.println("listening on http://127.0.0.1:" + server.port());
+        out.flush();
+        stopped.await();
+        return 0;
+    }
+
+    private VmmDriver openDriver() {
+        if (deviceMemory == null) return Drivers.open(driverKind, device);
+        if (!driverKind.equalsIgnoreCase("host")) {
+            throw new IllegalArgumentException("--device-memory sets the host emulation's capacity; it needs --driver host");
+        }
+        try {
+            return HostDriver.builder().device(device).capacity(deviceMemory).build();
+        } catch (DriverException | IllegalArgumentException e) {
+            throw new IllegalArgumentException("--device-memory " + deviceMemory + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Reads {@code 1s}, {@code 250ms}, {@code 2.5s} or a plain number of seconds. */
+    static Duration parseDuration(String text) {
+        String t = text.trim().toLowerCase(java.util.Locale.ROOT);
+        try {
+            if (t.endsWith("ms")) return Duration.ofMillis(Long.parseLong(t.substring(0, t.length() - 2).trim()));
+            String seconds = t.endsWith("s") ? t.substring(0, t.length() - 1).trim() : t;
+            return Duration.ofMillis(Math.round(Double.parseDouble(seconds) * 1000));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--poll-interval '" + text + "' is not a time (examples: 1s, 250ms, 2.5s)");
+        }
+    }
+
+    /** The JDK logger's default format takes two lines per record; a server's log reads better in one. */
+    private static void useOneLineLogs() {
+        if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+            System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tF %1$tT %4$s %3$s: %5$s%6$s%n");
+        }
+    }
+}

@@ -1,0 +1,32 @@
+package dev.vmmkit.tools.demo;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.lifetime.LeakDetector;
+import dev.vmmkit.lifetime.TensorDevice;
+
+/** Opens the tensor device the demos run on: a driver, vmmkit's allocator over it, the driver's kernels (timed). */
+final class DemoDevice {
+    private DemoDevice() {
+    }
+
+    /** The device and its allocator, closed together by the device's close. */
+    record Opened(TensorDevice device, VmmManager manager, VmmDriver driver, TimedCompute timing) {
+    }
+
+    static Opened open(String driverKind, int ordinal) {
+        VmmDriver driver = Drivers.open(driverKind, ordinal);
+        VmmManager manager = new VmmManager(driver, VmmConfig.fromEnvironment());
+        TimedCompute timing = new TimedCompute(driver.compute());
+        TensorDevice device = new TensorDevice(manager, timing, LeakDetector.Level.fromEnvironment(), () -> {
+            try {
+                manager.close();
+            } finally {
+                driver.close();
+            }
+        });
+        return new Opened(device, manager, driver, timing);
+    }
+}

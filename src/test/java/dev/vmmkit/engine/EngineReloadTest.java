@@ -1,0 +1,175 @@
+package dev.vmmkit.engine;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import static dev.vmmkit.engine.EngineHttpApiTest.assertError;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+/** Hot reload by shadow loading, through real HTTP. */
+class EngineReloadTest {
+    private static final int CLIENTS = 8;
+
+    @Test
+    void reloadUnderEightClientsLosesNoRequest(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root)) {
+            Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", ",\"options\":{\"delay_ms\":2}");
+            bed.model("a.fx", 1 << 20);
+            bed.model("b.fx", 1 << 20);
+            bed.start();
+            AtomicBoolean stop = new AtomicBoolean();
+            ConcurrentLinkedQueue<String> failures = new ConcurrentLinkedQueue<>();
+            List<List<String>> versionsSeen = new ArrayList<>();
+            CountDownLatch warm = new CountDownLatch(CLIENTS);
+            List<Thread> clients = new ArrayList<>();
+            for (int c = 0; c < CLIENTS; c++) {
+                List<String> versions = new ArrayList<>();
+                versionsSeen.add(versions);
+                String model = c % 2 == 0 ? "a" : "b";
+                clients.add(Thread.ofPlatform().start(() -> {
+                    int n = 0;
+                    while (!stop.get()) {
+                        EngineTestBed.Answer answer = bed.generate(model, "p" + n++);
+                        if (answer.status() != 200) failures.add(answer.status() + " " + answer.text());
+                        else versions.add(answer.json().get("engine_version").asText());
+                        if (n == 3) warm.countDown();
+                    }
+                }));
+            }
+            warm.await();
+            // v1 -> v2, the binary rewritten in place under the running instances, then back to v1
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v2.so"));
+            setVersion(plugin, "2.0.0");
+            Thread.sleep(100);
+            EngineTestBed.Answer first = bed.post("/api/engines/fixture/reload", "");
+            assertEquals(200, first.status(), first.text());
+            assertEquals("2.0.0", first.json().get("reloaded").get(0).get("version").asText());
+            assertEquals(2, first.json().get("reloaded").get(0).get("models").size());
+            Thread.sleep(200);
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v1.so"));
+            setVersion(plugin, "1.0.0");
+            assertEquals(200, bed.post("/api/engines/fixture/reload", "").status());
+            Thread.sleep(200);
+            stop.set(true);
+            for (Thread client : clients) client.join();
+
+            assertTrue(failures.isEmpty(), "failed requests: " + failures);
+            int total = 0;
+            for (List<String> versions : versionsSeen) {
+                total += versions.size();
+                // Each client sees 1.0.0, then 2.0.0, then 1.0.0 again: never an old version after a newer one.
+                int phase = 0;
+                for (String version : versions) {
+                    int expected = phase % 2 == 0 ? 1 : 2;
+                    if (!version.startsWith(String.valueOf(expected))) phase++;
+                    assertTrue(phase <= 2, "client went back to an older version: " + versions);
+                }
+            }
+            assertTrue(total > 50, "clients made " + total + " requests");
+            assertEquals(2, bed.metric("vmmkit_reloads_total{result=\"ok\"}"));
+            assertEquals(2, bed.get("/api/models").json().size());
+        }
+    }
+
+    @Test
+    void aFailedReloadKeepsTheOldVersionServingAndSaysWhy(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root)) {
+            Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
+            bed.model("a.fx", 4096);
+            bed.start();
+            assertEquals(1, bed.generate("a", "x").json().get("tokens").get(0).get("id").asInt());
+
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-abi2.so"));
+            // The installed file is now another binary; the running private copy must not notice.
+            assertEquals(2, bed.generate("a", "x").json().get("tokens").get(0).get("id").asInt());
+            EngineTestBed.Answer refused = bed.post("/api/engines/fixture/reload", "");
+            assertError(refused, 500, "abi_version 2");
+            assertTrue(refused.error().contains("version 1.0.0 keeps serving"), refused.error());
+
+            EngineTestBed.Answer still = bed.generate("a", "x");
+            assertEquals("1.0.0", still.json().get("engine_version").asText());
+            assertEquals(3, still.json().get("tokens").get(0).get("id").asInt(), "the same instance, not a new one");
+            assertEquals("loaded", bed.engine("fixture").get("status").asText());
+            assertTrue(bed.engine("fixture").get("last_reload_error").asText().contains("abi_version 2"));
+            assertEquals(1, bed.metric("vmmkit_reloads_total{result=\"failed\"}"));
+
+            // Manifest and binary disagreeing is refused too, naming both versions.
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v2.so"));
+            assertError(bed.post("/api/engines/fixture/reload", ""), 500,
+                    "manifest says version 1.0.0, binary reports version 2.0.0");
+            assertEquals("1.0.0", bed.generate("a", "x").json().get("engine_version").asText());
+
+            setVersion(plugin, "2.0.0");
+            assertEquals(200, bed.post("/api/engines/fixture/reload", "").status());
+            EngineTestBed.Answer after = bed.generate("a", "x");
+            assertEquals("2.0.0", after.json().get("engine_version").asText());
+            assertEquals(1, after.json().get("tokens").get(0).get("id").asInt(), "a fresh instance");
+            assertNull(bed.engine("fixture").get("last_reload_error"));
+        }
+    }
+
+    @Test
+    void aChangedBinaryIsReloadedOnItsOwn(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root)) {
+            Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
+            bed.model("a.fx", 4096);
+            bed.start(256L << 20, 0.9, 50, true, null);
+            assertEquals("1.0.0", bed.generate("a", "x").json().get("engine_version").asText());
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v2.so"));
+            setVersion(plugin, "2.0.0");
+            awaitVersion(bed, "a", "2.0.0");
+
+            // A plugin installed while the host runs is discovered too.
+            Path late = bed.install("late", "1.0.0", "fixture-v1.so", "\"lt\"", "");
+            EngineTestBed.writeManifest(late, Files.readString(late.resolve("manifest.json")).replace("\"late\"", "\"fixture\""));
+            Files.move(late.getParent(), bed.engines.resolve("fixture-late-unused"));
+            bed.model("b.fx", 4096);
+            assertEquals("2.0.0", bed.generate("b", "x").json().get("engine_version").asText());
+        }
+    }
+
+    @Test
+    void aRejectedPluginFixedOnDiskBecomesAvailableOnReload(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root)) {
+            Path plugin = bed.install("fixture", "1.0.0", "fixture-abi2.so", "\"fx\"", "");
+            bed.model("a.fx", 4096);
+            bed.start();
+            assertEquals("rejected", bed.engine("fixture").get("status").asText());
+            assertEquals(404, bed.generate("a", "x").status());
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v1.so"));
+            assertEquals(200, bed.post("/api/engines/fixture/reload", "").status());
+            assertEquals("available", bed.engine("fixture").get("status").asText());
+            assertNull(bed.engine("fixture").get("reason"));
+            assertEquals(200, bed.generate("a", "x").status());
+        }
+    }
+
+    private static void setVersion(Path plugin, String version) throws Exception {
+        String manifest = Files.readString(plugin.resolve("manifest.json"));
+        EngineTestBed.writeManifest(plugin, manifest.replaceAll("\"version\":\"[^\"]*\"", "\"version\":\"" + version + "\""));
+    }
+
+    private static void awaitVersion(EngineTestBed bed, String model, String version) throws InterruptedException {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (System.nanoTime() < deadline) {
+            EngineTestBed.Answer answer = bed.generate(model, "x");
+            assertEquals(200, answer.status(), answer.text());
+            assertNotNull(answer.json());
+            if (answer.json().get("engine_version").asText().equals(version)) return;
+            Thread.sleep(20);
+        }
+        fail("model " + model + " never reached version " + version);
+    }
+}

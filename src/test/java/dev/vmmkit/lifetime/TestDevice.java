@@ -1,0 +1,30 @@
+package dev.vmmkit.lifetime;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.host.HostDriver;
+
+/**
+ * A tensor device on the host emulation for tests: a small-granularity host driver under a
+ * VmmManager, leak detection as asked. Closing it closes the manager and the driver.
+ */
+final class TestDevice {
+    private TestDevice() {
+    }
+
+    static TensorDevice open(LeakDetector.Level level) {
+        HostDriver driver = HostDriver.builder().granularity(64 << 10).capacity(1L << 30).build();
+        VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS.withAddressSpaceBytes(1L << 30));
+        return new TensorDevice(manager, driver.compute(), level, () -> {
+            try {
+                manager.close();
+            } finally {
+                driver.close();
+            }
+        });
+    }
+
+    static TensorDevice open() {
+        return open(LeakDetector.Level.PARANOID);
+    }
+}
