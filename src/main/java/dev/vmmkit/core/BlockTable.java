@@ -8,12 +8,16 @@ import java.util.Arrays;
  *
  * <p>Blocks tile the region without gaps; {@link #prev}/{@link #next} link address neighbours, which
  * is all coalescing needs. A block is {@link #LIVE} (handed out), {@link #FREE} (mapped, cached for
- * reuse) or {@link #UNMAPPED} (plain reserved address space, no physical memory behind it).
+ * reuse), {@link #UNMAPPED} (plain reserved address space, no physical memory behind it) or
+ * {@link #IN_FLIGHT} (being mapped or unmapped by a thread that does not hold the lock; coalescing
+ * leaves it alone).
  */
 final class BlockTable {
     static final byte LIVE = 1;
     static final byte FREE = 2;
     static final byte UNMAPPED = 3;
+    /** Taken out of every tree by a thread that is calling the driver for it without the lock. */
+    static final byte IN_FLIGHT = 4;
     static final int NONE = -1;
 
     long[] address;
@@ -40,10 +44,6 @@ final class BlockTable {
         next = new int[n];
         kind = new byte[n];
         recycled = new int[n];
-    }
-
-    int capacity() {
-        return address.length;
     }
 
     /** A fresh block id with no neighbours. Grows the arrays when full (rare, amortised). */

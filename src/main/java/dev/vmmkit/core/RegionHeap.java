@@ -3,88 +3,84 @@ package dev.vmmkit.core;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import org.agrona.collections.Long2LongHashMap;
-import org.agrona.collections.Long2ObjectHashMap;
 
 import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.vmmkit.core.BlockTable.FREE;
+import static dev.vmmkit.core.BlockTable.IN_FLIGHT;
 import static dev.vmmkit.core.BlockTable.LIVE;
 import static dev.vmmkit.core.BlockTable.NONE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
 import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
- * One reserved virtual range, carved into blocks: the VA allocator, tracker and mapped cache of
- * one size class. Guarded by its own lock (seed 001, 5.4).
+ * One reserved virtual range of one size class, carved into blocks: where each request goes.
  *
  * <p>The invariant that makes the hot path cheap: every byte of a FREE block is mapped. So an
- * allocation that fits a FREE block (best fit in the size tree) and a free (coalescing with its
- * address neighbours) are pure bookkeeping, with no driver call (seed 004, case 2).
+ * allocation that fits a FREE block (best fit in {@link StreamFreeLists}) and a free (coalescing
+ * with its address neighbours) are pure bookkeeping, with no driver call (seed 004, case 2).
  *
  * <p>The slow path places a request on UNMAPPED space (extending a FREE block just below it when
- * there is one, seed 004 case 3), and backs the missing pages with handles: from the pool, newly
- * created, or moved out of fully free pages of FREE blocks. Physical memory only grows while it
- * stays within {@code reserveSlack} of the peak live bytes; beyond that, free pages move to where
- * they are needed. That is what keeps peak physical memory close to peak live memory.
+ * there is one, seed 004 case 3) and backs the missing pages with handles from the pool, moved
+ * out of free blocks, or newly created ({@link #acquireHandles}); {@link PageTable} maps them.
+ *
+ * <p>The lock guards bookkeeping only. A slow path takes the blocks it will change out of every
+ * tree under the lock (they read {@link BlockTable#IN_FLIGHT}, so coalescing leaves them alone),
+ * calls the driver without the lock, and takes the lock again to finish or roll back. So frees and
+ * cache hits never wait behind create, map, setAccess, unmap, release or a wait for pending frees.
+ * No thread ever holds two regions' locks.
  */
 final class RegionHeap {
     /** The longest an allocation waits for pending frees before it maps more memory instead. */
     static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
 
+    /** The manager's other regions, which may give up the memory they cache. */
+    interface OtherRegions {
+        /** Moves whole free handles of up to {@code wantedBytes} from the other regions into {@code out}. */
+        void takeFreeHandles(RegionHeap requester, long wantedBytes, HandleRun out);
+
+        /** Releases everything the other regions cache, after their pending frees (out-of-memory recovery). */
+        void releaseCachedMemory(RegionHeap requester);
+    }
+
     private final String name;
     private final long base;
     private final long span;
     private final long pageBytes;
-    private final int pageShift;
     private final VmmDriver driver;
     private final PhysicalPool pool;
     private final MemoryAccounting accounting;
     private final VmmConfig config;
-    private final PageDonor donor;
+    private final OtherRegions others;
 
-    final ReentrantLock lock = new ReentrantLock();
+    private final ReentrantLock lock = new ReentrantLock();
     private final BlockTable blocks = new BlockTable(1024);
     private final SizeTree unmapped = new SizeTree(blocks);
-    private final SizeTree freeWithoutPendingWork = new SizeTree(blocks);
-    private final Long2ObjectHashMap<SizeTree> freeByStream = new Long2ObjectHashMap<>();
+    private final StreamFreeLists freeLists;
+    private final PageTable pages;
     private final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
-    private final long[] pageHandle;
-    private final StreamWaitList waitList;
-    private long freeSequence;
     private int[] scratch = new int[64];
 
-    // Hot-path memo: the size tree of the stream used last. Starts at NO_PENDING_WORK, which
-    // treeOf answers before consulting the memo, so the memo never matches before it is set.
-    private long lastStream = NO_PENDING_WORK;
-    private SizeTree lastStreamTree;
-
     // Counters, read under the lock by stats().
-    long allocations;
-    long frees;
-    long cacheHits;
-    long cacheMisses;
-
-    /** Lets a region take free pages from the other regions of its manager. */
-    interface PageDonor {
-        int donatePages(RegionHeap requester, int wanted, long[] handlesOut, int at);
-    }
+    private long allocations;
+    private long frees;
+    private long cacheHits;
+    private long cacheMisses;
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
-               MemoryAccounting accounting, VmmConfig config, PageDonor donor, DeviceWideFence deviceFence) {
+               MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence) {
         this.name = name;
         this.base = base;
         this.span = span;
         this.pageBytes = pageBytes;
-        this.pageShift = Long.numberOfTrailingZeros(pageBytes);
         this.driver = driver;
         this.pool = pool;
         this.accounting = accounting;
         this.config = config;
-        this.donor = donor;
-        this.pageHandle = new long[Math.toIntExact(span >>> pageShift)];
-        this.waitList = new StreamWaitList(driver.events(), deviceFence);
-        int all = blocks.newBlock(UNMAPPED, base, span);
-        unmapped.insert(all);
+        this.others = others;
+        this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
+        this.pages = new PageTable(driver, base, span, pageBytes);
+        unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
     boolean contains(long address) {
@@ -97,16 +93,20 @@ final class RegionHeap {
     long allocate(long bytes, long requested, long stream) {
         lock.lock();
         try {
-            int id = bestFitFree(bytes, stream);
+            int id = freeLists.bestFit(bytes, stream);
             if (id != NONE) {
                 cacheHits++;
                 return carveLive(id, bytes, requested);
             }
             cacheMisses++;
-            return allocateSlow(bytes, requested, stream);
+            if (freeLists.promoteCompleted()) {
+                id = freeLists.bestFit(bytes, stream);
+                if (id != NONE) return carveLive(id, bytes, requested);
+            }
         } finally {
             lock.unlock();
         }
+        return allocateSlow(bytes, requested, stream);
     }
 
     /** Frees a live allocation; work on {@code stream} may still use it. Returns the requested size. */
@@ -123,8 +123,8 @@ final class RegionHeap {
             accounting.freed(requested);
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
-            blocks.freeSequence[id] = ++freeSequence;
-            insertFree(coalesceFree(id));
+            blocks.freeSequence[id] = freeLists.nextFreeSequence();
+            freeLists.add(id);
             return requested;
         } finally {
             lock.unlock();
@@ -142,27 +142,15 @@ final class RegionHeap {
         }
     }
 
-    private int bestFitFree(long bytes, long stream) {
-        SizeTree own = reusesOwnFreesAtOnce(stream) ? treeOf(stream, false) : null;
-        int a = own == null ? NONE : own.bestFit(bytes);
-        int b = freeWithoutPendingWork.bestFit(bytes);
-        if (a == NONE) return b;
-        if (b == NONE) return a;
-        return blocks.size[a] <= blocks.size[b] ? a : b;
-    }
-
-    /**
-     * Memory freed on a stream is safe for that stream's later work at once. Not so for
-     * {@link VmmManager#DEVICE_WIDE_STREAM}: it names no stream whose order would protect the
-     * memory, so even an allocation "on" it waits for the device synchronisation.
-     */
-    private static boolean reusesOwnFreesAtOnce(long stream) {
-        return stream != VmmManager.DEVICE_WIDE_STREAM;
-    }
-
-    /** Turns the first {@code bytes} of FREE block {@code id} into a live allocation. */
+    /** Turns the first {@code bytes} of FREE block {@code id} (in its tree) into a live allocation. Lock held. */
     private long carveLive(int id, long bytes, long requested) {
-        removeFree(id);
+        freeLists.remove(id);
+        return takeLive(id, bytes, requested);
+    }
+
+    /** As {@link #carveLive}, for a FREE block in no tree. Lock held. */
+    private long takeLive(int id, long bytes, long requested) {
+        blocks.kind[id] = LIVE;
         long extra = blocks.size[id] - bytes;
         if (extra > 0) {
             int rest = blocks.newBlock(FREE, blocks.address[id] + bytes, extra);
@@ -170,9 +158,8 @@ final class RegionHeap {
             blocks.freeSequence[rest] = blocks.freeSequence[id];
             blocks.linkAfter(id, rest);
             blocks.size[id] = bytes;
-            insertFree(rest);
+            freeLists.add(rest);
         }
-        blocks.kind[id] = LIVE;
         blocks.requestedOrStream[id] = requested;
         liveByAddress.put(blocks.address[id], id);
         allocations++;
@@ -180,73 +167,35 @@ final class RegionHeap {
         return blocks.address[id];
     }
 
-    /** Merges FREE block {@code id} (not in a tree) with FREE neighbours of the same tag. */
-    private int coalesceFree(int id) {
-        long tag = blocks.requestedOrStream[id];
-        int n = blocks.next[id];
-        if (n != NONE && blocks.kind[n] == FREE && blocks.requestedOrStream[n] == tag) {
-            removeFree(n);
-            blocks.size[id] += blocks.size[n];
-            blocks.freeSequence[id] = Math.max(blocks.freeSequence[id], blocks.freeSequence[n]);
-            blocks.unlink(n);
-            blocks.recycle(n);
+    /** A cached block that fits, taken under the lock; 0 when none does. */
+    private long tryCachedFit(long bytes, long requested, long stream) {
+        lock.lock();
+        try {
+            int id = freeLists.bestFit(bytes, stream);
+            return id == NONE ? 0 : carveLive(id, bytes, requested);
+        } finally {
+            lock.unlock();
         }
-        int p = blocks.prev[id];
-        if (p != NONE && blocks.kind[p] == FREE && blocks.requestedOrStream[p] == tag) {
-            removeFree(p);
-            blocks.size[p] += blocks.size[id];
-            blocks.freeSequence[p] = Math.max(blocks.freeSequence[id], blocks.freeSequence[p]);
-            blocks.unlink(id);
-            blocks.recycle(id);
-            id = p;
-        }
-        return id;
     }
 
-    private void insertFree(int id) {
-        treeOf(blocks.requestedOrStream[id], true).insert(id);
-    }
-
-    private void removeFree(int id) {
-        treeOf(blocks.requestedOrStream[id], false).remove(id);
-    }
-
-    private SizeTree treeOf(long tag, boolean create) {
-        if (tag == NO_PENDING_WORK) return freeWithoutPendingWork;
-        if (tag == lastStream) return lastStreamTree;
-        SizeTree t = freeByStream.get(tag);
-        if (t == null) {
-            if (!create) return null;
-            t = new SizeTree(blocks);
-            freeByStream.put(tag, t);
-        }
-        lastStream = tag;
-        lastStreamTree = t;
-        return t;
-    }
-
-    // ---------------------------------------------------------------- slow path
+    // ---------------------------------------------------------------- slow path (lock not held)
 
     private long allocateSlow(long bytes, long requested, long stream) {
-        if (promoteCompletedFrees()) {
-            int id = bestFitFree(bytes, stream);
-            if (id != NONE) return carveLive(id, bytes, requested);
-        }
-        if (physicalWouldExceedBudget(bytes, requested) && awaitPendingFreesBriefly()) {
-            int id = bestFitFree(bytes, stream);
-            if (id != NONE) return carveLive(id, bytes, requested);
+        if (physicalWouldExceedBudget(bytes, requested) && waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
+            long address = tryCachedFit(bytes, requested, stream);
+            if (address != 0) return address;
         }
         try {
-            return mapAndPlace(bytes, requested, stream);
+            return placeOnNewMemory(bytes, requested, stream);
         } catch (DriverException e) {
             if (!e.isOutOfMemory()) throw e;
             // Seed 001, 5.2: drain what is cached, then retry once, on fresh address space.
             releaseCachedMemory(true);
-            donor.donatePages(this, Integer.MAX_VALUE, null, 0);
+            others.releaseCachedMemory(this);
             try {
                 // Waiting for pending frees may have made a free block that fits: use it first.
-                int id = bestFitFree(bytes, stream);
-                long address = id != NONE ? carveLive(id, bytes, requested) : mapAndPlace(bytes, requested, stream);
+                long address = tryCachedFit(bytes, requested, stream);
+                if (address == 0) address = placeOnNewMemory(bytes, requested, stream);
                 accounting.recoveredFromOutOfMemory();
                 return address;
             } catch (DriverException again) {
@@ -272,22 +221,30 @@ final class RegionHeap {
 
     /**
      * Memory freed but still waiting for earlier device work (a cudaFree's device-wide
-     * synchronisation, another stream's event) is often about to become usable. Before growing
-     * past the budget, wait a little for it: at most {@link #PENDING_FREE_WAIT_NANOS} in all, so a
+     * synchronisation, another stream's event) is often about to become usable. Waits for it
+     * without the lock: at most {@code timeoutNanos} in all (forever when negative), so a
      * long-running kernel costs memory, not time. Returns true if any free became reusable.
      */
-    private boolean awaitPendingFreesBriefly() {
-        long deadline = System.nanoTime() + PENDING_FREE_WAIT_NANOS;
-        boolean any = false;
-        for (Long2ObjectHashMap<SizeTree>.KeyIterator it = freeByStream.keySet().iterator(); it.hasNext(); ) {
-            long stream = it.nextLong();
-            SizeTree tree = freeByStream.get(stream);
-            if (tree.isEmpty()) continue;
-            long left = deadline - System.nanoTime();
-            if (left <= 0) break;
-            if (waitList.awaitBriefly(stream, freeSequence, left)) any |= promote(tree, freeSequence);
+    private boolean waitForPendingFrees(long timeoutNanos) {
+        StreamFreeLists.Waits waits;
+        lock.lock();
+        try {
+            waits = freeLists.prepareWaits(timeoutNanos < 0);
+        } finally {
+            lock.unlock();
         }
-        return any;
+        boolean promoted = false;
+        try {
+            freeLists.awaitOffLock(waits, timeoutNanos);
+        } finally {
+            lock.lock();
+            try {
+                promoted = freeLists.promoteWaited(waits);
+            } finally {
+                lock.unlock();
+            }
+        }
+        return promoted;
     }
 
     OutOfDeviceMemoryException outOfMemory(long requested, Throwable cause) {
@@ -301,161 +258,145 @@ final class RegionHeap {
     }
 
     /**
-     * Places {@code bytes} on unmapped space and maps the pages it needs. If mapping fails, every
-     * page mapped here is unmapped again and its handle pooled, so bookkeeping and driver state stay
-     * equal; the address range goes back to the unmapped tree (dirty VA discard, seed 001 5.3).
+     * Places {@code bytes} on unmapped space and maps the pages it needs, calling the driver
+     * without the lock. If mapping fails, every handle mapped here is unmapped again and pooled,
+     * so bookkeeping and driver state stay equal; the address range goes back to the unmapped tree
+     * (dirty VA discard, seed 001 5.3), or is set aside when an unmap failed too.
      */
-    private long mapAndPlace(long bytes, long requested, long stream) {
-        int u = unmapped.bestFit(roundUpToPage(bytes));
-        if (u == NONE) throw new RegionFullException();
-        int below = blocks.prev[u];
-        boolean extend = below != NONE && blocks.kind[below] == FREE
-                && (blocks.requestedOrStream[below] == NO_PENDING_WORK
-                    || blocks.requestedOrStream[below] == stream && reusesOwnFreesAtOnce(stream));
-        long start = extend ? blocks.address[below] : blocks.address[u];
-        long mapFrom = blocks.address[u];
-        long mapTo = roundUpToPage(start + bytes);
-        int pages = (int) ((mapTo - mapFrom) >>> pageShift);
-
-        // Detach both blocks so that reclaiming pages, or promoting completed frees, below cannot
-        // merge into them.
-        unmapped.remove(u);
-        blocks.kind[u] = LIVE;
-        if (extend) detachFree(below);
-        long[] handles;
+    private long placeOnNewMemory(long bytes, long requested, long stream) {
+        int u;
+        int below;
+        long mapFrom;
+        long mapTo;
+        lock.lock();
         try {
-            handles = acquireHandles(pages, requested);
-        } catch (RuntimeException e) {
-            restoreAfterFailure(u, extend ? below : NONE);
-            throw e;
-        }
-        int mapped = 0;
-        try {
-            for (; mapped < pages; mapped++) {
-                long va = mapFrom + ((long) mapped << pageShift);
-                driver.map(va, pageBytes, handles[mapped]);
-                pageHandle[pageIndex(va)] = handles[mapped];
+            u = unmapped.bestFit(roundUpToPage(bytes));
+            if (u == NONE) throw new RegionFullException();
+            below = blocks.prev[u];
+            boolean extend = below != NONE && blocks.kind[below] == FREE
+                    && (blocks.requestedOrStream[below] == NO_PENDING_WORK
+                        || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream));
+            if (!extend) below = NONE;
+            long start = extend ? blocks.address[below] : blocks.address[u];
+            mapFrom = blocks.address[u];
+            mapTo = roundUpToPage(start + bytes);
+            // Take [mapFrom, mapTo) (and the block below) out of every tree; the rest stays usable.
+            unmapped.remove(u);
+            splitOffUnmappedTail(u, mapTo);
+            blocks.kind[u] = IN_FLIGHT;
+            if (extend) {
+                freeLists.remove(below);
+                blocks.kind[below] = IN_FLIGHT;
             }
-            // One setAccess over the whole run, one call instead of one per page (the driver still
-            // charges per handle). Not mapWithAccess: if granting access fails, the rollback below
-            // unmaps every page and must know when an unmap fails (that page is then still mapped).
-            if (pages > 0) driver.setAccess(mapFrom, mapTo - mapFrom);
+        } finally {
+            lock.unlock();
+        }
+
+        HandleRun handles = new HandleRun();
+        try {
+            acquireHandles(mapTo - mapFrom, requested, handles);
+            pages.mapRun(mapFrom, handles);
         } catch (RuntimeException e) {
-            rollBackMapping(u, extend ? below : NONE, mapFrom, handles, mapped, e);
+            boolean clean = giveBackUnmapped(mapFrom, handles);
+            lock.lock();
+            try {
+                if (clean) {
+                    restoreUnmapped(u);
+                } // else: the placement's pages stay IN_FLIGHT for good, in no tree (set aside)
+                if (below != NONE) reattachFree(below);
+            } finally {
+                lock.unlock();
+            }
             throw e;
         }
 
-        // [mapFrom, mapTo) is mapped now: split it off the unmapped block.
-        blocks.kind[u] = FREE;
+        lock.lock();
+        try {
+            int id = u;
+            if (below != NONE) {
+                blocks.size[below] += blocks.size[u];
+                blocks.unlink(u);
+                blocks.recycle(u);
+                id = below;
+            }
+            blocks.kind[id] = FREE;
+            blocks.requestedOrStream[id] = NO_PENDING_WORK;
+            return takeLive(id, bytes, requested);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Splits UNMAPPED block {@code u} (in no tree) at {@code at}; the part after it goes back to the tree. */
+    private void splitOffUnmappedTail(int u, long at) {
         long uEnd = blocks.end(u);
-        if (uEnd > mapTo) {
-            int rest = blocks.newBlock(UNMAPPED, mapTo, uEnd - mapTo);
+        if (uEnd > at) {
+            int rest = blocks.newBlock(UNMAPPED, at, uEnd - at);
             blocks.linkAfter(u, rest);
+            blocks.size[u] = at - blocks.address[u];
             unmapped.insert(rest);
         }
-        blocks.size[u] = mapTo - mapFrom;
-        int id = u;
-        if (extend) {
-            blocks.size[below] += blocks.size[u];
-            blocks.unlink(u);
-            blocks.recycle(u);
-            id = below;
-        }
-        blocks.kind[id] = FREE;
-        blocks.requestedOrStream[id] = NO_PENDING_WORK;
-        treeOf(NO_PENDING_WORK, true).insert(id);
-        return carveLive(id, bytes, requested);
     }
 
     /**
-     * Undoes the first {@code mapped} page mappings of a failed placement and pools all handles. If
-     * an unmap fails too, that page stays mapped and recorded, and the placement's pages are set
-     * aside for good (dirty VA discard) rather than offered again while the driver still maps part
-     * of them.
+     * After a failed placement: pools (or releases) every handle of {@code run} that is not mapped.
+     * False when one is still mapped, because its rollback unmap failed too.
      */
-    private void rollBackMapping(int u, int below, long mapFrom, long[] handles, int mapped, RuntimeException cause) {
+    private boolean giveBackUnmapped(long from, HandleRun run) {
         boolean clean = true;
-        for (int i = 0; i < handles.length; i++) {
-            long va = mapFrom + ((long) i << pageShift);
-            if (i < mapped) {
-                try {
-                    driver.unmap(va, pageBytes);
-                    pageHandle[pageIndex(va)] = PhysicalPool.NO_HANDLE;
-                } catch (DriverException stuck) {
-                    cause.addSuppressed(stuck);
-                    clean = false;
-                    continue;
-                }
+        long va = from;
+        for (int i = 0; i < run.count(); i++) {
+            if (pages.isMapped(va)) {
+                clean = false;
+            } else {
+                poolOrRelease(run.handle(i), run.bytes(i));
             }
-            poolOrRelease(handles[i]);
+            va += run.bytes(i);
         }
-        if (clean) {
-            restoreAfterFailure(u, below);
-            return;
-        }
-        // Set aside only the pages of this placement; the unmapped space after them stays usable.
-        long mapTo = mapFrom + ((long) handles.length << pageShift);
-        long uEnd = blocks.end(u);
-        if (uEnd > mapTo) {
-            int rest = blocks.newBlock(UNMAPPED, mapTo, uEnd - mapTo);
-            blocks.linkAfter(u, rest);
-            blocks.size[u] = mapTo - mapFrom;
-            unmapped.insert(rest);
-        }
-        if (below != NONE) reattachFree(below);
+        return clean;
     }
 
-    /**
-     * Takes FREE block {@code id} out of its tree for a placement in progress. It reads as LIVE
-     * meanwhile, so that coalescing a neighbour (a free promoted on the way) leaves it alone.
-     */
-    private void detachFree(int id) {
-        removeFree(id);
-        blocks.kind[id] = LIVE;
-    }
-
-    /** Gives back a block {@link #detachFree} took, merging it with neighbours freed meanwhile. */
+    /** Gives back a block taken for a placement, merging it with neighbours freed meanwhile. Lock held. */
     private void reattachFree(int id) {
         blocks.kind[id] = FREE;
-        insertFree(coalesceFree(id));
+        freeLists.add(id);
     }
 
-    private void restoreAfterFailure(int u, int below) {
-        blocks.kind[u] = UNMAPPED;
-        unmapped.insert(u);
-        if (below != NONE) reattachFree(below);
+    /** Returns IN_FLIGHT block {@code id} to the unmapped tree. Lock held. */
+    private void restoreUnmapped(int id) {
+        blocks.kind[id] = UNMAPPED;
+        unmapped.insert(coalesceUnmapped(id));
     }
 
     /**
-     * Gets {@code pages} unmapped handles: pooled ones first, then new ones while physical memory
-     * stays within the slack of peak live bytes, then pages moved out of free blocks, then new ones.
+     * Gets unmapped handles covering {@code runBytes}: pooled ones first, then new ones while
+     * physical memory stays within the slack of peak live bytes, then pages moved out of free
+     * blocks (this region's, then the others'), then new ones. Lock not held.
      */
-    private long[] acquireHandles(int pages, long requested) {
-        long[] out = new long[pages];
-        int got = 0;
+    private void acquireHandles(long runBytes, long requested, HandleRun out) {
         try {
-            while (got < pages) {
+            while (out.totalBytes() < runBytes) {
                 long h = pool.popExact(pageBytes);
                 if (h == PhysicalPool.NO_HANDLE) break;
-                out[got++] = h;
+                out.add(h, pageBytes);
             }
-            if (got < pages) {
-                long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) >>> pageShift;
-                int mustMove = (int) Math.max(0, (pages - got) - room);
+            long missing = runBytes - out.totalBytes();
+            if (missing > 0) {
+                long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) & -pageBytes;
+                long mustMove = missing - room;
                 if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
-                    promoteCompletedFrees();
-                    got = reclaimFreePages(mustMove, out, got);
-                    if (got < pages - room) got = donor.donatePages(this, (int) (pages - room - got), out, got);
+                    reclaimFreeHandles(mustMove, out, true);
+                    long stillToMove = runBytes - room - out.totalBytes();
+                    if (stillToMove > 0) others.takeFreeHandles(this, stillToMove, out);
                 }
             }
-            while (got < pages) {
-                out[got] = driver.create(pageBytes);
+            while (out.totalBytes() < runBytes) {
+                out.add(driver.create(pageBytes), pageBytes);
                 accounting.physicalCreated(pageBytes);
-                got++;
             }
-            return out;
         } catch (RuntimeException e) {
-            for (int i = 0; i < got; i++) poolOrRelease(out[i]);
+            for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));
+            out.clear();
             throw e;
         }
     }
@@ -469,86 +410,126 @@ final class RegionHeap {
         return pageBytes >= config.fragRatio() * requested;
     }
 
-    private void poolOrRelease(long handle) {
-        if (!pool.push(pageBytes, handle)) {
-            release(handle);
-        }
+    private void poolOrRelease(long handle, long bytes) {
+        if (!pool.push(bytes, handle)) release(handle, bytes);
     }
 
     /**
      * Releases an unmapped handle. If the driver refuses, the pool keeps the handle (past its limit)
      * so that a later drain or close retries, rather than losing it halfway through a loop.
      */
-    private void release(long handle) {
+    private void release(long handle, long bytes) {
         try {
             driver.release(handle);
-            accounting.physicalReleased(pageBytes);
+            accounting.physicalReleased(bytes);
         } catch (DriverException e) {
-            pool.keep(pageBytes, handle);
+            pool.keep(bytes, handle);
+        }
+    }
+
+    // ---------------------------------------------------------------- reclaiming free pages
+
+    /**
+     * Unmaps whole handles of up to {@code wantedBytes} lying inside FREE blocks with no pending
+     * work, largest blocks first, and adds them to {@code out}. The blocks are taken out under the
+     * lock, unmapped without it, and become unmapped space under it again; a block whose unmap
+     * fails stays FREE and mapped. Lock not held.
+     */
+    void reclaimFreeHandles(long wantedBytes, HandleRun out, boolean promoteFirst) {
+        int[] pieces;
+        int n;
+        lock.lock();
+        try {
+            if (promoteFirst) freeLists.promoteCompleted();
+            pieces = new int[freeLists.noPendingWork().size()];
+            n = detachReclaimable(wantedBytes, pieces);
+        } finally {
+            lock.unlock();
+        }
+        if (n == 0) return;
+        boolean[] unmappedOk = new boolean[n];
+        for (int i = 0; i < n; i++) {
+            long from = blocks.address[pieces[i]];
+            long to = from + blocks.size[pieces[i]];
+            try {
+                pages.unmapRange(from, to, out);
+                unmappedOk[i] = true;
+            } catch (DriverException e) {
+                // still mapped: the block goes back as it was
+            }
+        }
+        lock.lock();
+        try {
+            for (int i = 0; i < n; i++) {
+                if (unmappedOk[i]) {
+                    restoreUnmapped(pieces[i]);
+                } else {
+                    blocks.requestedOrStream[pieces[i]] = NO_PENDING_WORK;
+                    reattachFree(pieces[i]);
+                }
+            }
+        } finally {
+            lock.unlock();
         }
     }
 
     /**
-     * Unmaps up to {@code wanted} whole pages lying inside FREE blocks with no pending work, largest
-     * blocks first, and puts their handles into {@code out} from {@code at} (or releases them when
-     * {@code out} is null). Returns the new fill of {@code out}. Caller holds the lock.
+     * Takes whole handles of up to {@code wantedBytes} from the ends of the largest no-pending-work
+     * FREE blocks into IN_FLIGHT blocks of their own, whose ids go to {@code pieces}. Lock held.
      */
-    int reclaimFreePages(int wanted, long[] out, int at) {
-        int remaining = wanted;
-        int count = freeWithoutPendingWork.size();
-        if (count == 0 || remaining <= 0) return at;
+    private int detachReclaimable(long wantedBytes, int[] pieces) {
+        SizeTree free = freeLists.noPendingWork();
+        int count = free.size();
+        if (count == 0 || wantedBytes <= 0) return 0;
         if (scratch.length < count) scratch = new int[Math.max(count, scratch.length * 2)];
-        int n = freeWithoutPendingWork.descending(scratch);
+        int n = free.descending(scratch);
+        int[] candidates = java.util.Arrays.copyOf(scratch, n);
+        long[] range = new long[2];
+        long remaining = wantedBytes;
+        int taken = 0;
         for (int i = 0; i < n && remaining > 0; i++) {
-            int id = scratch[i];
-            long first = roundUpToPage(blocks.address[id]);
-            long end = blocks.end(id) & -pageBytes;
-            if (end - first < pageBytes) continue;
-            long take = Math.min((end - first) >>> pageShift, remaining);
-            long from = end - (take << pageShift);
-            try {
-                driver.unmap(from, end - from);
-            } catch (DriverException e) {
-                continue; // still mapped: leave the block as it is
+            int id = candidates[i];
+            pages.wholeHandlesWithin(blocks.address[id], blocks.end(id), range);
+            long first = range[0];
+            long end = range[1];
+            if (end <= first) continue;
+            // Whole handles from the end of the block, as many as are still wanted.
+            long from = end;
+            while (from > first) {
+                long start = pages.handleStart(from - 1);
+                if (start < first || end - start > remaining) break;
+                from = start;
             }
-            for (long va = from; va < end; va += pageBytes) {
-                long h = pageHandle[pageIndex(va)];
-                pageHandle[pageIndex(va)] = PhysicalPool.NO_HANDLE;
-                if (out != null) {
-                    out[at++] = h;
-                } else {
-                    release(h);
-                }
-            }
-            remaining -= (int) take;
-            convertToUnmapped(id, from, end);
+            if (from == end) continue;
+            remaining -= end - from;
+            pieces[taken++] = detach(id, from, end);
         }
-        return at;
+        return taken;
     }
 
-    /** Makes [from, to) of FREE block {@code id} (in the no-pending-work tree) unmapped space. */
-    private void convertToUnmapped(int id, long from, long to) {
-        freeWithoutPendingWork.remove(id);
+    /** Cuts [from, to) out of FREE block {@code id} (in the no-pending-work tree) as an IN_FLIGHT block. */
+    private int detach(int id, long from, long to) {
+        freeLists.remove(id);
         long start = blocks.address[id];
         long end = blocks.end(id);
         int middle;
         if (from > start) {
             blocks.size[id] = from - start;
-            freeWithoutPendingWork.insert(id);
-            middle = blocks.newBlock(UNMAPPED, from, to - from);
+            freeLists.insert(id);
+            middle = blocks.newBlock(IN_FLIGHT, from, to - from);
             blocks.linkAfter(id, middle);
         } else {
             middle = id;
-            blocks.kind[id] = UNMAPPED;
+            blocks.kind[id] = IN_FLIGHT;
             blocks.size[id] = to - from;
         }
         if (end > to) {
             int rest = blocks.newBlock(FREE, to, end - to);
             blocks.requestedOrStream[rest] = NO_PENDING_WORK;
             blocks.linkAfter(middle, rest);
-            freeWithoutPendingWork.insert(rest);
+            freeLists.insert(rest);
         }
-        unmapped.insert(coalesceUnmapped(middle));
+        return middle;
     }
 
     private int coalesceUnmapped(int id) {
@@ -570,58 +551,27 @@ final class RegionHeap {
         return id;
     }
 
-    /**
-     * The waiting list: FREE blocks of streams whose work before the free has completed lose their
-     * stream tag, so any stream may reuse them and their pages may be unmapped. Returns true if any
-     * block was promoted.
-     */
-    private boolean promoteCompletedFrees() {
-        boolean promoted = false;
-        for (Long2ObjectHashMap<SizeTree>.KeyIterator it = freeByStream.keySet().iterator(); it.hasNext(); ) {
-            long stream = it.nextLong();
-            SizeTree tree = freeByStream.get(stream);
-            if (tree.isEmpty()) continue;
-            long done = waitList.completedUpTo(stream, freeSequence);
-            if (done < 0) continue;
-            promoted |= promote(tree, done);
-        }
-        return promoted;
-    }
-
-    private boolean promote(SizeTree tree, long completedSequence) {
-        int count = tree.size();
-        if (scratch.length < count) scratch = new int[Math.max(count, scratch.length * 2)];
-        int n = tree.descending(scratch);
-        int[] ids = java.util.Arrays.copyOf(scratch, n);
-        boolean any = false;
-        for (int id : ids) {
-            if (blocks.kind[id] != FREE || blocks.freeSequence[id] > completedSequence) continue;
-            tree.remove(id);
-            blocks.requestedOrStream[id] = NO_PENDING_WORK;
-            insertFree(coalesceFree(id));
-            any = true;
-        }
-        return any;
-    }
+    // ---------------------------------------------------------------- draining and closing
 
     /**
-     * Releases cached physical memory: waits for pending frees when {@code waitForStreams}, then
-     * unmaps and releases every whole free page, and drains the pool. Returns nothing: accounting
-     * tracks the bytes.
+     * Releases cached physical memory: first waits for pending frees when {@code waitForStreams}
+     * (else promotes those already complete), then unmaps and releases every whole free handle,
+     * and drains the pool. Lock not held.
      */
     void releaseCachedMemory(boolean waitForStreams) {
         if (waitForStreams) {
-            for (Long2ObjectHashMap<SizeTree>.KeyIterator it = freeByStream.keySet().iterator(); it.hasNext(); ) {
-                long stream = it.nextLong();
-                SizeTree tree = freeByStream.get(stream);
-                if (tree.isEmpty()) continue;
-                waitList.synchronize(stream, freeSequence);
-                promote(tree, freeSequence);
-            }
+            waitForPendingFrees(-1);
         } else {
-            promoteCompletedFrees();
+            lock.lock();
+            try {
+                freeLists.promoteCompleted();
+            } finally {
+                lock.unlock();
+            }
         }
-        reclaimFreePages(Integer.MAX_VALUE, null, 0);
+        HandleRun freed = new HandleRun();
+        reclaimFreeHandles(Long.MAX_VALUE, freed, false);
+        for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
         pool.drain(driver, accounting);
     }
 
@@ -633,28 +583,16 @@ final class RegionHeap {
     void close() {
         lock.lock();
         try {
-            SizeTree deviceWide = freeByStream.get(VmmManager.DEVICE_WIDE_STREAM);
-            if (deviceWide != null && !deviceWide.isEmpty()) {
+            if (freeLists.hasDeviceWideFrees()) {
                 try {
-                    waitList.synchronize(VmmManager.DEVICE_WIDE_STREAM, freeSequence);
+                    freeLists.synchronizeDeviceWide();
                 } catch (RuntimeException ignored) {
                     // Closing anyway, as with a failing unmap below.
                 }
             }
-            for (int i = 0; i < pageHandle.length; i++) {
-                long h = pageHandle[i];
-                if (h == PhysicalPool.NO_HANDLE) continue;
-                long va = base + ((long) i << pageShift);
-                try {
-                    driver.unmap(va, pageBytes);
-                    release(h);
-                } catch (DriverException ignored) {
-                    // Closing anyway; the driver reclaims what is left when the process ends.
-                }
-                pageHandle[i] = PhysicalPool.NO_HANDLE;
-            }
+            pages.unmapAll(this::release);
             try {
-                waitList.close();
+                freeLists.close();
                 driver.addressFree(base, span);
             } catch (DriverException ignored) {
                 // as above
@@ -664,19 +602,12 @@ final class RegionHeap {
         }
     }
 
-    long mappedFreeBytes() {
+    /** The region's counters, taken under its lock. */
+    RegionStats stats() {
         lock.lock();
         try {
-            long sum = 0;
-            int[] ids = new int[Math.max(1, freeWithoutPendingWork.size())];
-            int n = freeWithoutPendingWork.descending(ids);
-            for (int i = 0; i < n; i++) sum += blocks.size[ids[i]];
-            for (SizeTree t : freeByStream.values()) {
-                int[] more = new int[Math.max(1, t.size())];
-                int m = t.descending(more);
-                for (int i = 0; i < m; i++) sum += blocks.size[more[i]];
-            }
-            return sum;
+            return new RegionStats(allocations, frees, cacheHits, cacheMisses, freeLists.freeBytes(),
+                    freeLists.trackedStreams());
         } finally {
             lock.unlock();
         }
@@ -687,9 +618,11 @@ final class RegionHeap {
         lock.lock();
         try {
             java.util.List<BlockMap.Block> out = new java.util.ArrayList<>();
-            for (int id = 0; id < blocks.capacity(); id++) {
+            for (int id = 0; id < blocks.kind.length; id++) {
                 byte kind = blocks.kind[id];
                 if (kind == 0) continue; // never used, or recycled
+                // IN_FLIGHT (a slow path's driver calls in progress, off the lock) shows as unmapped:
+                // it holds no live data. A single-threaded replay never sees one between operations.
                 out.add(new BlockMap.Block(blocks.address[id], blocks.size[id],
                         kind == LIVE ? BlockMap.Kind.LIVE : kind == FREE ? BlockMap.Kind.FREE_MAPPED : BlockMap.Kind.UNMAPPED,
                         kind == LIVE ? blocks.requestedOrStream[id] : 0));
@@ -703,10 +636,6 @@ final class RegionHeap {
 
     private long roundUpToPage(long bytes) {
         return (bytes + pageBytes - 1) & -pageBytes;
-    }
-
-    private int pageIndex(long va) {
-        return (int) ((va - base) >>> pageShift);
     }
 
     /** No unmapped range of this region is large enough; the manager adds a region. */

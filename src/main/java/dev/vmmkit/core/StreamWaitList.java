@@ -79,31 +79,72 @@ final class StreamWaitList {
     }
 
     /**
-     * Waits at most {@code timeoutNanos} for the frees on {@code stream} up to
-     * {@code currentSequence}; true when they completed. Used on the slow path only, when waiting
-     * briefly beats mapping more memory.
+     * The first half of a wait that runs without the region's lock: makes sure an event recorded
+     * after the free of {@code currentSequence} (for {@link VmmManager#DEVICE_WIDE_STREAM}: a
+     * device synchronisation requested after it) is in flight, and returns what to
+     * {@link #await}: the event, or the fence ticket. {@code fresh} records a new one even if one
+     * is in flight (a wait that must succeed, after an earlier synchronisation failed).
      */
-    boolean awaitBriefly(long stream, long currentSequence, long timeoutNanos) {
+    long waitToken(long stream, long currentSequence, boolean fresh) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
-            if (deviceWideTicket == NO_TICKET || deviceWideTicketSequence < currentSequence) {
+            if (fresh || deviceWideTicket == NO_TICKET || deviceWideTicketSequence < currentSequence) {
                 requestDeviceSynchronisation(currentSequence);
             }
-            if (!deviceFence.await(deviceWideTicket, timeoutNanos)) return false;
-            deviceWideTicket = NO_TICKET;
-            return true;
+            return deviceWideTicket;
         }
         Pending p = pending(stream);
-        if (p.recordedAtSequence < currentSequence) {
+        if (fresh || p.recordedAtSequence < currentSequence) {
             events.record(p.event, stream);
             p.recordedAtSequence = currentSequence;
         }
+        return p.event;
+    }
+
+    /**
+     * The second half: waits for the work behind {@code token} at most {@code timeoutNanos}
+     * (forever when negative); true when it completed. Safe without the region's lock: it only
+     * queries the event or the fence (thread-safe), and the region keeps the event alive while a
+     * wait is in flight. The state stays as it was; a later {@link #completedUpTo} notices.
+     */
+    boolean await(long stream, long token, long timeoutNanos) {
+        if (stream == VmmManager.DEVICE_WIDE_STREAM) {
+            if (timeoutNanos < 0) {
+                deviceFence.await(token);
+                return true;
+            }
+            return deviceFence.await(token, timeoutNanos);
+        }
+        if (timeoutNanos < 0) {
+            events.synchronize(token);
+            return true;
+        }
         long deadline = System.nanoTime() + timeoutNanos;
-        while (!events.isComplete(p.event)) {
+        while (!events.isComplete(token)) {
             if (System.nanoTime() - deadline >= 0) return false;
             java.util.concurrent.locks.LockSupport.parkNanos(10_000);
         }
-        p.recordedAtSequence = -1;
         return true;
+    }
+
+    /** True when no event of {@code stream} is in flight, so the stream can be forgotten. */
+    boolean isIdle(long stream) {
+        Pending p = pendingByStream.get(stream);
+        return p == null || p.recordedAtSequence < 0;
+    }
+
+    /** Destroys the event of an idle {@code stream}: a program may use thousands of short-lived streams. */
+    void forget(long stream) {
+        Pending p = pendingByStream.remove(stream);
+        if (p == null) return;
+        try {
+            events.destroy(p.event);
+        } catch (RuntimeException ignored) {
+            // A leaked event costs less than a failed allocation: the driver frees it at exit.
+        }
+    }
+
+    int trackedStreams() {
+        return pendingByStream.size();
     }
 
     /** Destroys the events this list created. */

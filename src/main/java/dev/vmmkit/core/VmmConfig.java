@@ -138,33 +138,13 @@ public record VmmConfig(
         return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, bytes, fragRatio);
     }
 
-    /** Parses sizes such as {@code 4096}, {@code 2M}, {@code 1G}, {@code 512k}. */
-    public static long parseBytes(String text) {
-        String t = text.trim().toUpperCase();
-        long unit = 1;
-        if (t.endsWith("IB")) t = t.substring(0, t.length() - 2);
-        else if (t.endsWith("B")) t = t.substring(0, t.length() - 1);
-        if (!t.isEmpty()) {
-            switch (t.charAt(t.length() - 1)) {
-                case 'K' -> unit = 1L << 10;
-                case 'M' -> unit = 1L << 20;
-                case 'G' -> unit = 1L << 30;
-                case 'T' -> unit = 1L << 40;
-                default -> { }
-            }
-        }
-        if (unit != 1) t = t.substring(0, t.length() - 1);
-        long value = Long.parseLong(t.trim());
-        return Math.multiplyExact(value, unit);
-    }
-
     private static long bytes(Map<String, String> env, String key, long fallback) {
         String v = env.get(key);
         if (v == null || v.isBlank()) return fallback;
         try {
-            return parseBytes(v);
+            return ByteSize.parse(v);
         } catch (RuntimeException e) {
-            throw new IllegalArgumentException(key + "=" + v + ": not a size (examples: 4096, 2M, 1G)", e);
+            throw new IllegalArgumentException(key + "=" + v + ": " + e.getMessage(), e);
         }
     }
 

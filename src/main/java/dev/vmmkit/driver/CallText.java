@@ -66,6 +66,50 @@ public final class CallText {
         return "cuCtxSynchronize()";
     }
 
+    public static String init() {
+        return "cuInit(flags=0)";
+    }
+
+    public static String deviceGetCount() {
+        return "cuDeviceGetCount()";
+    }
+
+    public static String deviceGet(int ordinal) {
+        return "cuDeviceGet(ordinal=" + ordinal + ")";
+    }
+
+    public static String granularity(int device) {
+        return "cuMemGetAllocationGranularity(device=" + device + ", RECOMMENDED)";
+    }
+
+    public static String primaryContextRetain(int cuDevice) {
+        return "cuDevicePrimaryCtxRetain(device=" + cuDevice + ")";
+    }
+
+    public static String primaryContextRelease(int cuDevice) {
+        return "cuDevicePrimaryCtxRelease_v2(device=" + cuDevice + ")";
+    }
+
+    public static String currentContext() {
+        return "cuCtxGetCurrent()";
+    }
+
+    public static String setCurrentContext(long context) {
+        return "cuCtxSetCurrent(ctx=" + hex(context) + ")";
+    }
+
+    public static String exchangeCaptureMode(int mode) {
+        return "cuThreadExchangeStreamCaptureMode(mode=" + mode + ")";
+    }
+
+    public static String copyToDevice(long dst, long bytes) {
+        return "cuMemcpyHtoD_v2(dst=" + hex(dst) + ", bytes=" + hex(bytes) + ")";
+    }
+
+    public static String copyToHost(long src, long bytes) {
+        return "cuMemcpyDtoH_v2(src=" + hex(src) + ", bytes=" + hex(bytes) + ")";
+    }
+
     /** {@code 0x}-prefixed lower-case hex, as the messages print every address, size and handle. */
     public static String hex(long value) {
         return "0x" + Long.toHexString(value);

@@ -6,6 +6,7 @@ import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 
+import static dev.vmmkit.interpose.NativeBootstrap.offset;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
@@ -23,18 +24,18 @@ public final class AotTraining {
 
     public static void main(String[] args) throws Throwable {
         MemorySegment table = Arena.global().allocate(NativeBootstrap.TABLE);
-        table.set(JAVA_INT, 0, (int) NativeBootstrap.TABLE.byteSize());
-        table.set(JAVA_INT, 4, 1); // monitor mode
-        table.set(JAVA_INT, 8, 1); // as if the shim owned the JVM
+        table.set(JAVA_INT, offset("table_size"), (int) NativeBootstrap.TABLE.byteSize());
+        table.set(JAVA_INT, offset("monitor_mode"), 1); // no allocator needed
+        table.set(JAVA_INT, offset("owns_jvm"), 1); // as if the shim owned the JVM
         if (NativeBootstrap.entryPoints(table.address()) != 0) throw new IllegalStateException("bootstrap failed");
         Linker linker = Linker.nativeLinker();
-        MethodHandle allocate = linker.downcallHandle(table.get(ADDRESS, 16),
+        MethodHandle allocate = linker.downcallHandle(table.get(ADDRESS, offset("allocate")),
                 FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
-        MethodHandle release = linker.downcallHandle(table.get(ADDRESS, 24),
+        MethodHandle release = linker.downcallHandle(table.get(ADDRESS, offset("release")),
                 FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
-        MethodHandle recordAlloc = linker.downcallHandle(table.get(ADDRESS, 32),
+        MethodHandle recordAlloc = linker.downcallHandle(table.get(ADDRESS, offset("record_alloc")),
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
-        MethodHandle recordFree = linker.downcallHandle(table.get(ADDRESS, 40),
+        MethodHandle recordFree = linker.downcallHandle(table.get(ADDRESS, offset("record_free")),
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
         for (int i = 0; i < 1000; i++) {
             long ignored = (long) allocate.invokeExact(4096L, 0, 0L);

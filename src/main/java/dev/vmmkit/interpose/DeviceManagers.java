@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.ManagedMemoryResource;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -14,7 +15,7 @@ final class DeviceManagers implements AutoCloseable {
     static final int MAX_DEVICES = 64;
 
     private final ResourceFactory factory;
-    private final AtomicReferenceArray<InterposedResource> byDevice = new AtomicReferenceArray<>(MAX_DEVICES);
+    private final AtomicReferenceArray<ManagedMemoryResource> byDevice = new AtomicReferenceArray<>(MAX_DEVICES);
     private final boolean[] failed = new boolean[MAX_DEVICES];
 
     DeviceManagers(ResourceFactory factory) {
@@ -22,14 +23,14 @@ final class DeviceManagers implements AutoCloseable {
     }
 
     /** The allocator of {@code device}, made if needed; null when the device cannot have one. */
-    InterposedResource forDevice(int device) {
+    ManagedMemoryResource forDevice(int device) {
         if (device < 0 || device >= MAX_DEVICES) return null;
-        InterposedResource resource = byDevice.get(device);
+        ManagedMemoryResource resource = byDevice.get(device);
         return resource != null ? resource : open(device);
     }
 
-    private synchronized InterposedResource open(int device) {
-        InterposedResource resource = byDevice.get(device);
+    private synchronized ManagedMemoryResource open(int device) {
+        ManagedMemoryResource resource = byDevice.get(device);
         if (resource != null || failed[device]) return resource;
         try {
             resource = factory.open(device);
@@ -47,13 +48,13 @@ final class DeviceManagers implements AutoCloseable {
      * The allocator that handed out {@code address}: the current device's first (the usual case),
      * then the others, since a program may free after switching devices. Null when none did.
      */
-    InterposedResource owner(long address, int currentDevice) {
+    ManagedMemoryResource owner(long address, int currentDevice) {
         if (currentDevice >= 0 && currentDevice < MAX_DEVICES) {
-            InterposedResource current = byDevice.get(currentDevice);
+            ManagedMemoryResource current = byDevice.get(currentDevice);
             if (current != null && current.owns(address)) return current;
         }
         for (int device = 0; device < MAX_DEVICES; device++) {
-            InterposedResource other = byDevice.get(device);
+            ManagedMemoryResource other = byDevice.get(device);
             if (device != currentDevice && other != null && other.owns(address)) return other;
         }
         return null;
@@ -63,7 +64,7 @@ final class DeviceManagers implements AutoCloseable {
     List<AllocatorStats> stats() {
         List<AllocatorStats> all = new ArrayList<>();
         for (int device = 0; device < MAX_DEVICES; device++) {
-            InterposedResource resource = byDevice.get(device);
+            ManagedMemoryResource resource = byDevice.get(device);
             if (resource != null) all.add(resource.stats());
         }
         return all;
@@ -72,7 +73,7 @@ final class DeviceManagers implements AutoCloseable {
     @Override
     public void close() {
         for (int device = 0; device < MAX_DEVICES; device++) {
-            InterposedResource resource = byDevice.getAndSet(device, null);
+            ManagedMemoryResource resource = byDevice.getAndSet(device, null);
             if (resource != null) resource.close();
         }
     }

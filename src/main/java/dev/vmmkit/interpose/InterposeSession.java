@@ -1,5 +1,11 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.trace.AllocationRecorder;
+import dev.vmmkit.trace.RecordingResource;
+import dev.vmmkit.trace.RequestLedger;
+import dev.vmmkit.trace.TraceFileRecorder;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
@@ -20,26 +26,31 @@ final class InterposeSession {
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
-    InterposeSession(boolean monitorMode, DeviceManagers managers, AllocationRecorder recorder, Path statsFile) {
+    /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
+    InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
         this.monitorMode = monitorMode;
-        this.managers = managers;
+        this.managers = new DeviceManagers(device -> {
+            ManagedMemoryResource resource = factory.open(device);
+            return resource == null ? null : RecordingResource.over(resource, recorder);
+        });
         this.recorder = recorder;
         this.statsFile = statsFile;
     }
 
     static InterposeSession fromEnvironment(boolean monitorMode, Map<String, String> env)
             throws ReflectiveOperationException {
-        DeviceManagers managers = new DeviceManagers(monitorMode ? device -> null : ResourceFactory.fromSystemProperty());
+        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty();
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
-        return new InterposeSession(monitorMode, managers, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats);
+        return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
     private static AllocationRecorder recorder(Path trace, boolean monitorMode) {
         if (trace == null) return AllocationRecorder.NONE;
         try {
-            return new TraceFileRecorder(trace, monitorMode ? "monitor" : "vmm");
+            return new TraceFileRecorder(trace, monitorMode ? "monitor" : "vmm",
+                    (message, cause) -> InterposeLog.warnOnce("trace", message, cause));
         } catch (IOException | RuntimeException e) {
             InterposeLog.warnOnce("trace", "cannot write the trace " + trace + "; tracing is off", e);
             return AllocationRecorder.NONE;

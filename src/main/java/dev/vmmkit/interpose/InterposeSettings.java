@@ -1,5 +1,6 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ByteSize;
 import dev.vmmkit.core.VmmConfig;
 
 import java.util.ArrayList;
@@ -30,7 +31,7 @@ public final class InterposeSettings {
         if (capacity != null && !capacity.isBlank()) {
             long bytes;
             try {
-                bytes = VmmConfig.parseBytes(capacity);
+                bytes = ByteSize.parse(capacity);
             } catch (RuntimeException e) {
                 bytes = -1;
             }

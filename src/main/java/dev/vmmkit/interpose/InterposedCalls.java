@@ -1,6 +1,8 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.InvalidAddressException;
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
 
 /**
@@ -10,12 +12,14 @@ import dev.vmmkit.core.OutOfDeviceMemoryException;
  *
  * <h2>Streams</h2>
  * {@code cudaMallocAsync}/{@code cudaFreeAsync} pass their stream. {@code cudaMalloc} passes stream 0.
- * {@code cudaFree} passes {@link #DEVICE_WIDE_STREAM}: the real cudaFree synchronises the whole device,
+ * {@code cudaFree} passes {@link DeviceMemoryResource#DEVICE_WIDE_STREAM} (-1): the real cudaFree synchronises the whole device,
  * so the program may free memory that work on any stream still uses. The allocator must not hand such
  * memory to a later allocation until all work queued before the free, on every stream (non-blocking
  * ones included), has finished, and the freeing thread must not wait for it: the memory waits for a
- * device synchronisation that vmmkit runs on a thread of its own (see
- * {@link dev.vmmkit.core.VmmManager#DEVICE_WIDE_STREAM}).
+ * device synchronisation that vmmkit runs on a thread of its own.
+ *
+ * <p>Requests are recorded ({@code vmmkit run --trace}) by a {@link dev.vmmkit.trace.RecordingResource}
+ * around each device's allocator; this class only translates calls and results.
  */
 public final class InterposedCalls {
     /** {@link #allocate}: vmmkit cannot serve the call; the shim uses the real runtime. */
@@ -24,8 +28,6 @@ public final class InterposedCalls {
     public static final int FREED = 0;
     /** {@link #release}: not a vmmkit pointer; the shim gives it to the real runtime. */
     public static final int NOT_OURS = 1;
-    /** The stream of a {@code cudaFree}: ordered after earlier work on every stream (see above). */
-    public static final long DEVICE_WIDE_STREAM = -1;
 
     static final int CUDA_ERROR_INVALID_VALUE = 1;
     static final int CUDA_ERROR_MEMORY_ALLOCATION = 2;
@@ -47,11 +49,9 @@ public final class InterposedCalls {
     public static long allocate(long size, int device, long stream) {
         try {
             InterposeSession s = session;
-            InterposedResource resource = s.managers.forDevice(device);
+            ManagedMemoryResource resource = s.managers.forDevice(device);
             if (resource == null) return PASS_THROUGH;
-            long address = resource.allocate(size, stream);
-            if (s.recorder.isRecording() && address != 0) s.recorder.allocated(address, size, stream);
-            return address;
+            return resource.allocate(size, stream);
         } catch (OutOfDeviceMemoryException e) {
             InterposeLog.info("device " + device + ": " + e.getMessage());
             return -CUDA_ERROR_MEMORY_ALLOCATION;
@@ -66,7 +66,7 @@ public final class InterposedCalls {
     /** {@link #FREED}, {@link #NOT_OURS}, or -cudaError. */
     public static int release(long address, int device, long stream) {
         InterposeSession s = session;
-        InterposedResource owner;
+        ManagedMemoryResource owner;
         try {
             owner = s.managers.owner(address, device);
         } catch (Throwable e) {
@@ -75,10 +75,6 @@ public final class InterposedCalls {
         }
         if (owner == null) return NOT_OURS;
         try {
-            // Recorded before the free, since another thread may get the address right after it; and
-            // only for a live allocation: a double free is the program's error, not a request.
-            long size = s.recorder.isRecording() ? owner.sizeOf(address) : -1;
-            if (size >= 0) s.recorder.freed(address, size, stream);
             owner.deallocate(address, stream);
             return FREED;
         } catch (InvalidAddressException e) {

@@ -77,7 +77,8 @@ public final class NativeBootstrap {
         }
     }
 
-    private static long offset(String field) {
+    /** The byte offset of {@code field} in {@link #TABLE}. */
+    static long offset(String field) {
         return TABLE.byteOffset(MemoryLayout.PathElement.groupElement(field));
     }
 

@@ -1,5 +1,7 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ManagedMemoryResource;
+
 /**
  * Makes the allocator of one device. The interposer uses {@link VmmManagerFactory} unless the
  * system property {@value #PROPERTY} names another implementation (a class with a public no-argument
@@ -8,7 +10,7 @@ package dev.vmmkit.interpose;
 public interface ResourceFactory {
     String PROPERTY = "vmmkit.interpose.resource";
 
-    InterposedResource open(int device);
+    ManagedMemoryResource open(int device);
 
     /** The factory named by {@value #PROPERTY}, or the real one. */
     static ResourceFactory fromSystemProperty() throws ReflectiveOperationException {

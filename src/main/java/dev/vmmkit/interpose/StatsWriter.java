@@ -1,7 +1,8 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
-import dev.vmmkit.tools.trace.AtomicFile;
+import dev.vmmkit.trace.AtomicFile;
+import dev.vmmkit.trace.RequestLedger;
 
 import java.io.IOException;
 import java.nio.file.Path;

@@ -1,10 +1,12 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.ByteSize;
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
-import dev.vmmkit.driver.host.HostDriver;
 
 import java.util.Map;
 
@@ -26,29 +28,21 @@ public final class VmmManagerFactory implements ResourceFactory {
     }
 
     @Override
-    public InterposedResource open(int device) {
-        String kind = env.getOrDefault("VMM_DRIVER", "cuda").trim();
+    public ManagedMemoryResource open(int device) {
+        DriverKind kind = DriverKind.parse(env.getOrDefault("VMM_DRIVER", "cuda"));
         String capacity = env.get("VMM_HOST_CAPACITY");
-        long hostCapacity = capacity == null || capacity.isBlank() ? 0 : VmmConfig.parseBytes(capacity);
-        VmmDriver driver = openDriver(kind, device, hostCapacity);
+        long hostCapacity = capacity == null || capacity.isBlank() ? Drivers.DEFAULT_HOST_CAPACITY : ByteSize.parse(capacity);
+        VmmDriver driver = Drivers.open(kind, device, hostCapacity);
         try {
             VmmConfig config = VmmConfig.from(env);
             if (config.chunkBytes() % driver.granularity() != 0) {
                 throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
                         + device + "'s allocation granularity (" + driver.granularity() + " bytes)");
             }
-            return new VmmManagerResource(new VmmManager(driver, config));
+            return new VmmManager(driver, config);
         } catch (RuntimeException e) {
             driver.close();
             throw e;
         }
-    }
-
-    /** The one place that builds a driver: the host emulation is sized by {@code hostCapacityBytes} (0 = its default). */
-    static VmmDriver openDriver(String kind, int device, long hostCapacityBytes) {
-        if ("host".equals(kind) && hostCapacityBytes > 0) {
-            return HostDriver.builder().capacity(hostCapacityBytes).device(device).build();
-        }
-        return Drivers.open(kind, device);
     }
 }

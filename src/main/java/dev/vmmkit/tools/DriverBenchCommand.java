@@ -78,9 +78,6 @@ public final class DriverBenchCommand implements Callable<Integer> {
             System.err.println("driver-bench: cannot open the " + driverKind + " driver: " + e.getMessage());
             return 1;
         }
-        if (driver == null) {
-            return 2;
-        }
         try (driver) {
             if (size <= 0 || size % driver.granularity() != 0) {
                 System.err.println("driver-bench: --size " + size + " is not a positive multiple of the granularity "
@@ -106,7 +103,7 @@ public final class DriverBenchCommand implements Callable<Integer> {
         }
     }
 
-    /** The driver to measure, or null (after a message) when {@code --driver} names none available. */
+    /** The driver to measure. */
     private VmmDriver openDriver() {
         return Drivers.open(driverKind, device);
     }

@@ -43,9 +43,8 @@ final class LatencySamples {
             return Double.NaN;
         }
         long[] sorted = Arrays.copyOf(nanos, count);
-        Arrays.sort(sorted);
-        int rank = (int) Math.ceil(fraction * count);
-        return sorted[Math.clamp(rank - 1, 0, count - 1)] / 1000.0 / callsPerSample;
+        Percentiles.sort(sorted, count);
+        return Percentiles.nearestRank(sorted, count, fraction) / 1000.0 / callsPerSample;
     }
 
     double medianMicros() {

@@ -3,12 +3,13 @@ package dev.vmmkit.tools;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.driver.DriverException;
-import dev.vmmkit.driver.conformance.DeviceBytes;
-import dev.vmmkit.tools.replay.DriverKind;
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.tools.replay.PatternCheck;
 import dev.vmmkit.tools.replay.ProgressBar;
 import dev.vmmkit.tools.replay.ReplayBackend;
-import dev.vmmkit.tools.replay.ReplayDrivers;
+import dev.vmmkit.tools.replay.VmmBackend;
 import dev.vmmkit.tools.replay.ReplayException;
 import dev.vmmkit.tools.replay.ReplayReport;
 import dev.vmmkit.tools.replay.ReplaySummary;
@@ -19,8 +20,8 @@ import dev.vmmkit.tools.report.HtmlReport;
 import dev.vmmkit.tools.report.MemoryReport;
 import dev.vmmkit.tools.report.PeakAllocations;
 import dev.vmmkit.tools.report.ReportSampler;
-import dev.vmmkit.tools.trace.AllocationTrace;
-import dev.vmmkit.tools.trace.TraceReader;
+import dev.vmmkit.trace.AllocationTrace;
+import dev.vmmkit.trace.TraceReader;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -70,11 +71,11 @@ public final class ReplayCommand implements Callable<Integer> {
     @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
     private int device;
 
-    @Option(names = "--capacity", defaultValue = "80G", paramLabel = "BYTES", converter = ByteSize.class,
+    @Option(names = "--capacity", defaultValue = "80G", paramLabel = "BYTES", converter = ByteSizeConverter.class,
             description = "Device memory of the host emulation, e.g. 80G (default: ${DEFAULT-VALUE}).")
     private long capacityBytes;
 
-    @Option(names = "--chunk-size", paramLabel = "BYTES", converter = ByteSize.class,
+    @Option(names = "--chunk-size", paramLabel = "BYTES", converter = ByteSizeConverter.class,
             description = "Physical chunk size, e.g. 2M (default: VMM_CHUNK_SIZE, else the granularity).")
     private Long chunkBytes;
 
@@ -107,7 +108,7 @@ public final class ReplayCommand implements Callable<Integer> {
     private String reportNote = "";
 
     public ReplayCommand() {
-        this(ReplayDrivers::open);
+        this((kind, device, capacity, config) -> new VmmBackend(Drivers.open(kind, device, capacity), config));
     }
 
     ReplayCommand(BackendFactory backends) {
@@ -249,17 +250,5 @@ public final class ReplayCommand implements Callable<Integer> {
         if (reports.containsKey(key)) key = file.toString();
         for (int n = 2; reports.containsKey(key); n++) key = file + " (" + n + ")";
         return key;
-    }
-
-    /** Sizes such as 4096, 2M or 80G. */
-    static final class ByteSize implements CommandLine.ITypeConverter<Long> {
-        @Override
-        public Long convert(String value) {
-            try {
-                return VmmConfig.parseBytes(value);
-            } catch (RuntimeException e) {
-                throw new CommandLine.TypeConversionException("'" + value + "' is not a size (examples: 4096, 2M, 80G)");
-            }
-        }
     }
 }

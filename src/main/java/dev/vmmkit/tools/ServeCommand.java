@@ -1,9 +1,9 @@
 package dev.vmmkit.tools;
 
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
-import dev.vmmkit.driver.host.HostDriver;
 import dev.vmmkit.engine.EngineHost;
 import dev.vmmkit.engine.EngineHttpServer;
 import picocli.CommandLine.Command;
@@ -96,7 +96,7 @@ public final class ServeCommand implements Callable<Integer> {
             throw new IllegalArgumentException("--device-memory sets the host emulation's capacity; it needs --driver host");
         }
         try {
-            return HostDriver.builder().device(device).capacity(deviceMemory).build();
+            return Drivers.open(DriverKind.HOST, device, deviceMemory);
         } catch (DriverException | IllegalArgumentException e) {
             throw new IllegalArgumentException("--device-memory " + deviceMemory + ": " + e.getMessage(), e);
         }

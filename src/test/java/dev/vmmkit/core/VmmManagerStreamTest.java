@@ -240,4 +240,25 @@ class VmmManagerStreamTest {
         assertTrue(events.waitCount() > 0, "recovery synchronized A's pending free before releasing its pages");
         m.deallocate(b, B);
     }
+
+    /**
+     * A program that uses thousands of short-lived streams: once a stream's frees are reusable and
+     * its event idle, the region forgets it (and destroys its event), keeping only a few.
+     */
+    @Test
+    void thousandsOfShortLivedStreamsDoNotGrowTheFreeLists() {
+        open();
+        events.holdCompletion(false);
+        for (long stream = 100; stream < 5100; stream++) {
+            long a = m.allocate(PAGE, stream);
+            m.deallocate(a, stream);
+        }
+        for (RegionStats r : m.regionStats()) {
+            assertTrue(r.trackedStreams() <= StreamFreeLists.IDLE_STREAMS_KEPT + 2,
+                    "streams tracked after 5000 short-lived ones: " + r);
+        }
+        Map<DriverCall, Long> calls = driverCalls();
+        long eventsAlive = calls.getOrDefault(DriverCall.EVENT_CREATE, 0L) - calls.getOrDefault(DriverCall.EVENT_DESTROY, 0L);
+        assertTrue(eventsAlive <= 2 * (StreamFreeLists.IDLE_STREAMS_KEPT + 2), "events alive: " + eventsAlive + " " + calls);
+    }
 }

@@ -2,8 +2,9 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.InvalidAddressException;
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
-import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.ByteSize;
 import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.Long2ObjectHashMap;
 import org.agrona.collections.LongArrayList;
@@ -42,9 +43,9 @@ public final class BumpResourceFactory implements ResourceFactory {
     }
 
     @Override
-    public InterposedResource open(int device) {
+    public ManagedMemoryResource open(int device) {
         String capacity = env.get("VMM_HOST_CAPACITY");
-        long bytes = capacity == null || capacity.isBlank() ? 1L << 30 : VmmConfig.parseBytes(capacity);
+        long bytes = capacity == null || capacity.isBlank() ? 1L << 30 : ByteSize.parse(capacity);
         return new Bump(map(bytes), bytes);
     }
 
@@ -60,7 +61,7 @@ public final class BumpResourceFactory implements ResourceFactory {
     }
 
     /** Bump allocation over [base, base + capacity), with exact-size free lists. Not for production. */
-    static final class Bump implements InterposedResource {
+    static final class Bump implements ManagedMemoryResource {
         private static final long ALIGN = 512;
         private final long base;
         private final long capacity;

@@ -1,5 +1,8 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.trace.AllocationRecorder;
+import dev.vmmkit.trace.TraceFileRecorder;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -32,7 +35,7 @@ class InterposedCallsTest {
     }
 
     private InterposeSession vmmSession(ResourceFactory factory, AllocationRecorder recorder, Path stats) {
-        InterposeSession session = new InterposeSession(false, new DeviceManagers(factory), recorder, stats);
+        InterposeSession session = new InterposeSession(false, factory, recorder, stats);
         InterposedCalls.install(session);
         return session;
     }
@@ -50,7 +53,7 @@ class InterposedCallsTest {
         assertEquals(-1, InterposedCalls.allocate(-5, 0, 0));
         assertEquals(-2, InterposedCalls.allocate(1L << 30, 0, 0));
         assertEquals(InterposedCalls.PASS_THROUGH, InterposedCalls.allocate(16, DeviceManagers.MAX_DEVICES, 0));
-        assertEquals(InterposedCalls.FREED, InterposedCalls.release(address, 0, InterposedCalls.DEVICE_WIDE_STREAM));
+        assertEquals(InterposedCalls.FREED, InterposedCalls.release(address, 0, DeviceMemoryResource.DEVICE_WIDE_STREAM));
         assertEquals(InterposedCalls.NOT_OURS, InterposedCalls.release(address, 0, 0)); // double free
         assertEquals(InterposedCalls.NOT_OURS, InterposedCalls.release(0x1234_5000L, 0, 0));
     }
@@ -78,7 +81,7 @@ class InterposedCallsTest {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
         vmmSession(bump("8M"), new TraceFileRecorder(trace, "vmm"), stats);
         long a = InterposedCalls.allocate(1000, 0, 7);
-        InterposedCalls.release(a, 0, InterposedCalls.DEVICE_WIDE_STREAM);
+        InterposedCalls.release(a, 0, DeviceMemoryResource.DEVICE_WIDE_STREAM);
         InterposedCalls.atExit(5);
         InterposedCalls.atExit(6); // once only
         assertEquals("{\"mode\":\"vmm\",\"complete\":true,\"allocs\":1,\"frees\":1,\"passthrough_calls\":5,\"peak_live_bytes\":1000,"
@@ -90,7 +93,7 @@ class InterposedCallsTest {
     @Test
     void monitorModeRecordsTheRuntimesAllocations() throws Exception {
         Path stats = dir.resolve("stats.json");
-        InterposedCalls.install(new InterposeSession(true, new DeviceManagers(device -> null), AllocationRecorder.NONE, stats));
+        InterposedCalls.install(new InterposeSession(true, device -> null, AllocationRecorder.NONE, stats));
         InterposedCalls.recordAlloc(0x1000, 300, 0);
         InterposedCalls.recordAlloc(0x2000, 200, 0);
         InterposedCalls.recordFree(0x1000, 0);

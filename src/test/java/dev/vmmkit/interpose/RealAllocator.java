@@ -2,6 +2,8 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 
 /**
@@ -19,7 +21,7 @@ final class RealAllocator {
     }
 
     private static boolean probe() {
-        try (VmmDriver driver = VmmManagerFactory.openDriver("host", 0, 64L << 20);
+        try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 64L << 20);
              VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
             manager.deallocate(manager.allocate(512, 0), 0);
             return true;

@@ -2,7 +2,7 @@ package dev.vmmkit.tools;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.tools.replay.MallocAllocator;
 import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayTarget;

@@ -1,5 +1,7 @@
 package dev.vmmkit.driver.conformance;
 
+import dev.vmmkit.driver.DeviceBytes;
+
 import dev.vmmkit.driver.VmmDriver;
 
 import java.util.function.Supplier;

@@ -12,8 +12,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * The CUDA driver functions vmmkit calls, as FFM downcalls into {@code libcuda.so.1}.
@@ -54,11 +52,6 @@ final class CudaApi {
         return Library.FAILURE;
     }
 
-    /** Symbols the loaded library lacks (each such call returns CUDA_ERROR_NOT_FOUND). */
-    static List<String> missingSymbols() {
-        return List.copyOf(Calls.MISSING);
-    }
-
     /** Loads libcuda once, on first use; records the failure instead of throwing. */
     @SuppressWarnings("restricted") // native access is the point of this class
     private static final class Library {
@@ -81,7 +74,6 @@ final class CudaApi {
     /** The downcall handles. Initialised on first call, which callers make only once libcuda loaded. */
     @SuppressWarnings("restricted")
     private static final class Calls {
-        static final List<String> MISSING = new ArrayList<>();
         private static final Linker LINKER = Linker.nativeLinker();
 
         // Initialisation and devices.
@@ -142,7 +134,6 @@ final class CudaApi {
             if (address != null) {
                 return LINKER.downcallHandle(address, descriptor);
             }
-            MISSING.add(symbol);
             return MethodHandles.dropArguments(MethodHandles.constant(int.class, SYMBOL_NOT_FOUND), 0,
                     descriptor.toMethodType().parameterList());
         }

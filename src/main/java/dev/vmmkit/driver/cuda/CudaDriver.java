@@ -1,7 +1,8 @@
 package dev.vmmkit.driver.cuda;
 
+import dev.vmmkit.driver.CallText;
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
+import static dev.vmmkit.driver.CallText.hex;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -11,8 +12,8 @@ import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
-import dev.vmmkit.driver.conformance.DeviceBytes;
-import dev.vmmkit.driver.conformance.DeviceBytesProvider;
+import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytesProvider;
 
 /**
  * {@link VmmDriver} on the real CUDA driver ({@code libcuda.so.1}), called through the FFM API.
@@ -81,7 +82,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         }
         int result = CudaApi.cuInit(0);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuInit(flags=0)");
+            throw failure(result, CallText.init());
         }
         int count = deviceCount();
         if (count == 0) {
@@ -94,7 +95,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         result = CudaApi.cuDeviceGet(scratch.first, device);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuDeviceGet(ordinal=" + device + ")");
+            throw failure(result, CallText.deviceGet(device));
         }
         int cuDevice = scratch.firstInt();
         PrimaryContext context = PrimaryContext.retain(cuDevice);
@@ -115,7 +116,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuDeviceGetCount(scratch.first);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuDeviceGetCount()");
+            throw failure(result, CallText.deviceGetCount());
         }
         return scratch.firstInt();
     }
@@ -155,7 +156,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         long align = alignment == 0 ? granularity : alignment;
         int result = CudaApi.cuMemAddressReserve(scratch.first, size, align, 0L, 0L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemAddressReserve(size=" + hex(size) + ", alignment=" + hex(align) + ")");
+            throw failure(result, CallText.reserve(size, align));
         }
         return scratch.firstLong();
     }
@@ -165,7 +166,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemAddressFree");
         int result = CudaApi.cuMemAddressFree(va, size);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemAddressFree(va=" + hex(va) + ", size=" + hex(size) + ")");
+            throw failure(result, CallText.addressFree(va, size));
         }
     }
 
@@ -175,7 +176,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuMemCreate(scratch.first, size, allocationProp, 0L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemCreate(size=" + hex(size) + ", device=" + ordinal + ")");
+            throw failure(result, CallText.create(size, ordinal));
         }
         return scratch.firstLong();
     }
@@ -185,7 +186,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemRelease");
         int result = CudaApi.cuMemRelease(handle);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemRelease(handle=" + hex(handle) + ")");
+            throw failure(result, CallText.release(handle));
         }
     }
 
@@ -194,8 +195,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemMap");
         int result = CudaApi.cuMemMap(va, size, 0L, handle, 0L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemMap(va=" + hex(va) + ", size=" + hex(size) + ", offset=0x0, handle="
-                    + hex(handle) + ")");
+            throw failure(result, CallText.map(va, size, handle));
         }
     }
 
@@ -204,8 +204,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemSetAccess");
         int result = CudaApi.cuMemSetAccess(va, size, readWriteAccess, 1L);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemSetAccess(va=" + hex(va) + ", size=" + hex(size) + ", device=" + ordinal
-                    + ", READWRITE)");
+            throw failure(result, CallText.setAccess(va, size, ordinal));
         }
     }
 
@@ -214,7 +213,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         prepare("cuMemUnmap");
         int result = CudaApi.cuMemUnmap(va, size);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemUnmap(va=" + hex(va) + ", size=" + hex(size) + ")");
+            throw failure(result, CallText.unmap(va, size));
         }
     }
 
@@ -224,7 +223,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuMemGetInfo(scratch.first, scratch.second);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemGetInfo_v2()");
+            throw failure(result, CallText.memoryInfo());
         }
         return new MemoryInfo(scratch.firstLong(), scratch.secondLong());
     }
@@ -275,12 +274,12 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         int result = CudaApi.cuMemGetAllocationGranularity(scratch.first, allocationProp,
                 CudaLayouts.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemGetAllocationGranularity(device=" + ordinal + ", RECOMMENDED)");
+            throw failure(result, CallText.granularity(ordinal));
         }
         long value = scratch.firstLong();
         if (value <= 0 || Long.bitCount(value) != 1) {
             throw new DriverException(CudaResult.UNKNOWN, "granularity " + value + " is not a power of two",
-                    "cuMemGetAllocationGranularity(device=" + ordinal + ", RECOMMENDED)");
+                    CallText.granularity(ordinal));
         }
         return value;
     }

@@ -43,9 +43,4 @@ final class CudaErrors {
         }
         return CudaResult.describe(result);
     }
-
-    /** An address, size or handle as C would print it with %#llx: {@code 0x200000}. */
-    static String hex(long value) {
-        return "0x" + Long.toHexString(value);
-    }
 }

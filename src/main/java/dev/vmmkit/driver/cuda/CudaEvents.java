@@ -1,7 +1,7 @@
 package dev.vmmkit.driver.cuda;
 
+import dev.vmmkit.driver.CallText;
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import dev.vmmkit.driver.CudaResult;
@@ -30,7 +30,7 @@ final class CudaEvents implements StreamEvents {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuEventCreate(scratch.first, CudaLayouts.CU_EVENT_DISABLE_TIMING);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuEventCreate(flags=CU_EVENT_DISABLE_TIMING)");
+            throw failure(result, CallText.eventCreate());
         }
         return scratch.firstLong();
     }
@@ -40,7 +40,7 @@ final class CudaEvents implements StreamEvents {
         driver.prepare("cuEventRecord");
         int result = CudaApi.cuEventRecord(event, stream);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuEventRecord(event=" + hex(event) + ", stream=" + hex(stream) + ")");
+            throw failure(result, CallText.eventRecord(event, stream));
         }
     }
 
@@ -54,7 +54,7 @@ final class CudaEvents implements StreamEvents {
         if (result == CudaResult.NOT_READY) {
             return false;
         }
-        throw failure(result, "cuEventQuery(event=" + hex(event) + ")");
+        throw failure(result, CallText.eventQuery(event));
     }
 
     @Override
@@ -62,7 +62,7 @@ final class CudaEvents implements StreamEvents {
         driver.prepare("cuEventSynchronize");
         int result = CudaApi.cuEventSynchronize(event);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuEventSynchronize(event=" + hex(event) + ")");
+            throw failure(result, CallText.eventSynchronize(event));
         }
     }
 
@@ -73,10 +73,10 @@ final class CudaEvents implements StreamEvents {
         int synced = CudaApi.cuCtxSynchronize();
         int restored = exchangeCaptureModeResult(previousMode);
         if (synced != CudaResult.SUCCESS) {
-            throw failure(synced, "cuCtxSynchronize()");
+            throw failure(synced, CallText.deviceSynchronize());
         }
         if (restored != CudaResult.SUCCESS) {
-            throw failure(restored, "cuThreadExchangeStreamCaptureMode(mode=" + previousMode + ")");
+            throw failure(restored, CallText.exchangeCaptureMode(previousMode));
         }
     }
 
@@ -84,7 +84,7 @@ final class CudaEvents implements StreamEvents {
     private static int exchangeCaptureMode(int mode) {
         int result = exchangeCaptureModeResult(mode);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuThreadExchangeStreamCaptureMode(mode=" + mode + ")");
+            throw failure(result, CallText.exchangeCaptureMode(mode));
         }
         return CudaScratch.get().firstInt();
     }
@@ -100,7 +100,7 @@ final class CudaEvents implements StreamEvents {
         driver.prepare("cuEventDestroy_v2");
         int result = CudaApi.cuEventDestroy(event);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuEventDestroy_v2(event=" + hex(event) + ")");
+            throw failure(result, CallText.eventDestroy(event));
         }
     }
 }

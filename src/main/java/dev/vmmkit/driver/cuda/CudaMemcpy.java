@@ -1,9 +1,10 @@
 package dev.vmmkit.driver.cuda;
 
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.CallText;
+
+import dev.vmmkit.driver.DeviceBytes;
 
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import java.lang.foreign.Arena;
@@ -38,7 +39,7 @@ public final class CudaMemcpy implements DeviceBytes {
         }
         int result = CudaApi.cuMemcpyHtoD(dstVa, src, bytes);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemcpyHtoD_v2(dst=" + hex(dstVa) + ", bytes=" + hex(bytes) + ")");
+            throw failure(result, CallText.copyToDevice(dstVa, bytes));
         }
     }
 
@@ -56,7 +57,7 @@ public final class CudaMemcpy implements DeviceBytes {
         }
         int result = CudaApi.cuMemcpyDtoH(dst, srcVa, bytes);
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, "cuMemcpyDtoH_v2(src=" + hex(srcVa) + ", bytes=" + hex(bytes) + ")");
+            throw failure(result, CallText.copyToHost(srcVa, bytes));
         }
     }
 

@@ -1,7 +1,8 @@
 package dev.vmmkit.driver.cuda;
 
+import dev.vmmkit.driver.CallText;
+
 import static dev.vmmkit.driver.cuda.CudaErrors.failure;
-import static dev.vmmkit.driver.cuda.CudaErrors.hex;
 
 /**
  * The device's primary context, retained for as long as a {@link CudaDriver} is open.
@@ -29,7 +30,7 @@ final class PrimaryContext {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuDevicePrimaryCtxRetain(scratch.first, cuDevice);
         if (result != 0) {
-            throw failure(result, "cuDevicePrimaryCtxRetain(device=" + cuDevice + ")");
+            throw failure(result, CallText.primaryContextRetain(cuDevice));
         }
         return new PrimaryContext(cuDevice, scratch.firstLong());
     }
@@ -44,7 +45,7 @@ final class PrimaryContext {
         CudaScratch scratch = CudaScratch.get();
         int result = CudaApi.cuCtxGetCurrent(scratch.first);
         if (result != 0) {
-            throw failure(result, "cuCtxGetCurrent()");
+            throw failure(result, CallText.currentContext());
         }
         return scratch.firstLong();
     }
@@ -56,7 +57,7 @@ final class PrimaryContext {
         }
         int result = CudaApi.cuCtxSetCurrent(handle);
         if (result != 0) {
-            throw failure(result, "cuCtxSetCurrent(ctx=" + hex(handle) + ")");
+            throw failure(result, CallText.setCurrentContext(handle));
         }
     }
 
@@ -67,7 +68,7 @@ final class PrimaryContext {
     void release() {
         int result = CudaApi.cuDevicePrimaryCtxRelease(cuDevice);
         if (result != 0) {
-            throw failure(result, "cuDevicePrimaryCtxRelease_v2(device=" + cuDevice + ")");
+            throw failure(result, CallText.primaryContextRelease(cuDevice));
         }
     }
 }

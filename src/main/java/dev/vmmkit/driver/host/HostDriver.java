@@ -5,9 +5,8 @@ import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
-import dev.vmmkit.driver.conformance.DeviceBytes;
-import dev.vmmkit.driver.conformance.DeviceBytesProvider;
-import dev.vmmkit.driver.conformance.HostDeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytesProvider;
 import org.agrona.collections.Long2ObjectHashMap;
 
 import java.util.ArrayList;

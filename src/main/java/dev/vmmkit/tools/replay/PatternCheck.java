@@ -1,6 +1,6 @@
 package dev.vmmkit.tools.replay;
 
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 
 /**
  * The {@code --verify} check: right after an allocation, its first and last 4 KiB (all of it when

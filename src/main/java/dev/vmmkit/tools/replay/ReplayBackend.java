@@ -1,6 +1,6 @@
 package dev.vmmkit.tools.replay;
 
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 
 import java.util.Optional;
 

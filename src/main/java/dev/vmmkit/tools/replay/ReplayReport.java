@@ -4,8 +4,7 @@ import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.driver.DriverCall;
-
-import java.util.Arrays;
+import dev.vmmkit.tools.Percentiles;
 
 /**
  * The figures of one replay, as written to {@code --json}. Sizes and counts come from the
@@ -76,15 +75,8 @@ public record ReplayReport(
 
         /** Percentiles of the first {@code count} entries of {@code samples}, which this sorts in place. */
         public static Latency of(long[] samples, int count) {
-            Arrays.sort(samples, 0, count);
-            return new Latency(nearestRank(samples, count, 0.50), nearestRank(samples, count, 0.99));
-        }
-
-        /** The smallest sample that at least {@code fraction} of the samples do not exceed. */
-        static long nearestRank(long[] sorted, int count, double fraction) {
-            if (count == 0) return 0;
-            int rank = (int) Math.ceil(fraction * count);
-            return sorted[Math.clamp(rank - 1, 0, count - 1)];
+            Percentiles.sort(samples, count);
+            return new Latency(Percentiles.nearestRank(samples, count, 0.50), Percentiles.nearestRank(samples, count, 0.99));
         }
     }
 }

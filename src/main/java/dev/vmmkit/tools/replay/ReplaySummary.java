@@ -1,5 +1,7 @@
 package dev.vmmkit.tools.replay;
 
+import dev.vmmkit.core.ByteSize;
+
 import java.util.Locale;
 
 /**
@@ -65,15 +67,7 @@ public final class ReplaySummary {
 
     /** Bytes in the largest binary unit that keeps the figure at least 1, e.g. {@code 709.5 MiB}. */
     public static String bytes(long bytes) {
-        String[] units = {"KiB", "MiB", "GiB", "TiB"};
-        if (bytes < 1024) return bytes + " B";
-        double value = bytes;
-        int unit = -1;
-        while (value >= 1024 && unit < units.length - 1) {
-            value /= 1024;
-            unit++;
-        }
-        return String.format(Locale.ROOT, "%.1f %s", value, units[unit]);
+        return ByteSize.formatOneDecimal(bytes);
     }
 
     /** Nanoseconds as {@code 95 ns}, {@code 1.2 us}, {@code 3.4 ms} or {@code 1.5 s}. */

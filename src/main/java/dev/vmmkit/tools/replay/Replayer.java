@@ -2,7 +2,7 @@ package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
-import dev.vmmkit.tools.trace.AllocationTrace;
+import dev.vmmkit.trace.AllocationTrace;
 import org.agrona.collections.Long2LongHashMap;
 
 /**
@@ -34,10 +34,6 @@ public final class Replayer {
         this.freeNs = new long[trace.frees()];
         int capacity = (int) Math.min(1 << 30, (long) Math.ceil(trace.maxLiveAllocations() / MAP_LOAD_FACTOR) + 1);
         this.addressOfKey = new Long2LongHashMap(capacity, MAP_LOAD_FACTOR, NO_ADDRESS);
-    }
-
-    public AllocationTrace trace() {
-        return trace;
     }
 
     /** Replays the trace through {@code target} and reports the figures. */

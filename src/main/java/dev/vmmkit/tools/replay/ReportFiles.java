@@ -3,7 +3,7 @@ package dev.vmmkit.tools.replay;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 
-import dev.vmmkit.tools.trace.AtomicFile;
+import dev.vmmkit.trace.AtomicFile;
 
 import java.io.IOException;
 import java.nio.file.Path;

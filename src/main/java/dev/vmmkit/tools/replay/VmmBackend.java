@@ -1,6 +1,6 @@
 package dev.vmmkit.tools.replay;
 
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
@@ -9,11 +9,12 @@ import dev.vmmkit.driver.VmmDriver;
 import java.util.Optional;
 
 /** Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay. */
-final class VmmBackend implements ReplayBackend {
+public final class VmmBackend implements ReplayBackend {
     private final VmmDriver driver;
     private final VmmConfig config;
 
-    VmmBackend(VmmDriver driver, VmmConfig config) {
+    /** A backend over {@code driver}, which it closes when closed (or at once, for a chunk size the driver cannot map). */
+    public VmmBackend(VmmDriver driver, VmmConfig config) {
         if (config.chunkBytes() % driver.granularity() != 0) {
             driver.close();
             throw new IllegalArgumentException("chunk size " + config.chunkBytes() + " is not a multiple of the "

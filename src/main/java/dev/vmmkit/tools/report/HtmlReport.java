@@ -1,7 +1,7 @@
 package dev.vmmkit.tools.report;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.vmmkit.tools.trace.AtomicFile;
+import dev.vmmkit.trace.AtomicFile;
 
 import java.io.IOException;
 import java.io.InputStream;

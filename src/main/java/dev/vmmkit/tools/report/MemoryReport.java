@@ -2,7 +2,7 @@ package dev.vmmkit.tools.report;
 
 import com.fasterxml.jackson.annotation.JsonProperty;
 import dev.vmmkit.tools.replay.ReplayReport;
-import dev.vmmkit.tools.trace.AllocationTrace;
+import dev.vmmkit.trace.AllocationTrace;
 
 import java.util.List;
 

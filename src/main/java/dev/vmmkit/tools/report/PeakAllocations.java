@@ -1,6 +1,6 @@
 package dev.vmmkit.tools.report;
 
-import dev.vmmkit.tools.trace.AllocationTrace;
+import dev.vmmkit.trace.AllocationTrace;
 import org.agrona.collections.Long2LongHashMap;
 
 import java.util.ArrayList;

@@ -6,15 +6,16 @@ import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import org.junit.jupiter.api.Test;
 
+import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.DriverException;
 
 class CudaErrorsTest {
 
     @Test
     void hexLooksLikeC() {
-        assertEquals("0x200000", CudaErrors.hex(2L << 20));
-        assertEquals("0x0", CudaErrors.hex(0));
-        assertEquals("0xffffffffffffffff", CudaErrors.hex(-1));
+        assertEquals("0x200000", CallText.hex(2L << 20));
+        assertEquals("0x0", CallText.hex(0));
+        assertEquals("0xffffffffffffffff", CallText.hex(-1));
     }
 
     @Test

@@ -2,7 +2,7 @@ package dev.vmmkit.driver.host;
 
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;

@@ -1,13 +1,13 @@
 package dev.vmmkit.tools.replay;
 
-import dev.vmmkit.driver.conformance.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytes;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
-import dev.vmmkit.tools.trace.AllocationTrace;
-import dev.vmmkit.tools.trace.TestTraces;
-import dev.vmmkit.tools.trace.TraceReader;
+import dev.vmmkit.trace.AllocationTrace;
+import dev.vmmkit.trace.TestTraces;
+import dev.vmmkit.trace.TraceReader;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;

@@ -1,4 +1,4 @@
-package dev.vmmkit.tools.trace;
+package dev.vmmkit.trace;
 
 /**
  * The requests of one trace, in file order, held in primitive arrays: about 29 bytes an operation,

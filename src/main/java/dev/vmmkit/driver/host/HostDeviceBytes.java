@@ -1,4 +1,6 @@
-package dev.vmmkit.driver.conformance;
+package dev.vmmkit.driver.host;
+
+import dev.vmmkit.driver.DeviceBytes;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

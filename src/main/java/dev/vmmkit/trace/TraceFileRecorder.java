@@ -1,24 +1,32 @@
-package dev.vmmkit.interpose;
+package dev.vmmkit.trace;
 
-import dev.vmmkit.tools.trace.TraceWriter;
+import dev.vmmkit.core.DeviceMemoryResource;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
+import java.util.function.BiConsumer;
 
 /**
- * Records the program's requests for {@code vmmkit run --trace} through {@link TraceWriter}, in the
- * format {@code vmmkit replay} reads. A cudaFree ({@link InterposedCalls#DEVICE_WIDE_STREAM}) is
- * written with stream 0, the legacy default stream. A write error stops tracing with one warning;
- * the program keeps running.
+ * Records requests into a trace file through {@link TraceWriter}, in the format {@code vmmkit replay}
+ * reads. A cudaFree ({@link DeviceMemoryResource#DEVICE_WIDE_STREAM}) is written with stream 0, the
+ * legacy default stream. A write error stops recording and is reported once to {@code onFailure}
+ * (the message and the cause); the program keeps running.
  */
-final class TraceFileRecorder implements AllocationRecorder {
+public final class TraceFileRecorder implements AllocationRecorder {
     private final Path path;
     private final TraceWriter writer;
+    private final BiConsumer<String, Exception> onFailure;
     private volatile boolean failed;
 
-    TraceFileRecorder(Path path, String mode) throws IOException {
+    /** A recorder whose write failures are printed on stderr. */
+    public TraceFileRecorder(Path path, String mode) throws IOException {
+        this(path, mode, (message, cause) -> System.err.println("vmmkit: " + message + ": " + cause));
+    }
+
+    public TraceFileRecorder(Path path, String mode, BiConsumer<String, Exception> onFailure) throws IOException {
         this.path = path;
+        this.onFailure = onFailure;
         this.writer = TraceWriter.open(path, "vmmkit run, mode=" + mode);
     }
 
@@ -57,11 +65,11 @@ final class TraceFileRecorder implements AllocationRecorder {
     }
 
     private static long traceStream(long stream) {
-        return stream == InterposedCalls.DEVICE_WIDE_STREAM ? 0 : stream;
+        return stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream;
     }
 
     private void stop(Exception e) {
         failed = true;
-        InterposeLog.warnOnce("trace", "cannot write the trace " + path + "; tracing stops", e);
+        onFailure.accept("cannot write the trace " + path + "; tracing stops", e);
     }
 }

@@ -1,4 +1,4 @@
-package dev.vmmkit.driver.conformance;
+package dev.vmmkit.driver;
 
 /** A driver that can read and write its own device memory for the conformance checks. */
 public interface DeviceBytesProvider {

@@ -1,7 +1,6 @@
-package dev.vmmkit.driver.conformance;
+package dev.vmmkit.driver;
 
-import dev.vmmkit.driver.DriverAdaptor;
-import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDeviceBytes;
 
 /**
  * Reads and writes bytes at device addresses, so that conformance checks can prove a mapping

@@ -1,4 +1,4 @@
-package dev.vmmkit.tools.trace;
+package dev.vmmkit.trace;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

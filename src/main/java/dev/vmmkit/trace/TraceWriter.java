@@ -1,4 +1,4 @@
-package dev.vmmkit.tools.trace;
+package dev.vmmkit.trace;
 
 import java.io.BufferedWriter;
 import java.io.Closeable;

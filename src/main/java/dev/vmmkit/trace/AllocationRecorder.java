@@ -1,10 +1,10 @@
-package dev.vmmkit.interpose;
+package dev.vmmkit.trace;
 
 /**
- * Where the program's requests are recorded for {@code vmmkit run --trace}. Kept behind this small
- * interface so that tests can record in memory and a run without --trace records nothing.
+ * Where a program's requests are recorded ({@code vmmkit run --trace}). Kept behind this small
+ * interface so that tests can record in memory and a run without a trace records nothing.
  */
-interface AllocationRecorder extends AutoCloseable {
+public interface AllocationRecorder extends AutoCloseable {
 
     /** Records nothing. */
     AllocationRecorder NONE = new AllocationRecorder() {
@@ -26,7 +26,7 @@ interface AllocationRecorder extends AutoCloseable {
         }
     };
 
-    /** False for {@link #NONE}, so callers can skip the work of finding a size. */
+    /** False for {@link #NONE} (and a recorder that stopped), so callers can skip finding a size. */
     boolean isRecording();
 
     void allocated(long address, long size, long stream);

@@ -1,19 +1,20 @@
-package dev.vmmkit.interpose;
+package dev.vmmkit.trace;
 
 import org.agrona.collections.Long2LongHashMap;
 
 /**
- * The program's requests as seen in monitor mode, where the memory comes from the real runtime:
- * live allocations by address, counts and the peak of live bytes.
+ * A program's requests as counted from outside the allocator: live allocations by address, counts
+ * and the peak of live bytes. Monitor mode keeps one (the memory comes from the real runtime), and
+ * so does {@link StatisticsResource}. Thread-safe.
  */
-final class RequestLedger {
+public final class RequestLedger {
     private final Long2LongHashMap sizeByAddress = new Long2LongHashMap(-1);
     private long allocations;
     private long frees;
     private long liveBytes;
     private long peakLiveBytes;
 
-    synchronized void allocated(long address, long size) {
+    public synchronized void allocated(long address, long size) {
         long previous = sizeByAddress.put(address, size);
         if (previous >= 0) liveBytes -= previous; // a free we never saw (e.g. made before we started)
         allocations++;
@@ -22,7 +23,7 @@ final class RequestLedger {
     }
 
     /** Forgets {@code address}; returns its size, or -1 for an address not live. */
-    synchronized long freed(long address) {
+    public synchronized long freed(long address) {
         long size = sizeByAddress.remove(address);
         if (size >= 0) {
             frees++;
@@ -31,15 +32,24 @@ final class RequestLedger {
         return size;
     }
 
-    synchronized long allocations() {
+    public synchronized long allocations() {
         return allocations;
     }
 
-    synchronized long frees() {
+    public synchronized long frees() {
         return frees;
     }
 
-    synchronized long peakLiveBytes() {
+    public synchronized long peakLiveBytes() {
         return peakLiveBytes;
+    }
+
+    /** The size of the live allocation at {@code address}, or -1. */
+    public synchronized long sizeOf(long address) {
+        return sizeByAddress.get(address);
+    }
+
+    public synchronized long liveBytes() {
+        return liveBytes;
     }
 }

@@ -1,0 +1,25 @@
+package dev.vmmkit.core;
+
+/**
+ * A {@link DeviceMemoryResource} that can also say what it handed out: the queries the interposer
+ * and the tools need beside allocate and free. {@link VmmManager} implements it; adaptors such as
+ * {@code dev.vmmkit.trace.RecordingResource} forward it.
+ */
+public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseable {
+
+    /**
+     * True when {@code address} belongs to this resource, so a free of it must come here (for
+     * {@link VmmManager}: it lies in address space the manager reserved, live or not).
+     */
+    boolean owns(long address);
+
+    /** The requested size of the live allocation that starts at {@code address}, or -1. */
+    long sizeOf(long address);
+
+    /** A consistent snapshot of the resource's figures. */
+    AllocatorStats stats();
+
+    /** Gives everything back; live allocations become invalid. */
+    @Override
+    void close();
+}

@@ -1,0 +1,216 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.VmmDriver;
+
+/**
+ * The physical side of one region's reserved range, like PyTorch's ExpandableSegment: which handle
+ * backs each page, and the driver calls that change it. A handle covers one or more whole pages
+ * mapped at one address; for each page the table records its handle and the first page of that
+ * handle, so ranges are always unmapped, reclaimed and moved in whole handles.
+ *
+ * <p>Bookkeeping equals driver state after every call, failures included: a page reads as mapped
+ * exactly when the driver maps it.
+ *
+ * <p>Not locked: the region hands each caller a page range no other thread touches (a placement
+ * or reclaim in flight), and reads the table only under its lock, which orders the writes.
+ */
+final class PageTable {
+    static final long NO_HANDLE = PhysicalPool.NO_HANDLE;
+
+    private final VmmDriver driver;
+    private final long base;
+    private final long pageBytes;
+    private final int pageShift;
+    /** The handle mapped at each page, or {@link #NO_HANDLE}. */
+    private final long[] handleOfPage;
+    /** For a mapped page, the index of the first page of its handle. */
+    private final int[] handleStartPage;
+
+    PageTable(VmmDriver driver, long base, long span, long pageBytes) {
+        this.driver = driver;
+        this.base = base;
+        this.pageBytes = pageBytes;
+        this.pageShift = Long.numberOfTrailingZeros(pageBytes);
+        int pages = Math.toIntExact(span >>> pageShift);
+        this.handleOfPage = new long[pages];
+        this.handleStartPage = new int[pages];
+    }
+
+    long pageBytes() {
+        return pageBytes;
+    }
+
+    boolean isMapped(long va) {
+        return handleOfPage[page(va)] != NO_HANDLE;
+    }
+
+    /** Where the handle mapped at {@code va} starts. */
+    long handleStart(long va) {
+        return address(handleStartPage[page(va)]);
+    }
+
+    /** Where the handle mapped at {@code va} ends. */
+    long handleEnd(long va) {
+        int p = page(va);
+        long h = handleOfPage[p];
+        int end = p + 1;
+        while (end < handleOfPage.length && handleOfPage[end] == h && handleStartPage[end] == handleStartPage[p]) end++;
+        return address(end);
+    }
+
+    /**
+     * The largest sub-range of {@code [from, to)} (both mapped) made of whole handles, as
+     * {@code [start, end)} packed in {@code out}; {@code out[0] >= out[1]} when there is none.
+     */
+    void wholeHandlesWithin(long from, long to, long[] out) {
+        long start = (from + pageBytes - 1) & -pageBytes;
+        if (start < to && handleStart(start) != start) start = handleEnd(start);
+        long end = to & -pageBytes;
+        if (end > start && isMapped(end - 1) && handleEnd(end - 1) != end) end = handleStart(end - 1);
+        out[0] = start;
+        out[1] = Math.max(start, end);
+    }
+
+    /** The number of handles mapped in {@code [from, to)} (each counted once, however many pages it covers). */
+    int handlesIn(long from, long to) {
+        int n = 0;
+        for (long va = from; va < to; ) {
+            if (!isMapped(va)) {
+                va += pageBytes;
+                continue;
+            }
+            n++;
+            va = handleEnd(va);
+        }
+        return n;
+    }
+
+    /**
+     * Maps the handles of {@code run} back to back from {@code va}, then grants access to the whole
+     * run in one call (the driver still charges per handle). If a call fails, every handle mapped
+     * here is unmapped again and the failure is thrown; a handle whose unmap failed too stays
+     * mapped and recorded ({@link #isMapped} tells the caller which).
+     */
+    void mapRun(long va, HandleRun run) {
+        int mapped = 0;
+        long at = va;
+        try {
+            for (; mapped < run.count(); mapped++) {
+                driver.map(at, run.bytes(mapped), run.handle(mapped));
+                record(at, run.bytes(mapped), run.handle(mapped));
+                at += run.bytes(mapped);
+            }
+            // Not mapWithAccess: if granting access fails, the rollback below must know which unmap failed.
+            if (at > va) driver.setAccess(va, at - va);
+        } catch (RuntimeException e) {
+            unmapFirst(va, run, mapped, e);
+            throw e;
+        }
+    }
+
+    /** Rollback: unmaps the first {@code count} handles of {@code run} mapped from {@code va}; a failure stays mapped and recorded. */
+    private void unmapFirst(long va, HandleRun run, int count, RuntimeException cause) {
+        for (int i = 0; i < count; i++) {
+            try {
+                driver.unmap(va, run.bytes(i));
+                forget(va, run.bytes(i));
+            } catch (DriverException stuck) {
+                cause.addSuppressed(stuck);
+            }
+            va += run.bytes(i);
+        }
+    }
+
+    /**
+     * Unmaps {@code [from, to)}, which must begin and end on handle boundaries, in one driver call,
+     * and adds its handles to {@code out} in address order. If the unmap fails, nothing changes
+     * and the failure is thrown.
+     */
+    void unmapRange(long from, long to, HandleRun out) {
+        driver.unmap(from, to - from);
+        for (long va = from; va < to; ) {
+            long end = handleEnd(va);
+            out.add(handleOfPage[page(va)], end - va);
+            forget(va, end - va);
+            va = end;
+        }
+    }
+
+    /**
+     * Maps the handles of {@code [from, from + length)} also at {@code to} (unmapped, handle
+     * boundaries at both ends), grants access there, then unmaps them at {@code from}: the memory
+     * and its bytes move to a new address without a copy. On failure the mapping at {@code to} is
+     * undone and {@code from} is left as it was.
+     */
+    void moveMapping(long from, long to, long length) {
+        HandleRun run = new HandleRun();
+        for (long va = from; va < from + length; ) {
+            long end = handleEnd(va);
+            run.add(handleOfPage[page(va)], end - va);
+            va = end;
+        }
+        mapRun(to, run);
+        try {
+            driver.unmap(from, length);
+        } catch (RuntimeException e) {
+            unmapFirst(to, run, run.count(), e);
+            throw e;
+        }
+        for (long va = from; va < from + length; ) {
+            long end = handleEnd(va);
+            forget(va, end - va);
+            va = end;
+        }
+    }
+
+    /** Receives handles that are no longer mapped. */
+    @FunctionalInterface
+    interface HandleSink {
+        void accept(long handle, long bytes);
+    }
+
+    /**
+     * Unmaps every handle, one call each, and passes each unmapped handle to {@code released}.
+     * A handle whose unmap fails is forgotten anyway (closing: the driver reclaims it at exit).
+     */
+    void unmapAll(HandleSink released) {
+        for (int p = 0; p < handleOfPage.length; ) {
+            long h = handleOfPage[p];
+            if (h == NO_HANDLE) {
+                p++;
+                continue;
+            }
+            long va = address(p);
+            long end = handleEnd(va);
+            try {
+                driver.unmap(va, end - va);
+                released.accept(h, end - va);
+            } catch (DriverException ignored) {
+                // Closing anyway; the driver reclaims what is left when the process ends.
+            }
+            forget(va, end - va);
+            p = page(end - 1) + 1;
+        }
+    }
+
+    private void record(long va, long bytes, long handle) {
+        int first = page(va);
+        for (int p = first, last = page(va + bytes - 1); p <= last; p++) {
+            handleOfPage[p] = handle;
+            handleStartPage[p] = first;
+        }
+    }
+
+    private void forget(long va, long bytes) {
+        for (int p = page(va), last = page(va + bytes - 1); p <= last; p++) handleOfPage[p] = NO_HANDLE;
+    }
+
+    private int page(long va) {
+        return (int) ((va - base) >>> pageShift);
+    }
+
+    private long address(int page) {
+        return base + ((long) page << pageShift);
+    }
+}

@@ -1,0 +1,72 @@
+package dev.vmmkit.driver;
+
+import java.util.Locale;
+import java.util.logging.ConsoleHandler;
+import java.util.logging.Formatter;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+
+/**
+ * The one logging set-up of vmmkit. The level comes from the system property {@code vmmkit.log}
+ * when set, else the environment variable {@code VMM_LOG} (read once): {@code warn} (the default:
+ * warnings only), {@code info} (progress messages) or {@code debug} (also every driver call,
+ * through {@link LoggingDriver}). Messages go to stderr, so a host program's stdout stays its own.
+ */
+public final class VmmLog {
+    private static final String ENVIRONMENT_LEVEL = level(System.getenv("VMM_LOG"));
+
+    /** Keeps the logger configured for debug output alive (java.util.logging holds loggers weakly). */
+    private static Logger debugLogger;
+
+    private VmmLog() {
+    }
+
+    /** {@code debug}, {@code info} or {@code warn} for a setting such as {@code "INFO"}; warn when unset or unknown. */
+    static String level(String setting) {
+        String s = setting == null ? "" : setting.trim().toLowerCase(Locale.ROOT);
+        return switch (s) {
+            case "debug", "info" -> s;
+            default -> "warn";
+        };
+    }
+
+    /** The level in force: {@code debug}, {@code info} or {@code warn}. */
+    public static String level() {
+        String property = System.getProperty("vmmkit.log");
+        return property == null ? ENVIRONMENT_LEVEL : level(property);
+    }
+
+    /** True at {@code info} and {@code debug}. */
+    public static boolean isInfo() {
+        return !level().equals("warn");
+    }
+
+    /** True at {@code debug}: drivers come wrapped in a {@link LoggingDriver}. */
+    public static boolean isDebug() {
+        return level().equals("debug");
+    }
+
+    /**
+     * The default System.Logger backend (java.util.logging) drops DEBUG; when nothing else was
+     * configured, let the driver logger print DEBUG to stderr so that VMM_LOG=debug shows something.
+     */
+    static synchronized void routeDriverDebugToStderr() {
+        if (debugLogger != null || System.getLogger(LoggingDriver.LOGGER_NAME).isLoggable(System.Logger.Level.DEBUG)) {
+            return;
+        }
+        Logger logger = Logger.getLogger(LoggingDriver.LOGGER_NAME);
+        ConsoleHandler stderr = new ConsoleHandler();
+        stderr.setLevel(Level.FINE);
+        stderr.setFormatter(new Formatter() {
+            @Override
+            public String format(LogRecord record) {
+                return "vmmkit driver: " + formatMessage(record) + System.lineSeparator();
+            }
+        });
+        logger.addHandler(stderr);
+        logger.setLevel(Level.FINE);
+        logger.setUseParentHandlers(false);
+        debugLogger = logger;
+    }
+}

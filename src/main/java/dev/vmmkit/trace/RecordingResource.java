@@ -1,0 +1,62 @@
+package dev.vmmkit.trace;
+
+import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.ManagedMemoryResource;
+
+/**
+ * An adaptor that records every request it forwards (as RMM's logging_resource_adaptor does):
+ * each allocation after it succeeded, each free of a live allocation before it happens (another
+ * thread may get the address back right after the free). A double free is the program's error,
+ * not a request, so it is not recorded.
+ */
+public final class RecordingResource implements ManagedMemoryResource {
+    private final ManagedMemoryResource resource;
+    private final AllocationRecorder recorder;
+
+    public RecordingResource(ManagedMemoryResource resource, AllocationRecorder recorder) {
+        this.resource = resource;
+        this.recorder = recorder;
+    }
+
+    /** {@code resource} itself when nothing is recorded, else the adaptor over it. */
+    public static ManagedMemoryResource over(ManagedMemoryResource resource, AllocationRecorder recorder) {
+        return recorder == AllocationRecorder.NONE ? resource : new RecordingResource(resource, recorder);
+    }
+
+    @Override
+    public long allocate(long size, long stream) {
+        long address = resource.allocate(size, stream);
+        if (address != 0 && recorder.isRecording()) recorder.allocated(address, size, stream);
+        return address;
+    }
+
+    @Override
+    public void deallocate(long address, long stream) {
+        if (recorder.isRecording()) {
+            long size = resource.sizeOf(address);
+            if (size >= 0) recorder.freed(address, size, stream);
+        }
+        resource.deallocate(address, stream);
+    }
+
+    @Override
+    public boolean owns(long address) {
+        return resource.owns(address);
+    }
+
+    @Override
+    public long sizeOf(long address) {
+        return resource.sizeOf(address);
+    }
+
+    @Override
+    public AllocatorStats stats() {
+        return resource.stats();
+    }
+
+    /** Closes the resource; the recorder belongs to the caller. */
+    @Override
+    public void close() {
+        resource.close();
+    }
+}
