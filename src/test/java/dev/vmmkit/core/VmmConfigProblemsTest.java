@@ -19,7 +19,7 @@ class VmmConfigProblemsTest {
             "VMM_CHUNK_SIZE, 6M, power of two",
             "VMM_CHUNK_SIZE, 1M, at least 2 MiB",
             "VMM_CHUNK_SIZE, lots, not a size",
-            "VMM_CHUNK_SIZE, -1, < 0",
+            "VMM_CHUNK_SIZE, -1, not a size",
             "VMM_VA_SIZE, 1K, at least 1G",
             "VMM_VA_SIZE, 64M, at least 1G",
             "VMM_ALIGNMENT, 100, power of two",
