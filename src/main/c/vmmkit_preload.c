@@ -412,7 +412,8 @@ static void *bootstrap(void *result) {
         (*env)->ExceptionDescribe(env); /* to stderr */
         status = -1;
     }
-    if (status != 0) fprintf(stderr, "vmmkit: cannot load vmmkit from %s\n", jar);
+    /* A positive status: Java has already said what was wrong (a bad setting, mismatched builds). */
+    if (status < 0) fprintf(stderr, "vmmkit: cannot load vmmkit from %s\n", jar);
     *(int *) result = status == 0;
     (*vm)->DetachCurrentThread(vm);
     return NULL;

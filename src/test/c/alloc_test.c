@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +482,10 @@ int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "ipc_child") == 0) return ipc_child(argv[2], atoi(argv[3]), atoi(argv[4]));
     int ran = 0;
     for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "die") == 0) { /* ends by SIGTERM, so no exit handler runs */
+            fflush(stdout);
+            raise(SIGTERM);
+        }
         for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
             int all = strcmp(argv[a], "all") == 0 && !only_by_name(scenarios[i].name);
             if (all || strcmp(argv[a], scenarios[i].name) == 0) {

@@ -683,6 +683,27 @@ final class RegionHeap {
         }
     }
 
+    /** Every block, in address order, read under the lock (for reports; allocates). */
+    BlockMap.Region blockMap() {
+        lock.lock();
+        try {
+            java.util.List<BlockMap.Block> out = new java.util.ArrayList<>();
+            for (int id = 0; id < blocks.kind.length; id++) {
+                byte kind = blocks.kind[id];
+                if (kind == 0) continue; // never used, or recycled
+                // IN_FLIGHT (a slow path's driver calls in progress, off the lock) shows as unmapped:
+                // it holds no live data. A single-threaded replay never sees one between operations.
+                out.add(new BlockMap.Block(blocks.address[id], blocks.size[id],
+                        kind == LIVE ? BlockMap.Kind.LIVE : kind == FREE ? BlockMap.Kind.FREE_MAPPED : BlockMap.Kind.UNMAPPED,
+                        kind == LIVE ? blocks.requestedOrStream[id] : 0));
+            }
+            out.sort(java.util.Comparator.comparingLong(BlockMap.Block::address));
+            return new BlockMap.Region(name, base, span, out);
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Receives the handles under one live allocation: where the first starts, each handle and its size, the allocation's size. */
     interface PagesVisitor<T> {
         T visit(long firstPage, long[] handles, long[] sizes, long requested);

@@ -154,6 +154,14 @@ public final class VmmManager implements ManagedMemoryResource {
         return all;
     }
 
+    /** Every block of every region, each region read under its lock (for reports: it allocates). */
+    public BlockMap blockMap() {
+        java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
+        for (RegionHeap r : smallRegions) regions.add(r.blockMap());
+        for (RegionHeap r : largeRegions) regions.add(r.blockMap());
+        return new BlockMap(regions);
+    }
+
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
     public long drain() {
         return drain(false);
