@@ -107,6 +107,7 @@ final class RegionResizer {
             // Out of the live table meanwhile: a concurrent free of this address (the program's
             // bug) is refused instead of freeing a block that is changing.
             region.liveByAddress.remove(address);
+            region.inFlight++; // a peer grant waits until the new pages are mapped
         } finally {
             region.lock.unlock();
         }
@@ -122,6 +123,7 @@ final class RegionResizer {
                 if (clean) region.restoreUnmapped(u); // else: set aside, as a failed placement's pages are
                 if (free != NONE) region.reattachFree(free);
                 region.liveByAddress.put(address, id);
+                region.settle();
             } finally {
                 region.lock.unlock();
             }
@@ -146,6 +148,7 @@ final class RegionResizer {
                 region.freeLists.add(tail);
             }
             region.liveByAddress.put(address, id);
+            region.settle();
             return true;
         } finally {
             region.lock.unlock();

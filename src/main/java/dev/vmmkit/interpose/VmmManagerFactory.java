@@ -34,7 +34,12 @@ public final class VmmManagerFactory implements ResourceFactory {
         long hostCapacity = capacity == null || capacity.isBlank() ? Drivers.DEFAULT_HOST_CAPACITY : ByteSize.parse(capacity);
         VmmDriver driver = Drivers.open(kind, device, hostCapacity);
         try {
-            VmmManager manager = new VmmManager(driver, VmmConfig.from(env));
+            VmmConfig config = VmmConfig.from(env);
+            if (config.chunkBytes() % driver.granularity() != 0) {
+                throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
+                        + device + "'s allocation granularity (" + driver.granularity() + " bytes)");
+            }
+            VmmManager manager = new VmmManager(driver, config);
             // Opting into zero-copy copies: every large buffer gets whole pages, so any whole-buffer
             // copy of one may become a remap (a little more memory; see docs/zero-copy.md).
             if ("1".equals(env.get("VMM_ZERO_COPY"))) manager.useWholePagesFrom(0);

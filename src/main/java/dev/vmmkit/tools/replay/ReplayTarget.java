@@ -1,6 +1,7 @@
 package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.BlockMap;
 import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.VmmManager;
 
@@ -11,6 +12,11 @@ public interface ReplayTarget extends AutoCloseable {
 
     /** The allocator's figures; read once, after the replay. */
     AllocatorStats stats();
+
+    /** The allocator's address space block by block, for reports; empty when it cannot tell. */
+    default BlockMap blockMap() {
+        return new BlockMap(java.util.List.of());
+    }
 
     /** Gives everything the allocator holds back to the driver. */
     @Override
@@ -27,6 +33,11 @@ public interface ReplayTarget extends AutoCloseable {
             @Override
             public AllocatorStats stats() {
                 return manager.stats();
+            }
+
+            @Override
+            public BlockMap blockMap() {
+                return manager.blockMap();
             }
 
             @Override
