@@ -62,23 +62,24 @@ run() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
+  local file="$out/$(printf '%s' "$name" | tr -c 'A-Za-z0-9.=-' '_')"
   local cmd
   if [ "$how" = native ]; then
     cmd=(env "${envs[@]}" "$prog" "$@")
   else
-    cmd=(env "${envs[@]}" ./vmmkit run --driver "$driver" --stats "$out/$name.json" -- "$prog" "$@")
+    cmd=(env "${envs[@]}" ./vmmkit run --driver "$driver" --stats "$file.json" -- "$prog" "$@")
   fi
   echo "=== $name: ${cmd[*]}"
-  timeout 120 "${cmd[@]}" > "$out/$name.log" 2>&1
+  timeout 120 "${cmd[@]}" > "$file.log" 2>&1
   local rc=$?
-  cat "$out/$name.log"
+  cat "$file.log"
   if [ "$rc" -ne 0 ]; then echo "=== $name: exit $rc"; failed=1; fi
   local figures
   local median best first
-  read -r median best first < <(awk '/^bench /{print $4, $5, $6}' "$out/$name.log" | tail -1)
+  read -r median best first < <(awk '/^bench /{print $4, $5, $6}' "$file.log" | tail -1)
   local zc="-"
-  if [ -f "$out/$name.json" ]; then
-    zc="$(python3 -c 'import json,sys; z=json.load(open(sys.argv[1]))["zero_copy"]; print("%d remaps, %d fell back" % (z["remaps"], z["copies_fallen_back"]))' "$out/$name.json" 2>/dev/null || echo "?")"
+  if [ -f "$file.json" ]; then
+    zc="$(python3 -c 'import json,sys; z=json.load(open(sys.argv[1]))["zero_copy"]; print("%d remaps, %d fell back" % (z["remaps"], z["copies_fallen_back"]))' "$file.json" 2>/dev/null || echo "?")"
   fi
   rows+=("$(printf '%-44s %6s %11s %11s %11s   %s' "$name" "${MIB:-}" "${median:-}" "${best:-}" "${first:-}" "$zc")")
   [ "$rc" -eq 0 ]
@@ -111,9 +112,9 @@ echo
 echo "##### zero-copy results ($driver): microseconds per resize: median and best of $reps, and the first (no cached memory yet)"
 printf '%-44s %6s %11s %11s %11s   %s\n' "case" "MiB" "median_us" "best_us" "first_us" "zero_copy"
 printf '%s\n' "${rows[@]}" | tee "$out/table.txt"
-copy_us="$(awk '/^bench copy /{print $6}' "$out/grow: cudaMalloc+cudaMemcpy+cudaFree.log" 2>/dev/null)"
+copy_us="$(awk '/^bench copy /{print $6}' "$out/$(printf '%s' "grow: cudaMalloc+cudaMemcpy+cudaFree" | tr -c 'A-Za-z0-9.=-' '_').log" 2>/dev/null)"
 for name in "grow: vmmkit_realloc" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=512M" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=2G"; do
-  r="$(awk '/^bench realloc /{print $6}' "$out/$name.log" 2>/dev/null)"
+  r="$(awk '/^bench realloc /{print $6}' "$out/$(printf '%s' "$name" | tr -c 'A-Za-z0-9.=-' '_').log" 2>/dev/null)"
   if [ -n "$copy_us" ] && [ -n "$r" ]; then
     python3 -c 'import sys; c,r=float(sys.argv[1]),float(sys.argv[2]); print("%s: first resize %.1fx the speed of cudaMalloc+copy+free (goal: 10x)" % (sys.argv[3], c / r if r > 0 else float("inf")))' "$copy_us" "$r" "$name" | tee -a "$out/table.txt"
   fi
