@@ -31,7 +31,17 @@ public final class ReplaySummary {
                 calls.release(), calls.addressFree(), callsPerOp)
                 + String.format(Locale.ROOT, "alloc p50 %s p99 %s; free p50 %s p99 %s; wall %s/op%n",
                 duration(r.allocNs().p50()), duration(r.allocNs().p99()),
-                duration(r.freeNs().p50()), duration(r.freeNs().p99()), duration(r.wallNsPerOp()));
+                duration(r.freeNs().p50()), duration(r.freeNs().p99()), duration(r.wallNsPerOp()))
+                + handles(r);
+    }
+
+    /** The handles line, when the resource counted them: what the GPU driver would charge for. */
+    private static String handles(ReplayReport r) {
+        ReplayReport.DriverCalls h = r.driverHandles();
+        if (h.total() == 0) return "";
+        return String.format(Locale.ROOT, "driver handles: create %,d, map %,d, set_access %,d, unmap %,d, release %,d; "
+                        + "modelled GPU driver time %.2f us/op (a model: GPU-FACTS per-handle costs)%n",
+                h.create(), h.map(), h.setAccess(), h.unmap(), h.release(), r.modelledDriverUsPerOp());
     }
 
     /** Bytes in the largest binary unit that keeps the figure at least 1, e.g. {@code 709.5 MiB}. */

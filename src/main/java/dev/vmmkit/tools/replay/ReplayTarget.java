@@ -2,7 +2,7 @@ package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
-import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.core.ManagedMemoryResource;
 
 /** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
 public interface ReplayTarget extends AutoCloseable {
@@ -16,8 +16,8 @@ public interface ReplayTarget extends AutoCloseable {
     @Override
     void close();
 
-    /** vmmkit's own allocator as a target; closing the target closes the manager. */
-    static ReplayTarget of(VmmManager manager) {
+    /** A resource that keeps its own figures as a target; closing the target closes it. */
+    static ReplayTarget of(ManagedMemoryResource manager) {
         return new ReplayTarget() {
             @Override
             public DeviceMemoryResource resource() {
