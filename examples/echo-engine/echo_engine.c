@@ -6,12 +6,12 @@
  * a hash of the prompt and a byte read back from its device memory. So every request proves that
  * the memory it was given holds real bytes.
  *
- * Two builds of the same source:
- *   cpu:  gcc -O2 -fPIC -shared -I../../include -o libecho_engine.so echo_engine.c
- *         (device memory is addressed directly: on the host emulation it is host memory)
- *   cuda: gcc -O2 -fPIC -shared -DECHO_CUDA -I../../include -o libecho_engine.so echo_engine.c -ldl
- *         (device memory is reached with cuMemcpyHtoD/DtoH from libcuda.so.1, opened at run time,
- *         so no CUDA headers or SDK are needed to build)
+ * One build serves both backends (the Makefile installs it under cpu/ and cuda/):
+ *   gcc -O2 -fPIC -shared -I../../include -o libecho_engine.so echo_engine.c -ldl
+ * Where the host's device memory lives is told by config->device: -1 means no CUDA device, and the
+ * memory is addressed directly (on the host emulation it is host memory); N >= 0 means CUDA device
+ * N, reached with cuMemcpyHtoD/DtoH from libcuda.so.1, opened at run time, so no CUDA headers or
+ * SDK are needed to build.
  *
  * Globals are fine: the host loads a private copy of this library for each model.
  */
@@ -28,25 +28,25 @@
 #define MAX_TOKENS 8
 #define CHUNK (1u << 20)
 
-#ifdef ECHO_CUDA
 #include <dlfcn.h>
-#define ECHO_ID_SUFFIX "cuda"
+
 /* The few CUDA driver API prototypes used, declared here instead of including cuda.h. */
 typedef int (*cuInit_t)(unsigned int);
 typedef int (*cuDeviceGet_t)(int*, int);
 typedef int (*cuDevicePrimaryCtxRetain_t)(void**, int);
+typedef int (*cuDevicePrimaryCtxRelease_t)(int);
 typedef int (*cuCtxSetCurrent_t)(void*);
 typedef int (*cuMemcpyHtoD_t)(unsigned long long, const void*, size_t);
 typedef int (*cuMemcpyDtoH_t)(void*, unsigned long long, size_t);
 static struct {
+    cuDevicePrimaryCtxRelease_t release;
     cuCtxSetCurrent_t set_current;
     cuMemcpyHtoD_t htod;
     cuMemcpyDtoH_t dtoh;
     void* context;
+    int device;
 } cu;
-#else
-#define ECHO_ID_SUFFIX "cpu"
-#endif
+static int on_cuda;  /* 1 when alloc_device memory is on a CUDA device */
 
 static EngineInfo info = {ENGINE_ABI_VERSION, "echo", ECHO_VERSION};
 static EngineConfig host;          /* copied at init: callbacks stay valid until shutdown */
@@ -64,41 +64,37 @@ static void say(int level, const char* format, const char* detail) {
 
 /* Copies between host and device memory: plain memcpy on the cpu backend, the driver on cuda. */
 static int upload(size_t offset, const void* from, size_t bytes) {
-#ifdef ECHO_CUDA
-    if (cu.set_current(cu.context) != 0) return -1;
-    return cu.htod((unsigned long long)(weights + offset), from, bytes) == 0 ? 0 : -1;
-#else
+    if (on_cuda) {
+        if (cu.set_current(cu.context) != 0) return -1;
+        return cu.htod((unsigned long long)(weights + offset), from, bytes) == 0 ? 0 : -1;
+    }
     memcpy(weights + offset, from, bytes);
     return 0;
-#endif
 }
 
 static int download(void* to, size_t offset, size_t bytes) {
-#ifdef ECHO_CUDA
-    if (cu.set_current(cu.context) != 0) return -1;
-    return cu.dtoh(to, (unsigned long long)(weights + offset), bytes) == 0 ? 0 : -1;
-#else
+    if (on_cuda) {
+        if (cu.set_current(cu.context) != 0) return -1;
+        return cu.dtoh(to, (unsigned long long)(weights + offset), bytes) == 0 ? 0 : -1;
+    }
     memcpy(to, weights + offset, bytes);
     return 0;
-#endif
 }
 
-#ifdef ECHO_CUDA
 static int open_cuda(int device) {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return -1;
     cuInit_t init = (cuInit_t)dlsym(lib, "cuInit");
     cuDeviceGet_t get = (cuDeviceGet_t)dlsym(lib, "cuDeviceGet");
     cuDevicePrimaryCtxRetain_t retain = (cuDevicePrimaryCtxRetain_t)dlsym(lib, "cuDevicePrimaryCtxRetain");
+    cu.release = (cuDevicePrimaryCtxRelease_t)dlsym(lib, "cuDevicePrimaryCtxRelease");
     cu.set_current = (cuCtxSetCurrent_t)dlsym(lib, "cuCtxSetCurrent");
     cu.htod = (cuMemcpyHtoD_t)dlsym(lib, "cuMemcpyHtoD_v2");
     cu.dtoh = (cuMemcpyDtoH_t)dlsym(lib, "cuMemcpyDtoH_v2");
-    if (!init || !get || !retain || !cu.set_current || !cu.htod || !cu.dtoh) return -2;
-    int dev;
-    if (init(0) != 0 || get(&dev, device) != 0 || retain(&cu.context, dev) != 0) return -3;
+    if (!init || !get || !retain || !cu.release || !cu.set_current || !cu.htod || !cu.dtoh) return -2;
+    if (init(0) != 0 || get(&cu.device, device) != 0 || retain(&cu.context, cu.device) != 0) return -3;
     return 0;
 }
-#endif
 
 ENGINE_API EngineInfo* engine_get_info(void) {
     return &info;
@@ -106,13 +102,12 @@ ENGINE_API EngineInfo* engine_get_info(void) {
 
 ENGINE_API int engine_init(EngineConfig* config) {
     host = *config;
-#ifdef ECHO_CUDA
-    if (config->device < 0 || open_cuda(config->device) != 0) {
-        say(3, "echo (%s): cannot open libcuda.so.1 or the device", ECHO_ID_SUFFIX);
+    on_cuda = config->device >= 0;
+    if (on_cuda && open_cuda(config->device) != 0) {
+        say(3, "echo: cannot use CUDA (%s, or the device given)", "libcuda.so.1");
         return -1;
     }
-#endif
-    say(1, "echo engine " ECHO_VERSION " (%s) initialised", ECHO_ID_SUFFIX);
+    say(1, "echo engine " ECHO_VERSION " initialised, device memory %s", on_cuda ? "on CUDA" : "host-addressable");
     return 0;
 }
 
@@ -182,5 +177,7 @@ ENGINE_API int engine_generate(const char* prompt, TokenResult** out) {
 ENGINE_API void engine_shutdown(void) {
     if (weights) host.free_device(host.ctx, weights);
     weights = NULL;
-    say(1, "echo engine (%s) shut down", ECHO_ID_SUFFIX);
+    if (on_cuda && cu.context) cu.release(cu.device);  /* the retain made in engine_init */
+    cu.context = NULL;
+    say(1, "echo engine %s shut down", ECHO_VERSION);
 }

@@ -31,9 +31,10 @@
  *     engine_load_model with a negative code: the host evicts idle models and retries). Give
  *     memory back with free_device. Memory an engine took through alloc_device and did not give
  *     back by the end of engine_shutdown is freed by the host.
- *     Backend "cuda": the pointer is a CUDA device address on config->device (copy with
- *     cuMemcpyHtoD/DtoH or use it in kernels). Backend "cpu": config->device is -1; the pointer is
- *     whatever the host's driver gives, host-addressable on the host emulation.
+ *     Where that memory lives is config->device, whatever the plugin's backend: N >= 0 means CUDA
+ *     device N (copy with cuMemcpyHtoD/DtoH or use it in kernels; never dereference it on the
+ *     CPU); -1 means the host has no CUDA device and the memory is host-addressable (the host's
+ *     emulation of a device).
  *
  *  6. Callbacks. The callbacks and ctx stay valid from engine_init until engine_shutdown returns.
  *     Pass config->ctx back as the first argument of every callback. Callbacks are thread-safe.

@@ -48,6 +48,17 @@ public final class VmmLog {
     }
 
     /**
+     * One line per log record (time, level, logger, message) instead of the JDK logger's two, for
+     * long-running commands whose stderr is a log ({@code vmmkit serve}). Call before the first
+     * record; a format given on the command line wins.
+     */
+    public static void oneLinePerRecord() {
+        if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+            System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tF %1$tT %4$s %3$s: %5$s%6$s%n");
+        }
+    }
+
+    /**
      * The default System.Logger backend (java.util.logging) drops DEBUG; when nothing else was
      * configured, let the driver logger print DEBUG to stderr so that VMM_LOG=debug shows something.
      */

@@ -35,9 +35,13 @@ final class DeviceMemory implements AutoCloseable {
         return isCuda() ? List.of("cuda", "cpu") : List.of("cpu");
     }
 
-    /** The device ordinal an engine of {@code backend} is given (-1 for cpu). */
-    int deviceFor(String backend) {
-        return backend.equals("cuda") ? driver.device() : -1;
+    /**
+     * The {@code EngineConfig.device} every engine is given: the CUDA device its alloc_device memory
+     * lives on, or -1 when there is none (then that memory is host-addressable), whatever the
+     * engine's backend: a cpu engine on a GPU machine must know it cannot touch that memory directly.
+     */
+    int engineDevice() {
+        return isCuda() ? driver.device() : -1;
     }
 
     /** Used and total device memory as the driver reports them. */

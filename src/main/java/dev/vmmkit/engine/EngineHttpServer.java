@@ -3,8 +3,6 @@ package dev.vmmkit.engine;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 
@@ -14,13 +12,12 @@ import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.time.Instant;
-import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
 /**
- * The host's HTTP API (JSON; the JDK's HTTP server, no extra dependency):
+ * The host's HTTP API on the JDK's HTTP server (no extra dependency): routing, request bodies,
+ * answers and error statuses; {@link EngineApi} does what each call asks:
  * <pre>
  *   GET    /api/engines               plugins with status available, loaded or rejected (and why)
  *   POST   /api/generate              {"model","prompt"}: loads the model on first use, generates
@@ -40,11 +37,13 @@ public final class EngineHttpServer implements AutoCloseable {
     private static final int MAX_BODY_BYTES = 1 << 20;
 
     private final EngineHost host;
+    private final EngineApi api;
     private final HttpServer server;
     private final ExecutorService executor;
 
     private EngineHttpServer(EngineHost host, HttpServer server) {
         this.host = host;
+        this.api = new EngineApi(host);
         this.server = server;
         this.executor = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("vmmkit-http-", 0).factory());
         server.setExecutor(executor);
@@ -53,6 +52,9 @@ public final class EngineHttpServer implements AutoCloseable {
 
     /** Serves {@code host} on 127.0.0.1:{@code port} (0: a free port). */
     public static EngineHttpServer start(EngineHost host, int port) throws IOException {
+        // Small JSON answers: without TCP_NODELAY each waits on Nagle's algorithm and delayed ACKs.
+        // Read once, when the JDK's server first starts; a value set on the command line wins.
+        if (System.getProperty("sun.net.httpserver.nodelay") == null) System.setProperty("sun.net.httpserver.nodelay", "true");
         HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 128);
         EngineHttpServer http = new EngineHttpServer(host, server);
         server.start();
@@ -98,28 +100,27 @@ public final class EngineHttpServer implements AutoCloseable {
                 case "engines" -> {
                     if (path.length == 3) {
                         requireMethod(method, "GET");
-                        return json(exchange, 200, engines());
+                        return json(exchange, 200, api.engines());
                     }
                     if (path.length == 5 && path[4].equals("reload")) {
                         requireMethod(method, "POST");
-                        return json(exchange, 200, reload(path[3]));
+                        return json(exchange, 200, api.reload(path[3]));
                     }
                 }
                 case "generate" -> {
                     if (path.length == 3) {
                         requireMethod(method, "POST");
-                        return json(exchange, 200, generate(readBody(exchange)));
+                        return json(exchange, 200, api.generate(readBody(exchange)));
                     }
                 }
                 case "models" -> {
                     if (path.length == 3) {
                         requireMethod(method, "GET");
-                        return json(exchange, 200, models());
+                        return json(exchange, 200, api.models());
                     }
                     if (path.length == 4) {
                         requireMethod(method, "DELETE");
-                        if (!host.registry().unload(path[3])) throw RequestFailure.notFound("model '" + path[3] + "' is not loaded");
-                        return json(exchange, 200, JSON.createObjectNode().put("unloaded", path[3]));
+                        return json(exchange, 200, api.unload(path[3]));
                     }
                 }
                 default -> {
@@ -127,87 +128,6 @@ public final class EngineHttpServer implements AutoCloseable {
             }
         }
         throw RequestFailure.notFound("no such endpoint: " + method + " " + exchange.getRequestURI().getPath());
-    }
-
-    private ArrayNode engines() {
-        ArrayNode list = JSON.createArrayNode();
-        for (EngineEntry entry : host.catalog().entries()) {
-            PluginSnapshot snapshot = entry.snapshot();
-            ObjectNode item = list.addObject().put("id", entry.id());
-            if (snapshot != null) {
-                item.put("version", snapshot.info().version()).put("abi_version", snapshot.info().abiVersion());
-            } else {
-                EngineManifest claimed = readableManifest(entry);
-                if (claimed == null) item.putNull("version").putNull("abi_version");
-                else item.put("version", claimed.version()).put("abi_version", claimed.abiVersion());
-            }
-            item.put("gpu_backend", entry.backend());
-            item.put("status", snapshot == null ? "rejected" : host.registry().serves(entry) ? "loaded" : "available");
-            if (entry.rejection() != null) item.put("reason", entry.rejection());
-            if (entry.lastReloadError() != null) item.put("last_reload_error", entry.lastReloadError());
-        }
-        return list;
-    }
-
-    /** What a refused plugin's manifest claims, when it can be read at all. */
-    private static EngineManifest readableManifest(EngineEntry entry) {
-        try {
-            return EngineManifest.read(entry.dir());
-        } catch (EngineManifest.InvalidManifestException e) {
-            return null;
-        }
-    }
-
-    private ObjectNode generate(JsonNode body) {
-        if (body == null || !body.isObject()) throw RequestFailure.badRequest("the body must be a JSON object {\"model\", \"prompt\"}");
-        JsonNode model = body.get("model");
-        JsonNode prompt = body.get("prompt");
-        if (model == null || !model.isTextual()) throw RequestFailure.badRequest("\"model\" must be a string");
-        if (prompt == null || !prompt.isTextual()) throw RequestFailure.badRequest("\"prompt\" must be a string");
-        if (prompt.asText().indexOf('\0') >= 0) throw RequestFailure.badRequest("\"prompt\" must not contain NUL characters");
-        List<EngineInstance.Token> tokens;
-        EngineManifest manifest;
-        try (ModelRegistry.Lease lease = host.registry().acquire(model.asText())) {
-            manifest = lease.instance().manifest();
-            tokens = lease.instance().generate(prompt.asText());
-        }
-        ObjectNode answer = JSON.createObjectNode()
-                .put("model", model.asText()).put("engine", manifest.id()).put("engine_version", manifest.version());
-        ArrayNode list = answer.putArray("tokens");
-        for (EngineInstance.Token token : tokens) {
-            ArrayNode logprobs = list.addObject().put("id", token.id()).putArray("logprobs");
-            for (float p : token.logprobs()) logprobs.add(p);
-        }
-        return answer;
-    }
-
-    private ArrayNode models() {
-        ArrayNode list = JSON.createArrayNode();
-        for (ServedModel model : host.registry().models()) {
-            EngineInstance instance = model.instance();
-            if (instance == null) continue;
-            list.addObject().put("name", model.name()).put("engine", instance.manifest().id())
-                    .put("engine_version", instance.manifest().version())
-                    .put("gpu_backend", instance.manifest().gpuBackend())
-                    .put("device_bytes", instance.deviceBytes())
-                    .put("in_flight", instance.gate().inFlight())
-                    .put("last_used", Instant.ofEpochMilli(model.lastUsedMillis()).toString());
-        }
-        return list;
-    }
-
-    private ObjectNode reload(String id) {
-        List<EngineReloader.Outcome> outcomes = host.reloader().reload(id);
-        ObjectNode answer = JSON.createObjectNode().put("engine", id);
-        ArrayNode list = answer.putArray("reloaded");
-        for (EngineReloader.Outcome outcome : outcomes) {
-            ObjectNode item = list.addObject().put("gpu_backend", outcome.backend())
-                    .put("previous_version", outcome.previousVersion()).put("version", outcome.version())
-                    .put("drain_ms", outcome.drainMillis());
-            ArrayNode models = item.putArray("models");
-            outcome.models().forEach(models::add);
-        }
-        return answer;
     }
 
     private static void requireMethod(String actual, String expected) {

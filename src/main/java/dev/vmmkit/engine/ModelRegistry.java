@@ -89,7 +89,8 @@ final class ModelRegistry {
     boolean unload(String name) {
         ModelDirectory.checkName(name);
         ServedModel model = models.get(name);
-        if (model == null) return false;
+        // Still loading (no instance yet): not loaded, and left alone so its load is not orphaned.
+        if (model == null || model.instance() == null) return false;
         EngineInstance instance = model.detach();
         models.remove(name, model);
         if (instance == null) return false;
@@ -110,17 +111,17 @@ final class ModelRegistry {
      */
     Optional<String> evictLeastRecentlyUsedIdle(String reason, ServedModel except) {
         List<ServedModel> candidates = new ArrayList<>(models.values());
-        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedMillis));
+        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedNanos));
         for (ServedModel model : candidates) {
             if (model == except || model.entry().reloading()) continue;
             EngineInstance instance = model.evictIfIdle();
             if (instance == null) continue;
             models.remove(model.name(), model);
+            metrics.evicted(reason); // counted as it leaves the listing, so the two never disagree
             long bytes = instance.deviceBytes();
             long idleMillis = System.currentTimeMillis() - model.lastUsedMillis();
             instance.close();
             device.drainCaches();
-            metrics.evicted(reason);
             return Optional.of("evicted model " + model.name() + " (" + instance.manifest().id() + " "
                     + instance.manifest().version() + ", " + (bytes >> 10) + " KiB device memory, idle "
                     + idleMillis + " ms)");
@@ -135,10 +136,9 @@ final class ModelRegistry {
      * @throws RequestFailure 503 when nothing idle is left to evict, 500 when the engine fails
      */
     EngineInstance startInstance(PluginSnapshot snapshot, ModelDirectory.ModelFile file, ServedModel forModel) {
-        String backend = snapshot.manifest().gpuBackend();
         for (;;) {
             try {
-                return EngineInstance.start(snapshot, privateDir, device.resource(), device.deviceFor(backend),
+                return EngineInstance.start(snapshot, privateDir, device.resource(), device.engineDevice(),
                         logger, file.name(), file.path());
             } catch (EngineInstance.OutOfMemoryOnLoad e) {
                 Optional<String> evicted = evictLeastRecentlyUsedIdle("load", forModel);

@@ -14,6 +14,8 @@ final class ServedModel {
     private final CompletableFuture<Void> loaded = new CompletableFuture<>();
     private volatile EngineInstance instance;
     private volatile long lastUsedMillis = System.currentTimeMillis();
+    /** The same moment on the monotonic clock, which orders uses finer than milliseconds. */
+    private volatile long lastUsedNanos = System.nanoTime();
 
     ServedModel(ModelDirectory.ModelFile file, EngineEntry entry) {
         this.file = file;
@@ -41,8 +43,14 @@ final class ServedModel {
         return lastUsedMillis;
     }
 
+    /** For least-recently-used order. */
+    long lastUsedNanos() {
+        return lastUsedNanos;
+    }
+
     /** Marks the model used now: when a request finishes (so a busy model's age is its last finished request). */
     void touch() {
+        lastUsedNanos = System.nanoTime();
         lastUsedMillis = System.currentTimeMillis();
     }
 

@@ -1,9 +1,9 @@
 package dev.vmmkit.tools;
 
-import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.engine.EngineHost;
 import dev.vmmkit.engine.EngineHttpServer;
 import picocli.CommandLine.Command;
@@ -71,7 +71,7 @@ public final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
-        useOneLineLogs();
+        VmmLog.oneLinePerRecord();
         EngineHost.Settings settings = new EngineHost.Settings(engines, models, vramThreshold, ramThreshold,
                 parseDuration(pollInterval), watch);
         VmmDriver driver = openDriver();
@@ -91,15 +91,11 @@ public final class ServeCommand implements Callable<Integer> {
     }
 
     private VmmDriver openDriver() {
-        if (deviceMemory == null) return Drivers.open(driverKind, device);
-        if (!driverKind.equalsIgnoreCase("host")) {
-            throw new IllegalArgumentException("--device-memory sets the host emulation's capacity; it needs --driver host");
+        DriverKind kind = DriverKind.parse(driverKind);
+        if (deviceMemory != null && kind == DriverKind.CUDA) {
+            throw new IllegalArgumentException("--device-memory sets the host emulation's capacity; it does not apply to --driver cuda");
         }
-        try {
-            return Drivers.open(DriverKind.HOST, device, deviceMemory);
-        } catch (DriverException | IllegalArgumentException e) {
-            throw new IllegalArgumentException("--device-memory " + deviceMemory + ": " + e.getMessage(), e);
-        }
+        return Drivers.open(kind, device, deviceMemory == null ? Drivers.DEFAULT_HOST_CAPACITY : deviceMemory);
     }
 
     /** Reads {@code 1s}, {@code 250ms}, {@code 2.5s} or a plain number of seconds. */
@@ -111,13 +107,6 @@ public final class ServeCommand implements Callable<Integer> {
             return Duration.ofMillis(Math.round(Double.parseDouble(seconds) * 1000));
         } catch (NumberFormatException e) {
             throw new IllegalArgumentException("--poll-interval '" + text + "' is not a time (examples: 1s, 250ms, 2.5s)");
-        }
-    }
-
-    /** The JDK logger's default format takes two lines per record; a server's log reads better in one. */
-    private static void useOneLineLogs() {
-        if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
-            System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tF %1$tT %4$s %3$s: %5$s%6$s%n");
         }
     }
 }

@@ -79,6 +79,22 @@ class EngineEvictionTest {
         }
     }
 
+    @Test
+    void modelsOfAnEngineUnderReloadAreNotEvicted(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root)) {
+            bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
+            bed.model("a.fx", MIB);
+            bed.start();
+            assertEquals(200, bed.generate("a", "x").status());
+            EngineEntry entry = bed.host().catalog().withId("fixture").getFirst();
+            entry.reloading(true); // as during a shadow reload, when each model briefly has two instances
+            assertEquals(java.util.Optional.empty(), bed.host().registry().evictLeastRecentlyUsedIdle("vram", null));
+            entry.reloading(false);
+            assertEquals(true, bed.host().registry().evictLeastRecentlyUsedIdle("vram", null).isPresent());
+            assertNull(bed.loadedModel("a"));
+        }
+    }
+
     private static List<String> loadedNames(EngineTestBed bed) {
         List<String> names = new ArrayList<>();
         for (JsonNode model : bed.get("/api/models").json()) names.add(model.get("name").asText());

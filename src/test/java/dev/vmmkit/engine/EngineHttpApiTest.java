@@ -6,6 +6,11 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -172,6 +177,33 @@ class EngineHttpApiTest {
             bed.install("fixture", "3.0.0", "fixture-v1.so", "\"fx\"", "");
             bed.start();
             assertRejected(bed, "fixture", "manifest says version 3.0.0, binary reports version 1.0.0");
+        }
+    }
+
+    @Test
+    void callsAreSerialisedPerInstanceUnlessTheManifestSaysConcurrent(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root)) {
+            bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":400}");
+            bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"",
+                    ",\"options\":{\"delay_ms\":400},\"concurrent\":true");
+            bed.model("serial.sl", 4096);
+            bed.model("parallel.fx", 4096);
+            bed.start();
+            assertEquals(200, bed.generate("serial", "warm").status());
+            assertEquals(200, bed.generate("parallel", "warm").status());
+            // Four requests of 400 ms each: one after another they take at least 1600 ms.
+            assertTrue(fourAtOnceMillis(bed, "serial") >= 1600);
+            assertTrue(fourAtOnceMillis(bed, "parallel") < 1600, "a concurrent engine runs them side by side");
+        }
+    }
+
+    private static long fourAtOnceMillis(EngineTestBed bed, String model) throws Exception {
+        try (ExecutorService clients = Executors.newFixedThreadPool(4)) {
+            long start = System.nanoTime();
+            List<Future<EngineTestBed.Answer>> calls = new ArrayList<>();
+            for (int i = 0; i < 4; i++) calls.add(clients.submit(() -> bed.generate(model, "x")));
+            for (Future<EngineTestBed.Answer> call : calls) assertEquals(200, call.get().status());
+            return (System.nanoTime() - start) / 1_000_000;
         }
     }
 
