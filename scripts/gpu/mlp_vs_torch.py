@@ -142,6 +142,11 @@ def main():
             print(f"  vmmkit per step: {t['kernel_launches']:.0f} kernel launches taking {t['launch_ms']:.3f} ms on the host, "
                   f"{t['wait_for_device_ms']:.3f} ms waiting for the device (GPU work still queued), "
                   f"{t['rest_ms']:.3f} ms the rest (Java: autograd, scopes, allocator, leak detection)")
+        ptx = load(a.out, "mlp-cuda-ptx-timing.json")
+        if ptx is not None:
+            print(f"  with the PTX matmul instead of cuBLAS: median {ptx['median_step_ms']:.3f} ms, "
+                  f"ratio {ptx['median_step_ms'] / t_ms:.2f}")
+            summary["step_time_ratio_ptx_matmul"] = ptx["median_step_ms"] / t_ms
         if cuda is not None:
             print(f"  paranoid run (stack trace per tensor and per use): median {cuda['median_step_ms']:.3f} ms")
         summary["step_time_ratio"] = v_ms / t_ms

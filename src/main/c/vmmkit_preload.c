@@ -11,6 +11,15 @@
  * start) the call goes to the real CUDA runtime, found with dlsym.
  *
  * No CUDA headers: the few types and values used are declared here, as in CUDA's driver_types.h.
+ *
+ * Several devices and processes: peer access (cudaDeviceEnablePeerAccess/DisablePeerAccess) goes to
+ * the real runtime first and, once it agreed, to vmmkit, which grants or revokes the peer on every
+ * mapping of the peer device's allocator. IPC of vmmkit pointers (cudaIpcGetMemHandle/OpenMemHandle/
+ * CloseMemHandle) is vmmkit's own: its handles carry a magic; other handles and pointers go to the
+ * runtime. Cross-device copies (cudaMemcpyPeer[Async], cudaMemcpy with cudaMemcpyDefault) need
+ * nothing: vmmkit memory lives in the unified address space, so the runtime copies it as it is.
+ * The driver API counterparts (cuCtxEnablePeerAccess, cuIpc*) are not interposed: PyTorch, CuPy and
+ * NCCL's use of user buffers go through the runtime calls above.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,7 +46,12 @@ enum {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInitializationError = 3, /* returned only when no real runtime can be found */
+    cudaErrorUnknown = 999,
 };
+
+/* cudaIpcMemHandle_t: 64 opaque bytes. vmmkit's own handles start with this magic ("VMMKIPC\1"). */
+typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
+#define VMMKIT_IPC_MAGIC 0x014350494B4D4D56ULL
 enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
        cudaMemcpyDeviceToDevice, cudaMemcpyDefault }; /* device-to-device: the future remap hook */
 
@@ -61,6 +75,14 @@ struct entry_table {
     void (*record_alloc)(int64_t address, int64_t size, int64_t stream); /* monitor mode */
     void (*record_free)(int64_t address, int64_t stream);                /* monitor mode */
     void (*at_exit)(int64_t passthrough_calls);                          /* writes stats, trace */
+    /* after the runtime agreed: device gets (enable 1) or loses (0) access to peer's memory; 0 or -cudaError */
+    int32_t (*peer_access)(int32_t device, int32_t peer, int32_t enable);
+    /* 0 (handle written), JAVA_NOT_OURS, or -cudaError */
+    int32_t (*ipc_get_handle)(int64_t address, int32_t device, int64_t handle_out);
+    /* pointer, JAVA_PASS_THROUGH (not a vmmkit handle), or -cudaError */
+    int64_t (*ipc_open)(int64_t handle_in, int32_t device);
+    /* JAVA_FREED, JAVA_NOT_OURS (not opened by vmmkit), or -cudaError */
+    int32_t (*ipc_close)(int64_t address);
 };
 
 static struct entry_table java;
@@ -86,6 +108,11 @@ static struct {
     cudaError_t (*cudaMemcpy)(void *, const void *, size_t, int);
     cudaError_t (*cudaMemcpyAsync)(void *, const void *, size_t, int, cudaStream_t);
     cudaError_t (*cudaGetDevice)(int *);
+    cudaError_t (*cudaDeviceEnablePeerAccess)(int, unsigned int);
+    cudaError_t (*cudaDeviceDisablePeerAccess)(int);
+    cudaError_t (*cudaIpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
+    cudaError_t (*cudaIpcOpenMemHandle)(void **, cudaIpcMemHandle_t, unsigned int);
+    cudaError_t (*cudaIpcCloseMemHandle)(void *);
 } real;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 
@@ -189,6 +216,8 @@ static void resolve_real(void) {
 #define RESOLVE(name) real.name = (__typeof__(real.name)) real_symbol(cudart, #name)
     RESOLVE(cudaMalloc); RESOLVE(cudaFree); RESOLVE(cudaMallocAsync); RESOLVE(cudaFreeAsync);
     RESOLVE(cudaMemcpy); RESOLVE(cudaMemcpyAsync); RESOLVE(cudaGetDevice);
+    RESOLVE(cudaDeviceEnablePeerAccess); RESOLVE(cudaDeviceDisablePeerAccess);
+    RESOLVE(cudaIpcGetMemHandle); RESOLVE(cudaIpcOpenMemHandle); RESOLVE(cudaIpcCloseMemHandle);
 #undef RESOLVE
 }
 
@@ -391,7 +420,8 @@ static void *bootstrap(void *result) {
         (*env)->ExceptionDescribe(env); /* to stderr */
         status = -1;
     }
-    if (status != 0) fprintf(stderr, "vmmkit: cannot load vmmkit from %s\n", jar);
+    /* A positive status: Java has already said what was wrong (a bad setting, mismatched builds). */
+    if (status < 0) fprintf(stderr, "vmmkit: cannot load vmmkit from %s\n", jar);
     *(int *) result = status == 0;
     (*vm)->DetachCurrentThread(vm);
     return NULL;
@@ -519,6 +549,65 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int
     return REAL(cudaMemcpyAsync, dst, src, count, kind, stream);
 }
 
+/* ---- Peer access and IPC ------------------------------------------------------------------ */
+
+/* The runtime keeps its own memory's peer state; vmmkit follows only once the runtime agreed, and
+ * if vmmkit cannot grant, the runtime's grant is taken back so that both stay in step. */
+EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+    cudaError_t rc = REAL(cudaDeviceEnablePeerAccess, peerDevice, flags);
+    if (rc != cudaSuccess || !java_up() || monitor_mode) return rc;
+    int32_t result = java.peer_access(current_device(), peerDevice, 1);
+    if (result == 0) return cudaSuccess;
+    REAL(cudaDeviceDisablePeerAccess, peerDevice);
+    return -result;
+}
+
+EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+    cudaError_t rc = REAL(cudaDeviceDisablePeerAccess, peerDevice);
+    if (rc == cudaSuccess && java_up() && !monitor_mode) {
+        int32_t result = java.peer_access(current_device(), peerDevice, 0);
+        if (result != 0) return -result;
+    }
+    return rc;
+}
+
+EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
+    if (handle && devPtr && java_up() && !monitor_mode) {
+        int32_t result = java.ipc_get_handle((int64_t) (intptr_t) devPtr, current_device(), (int64_t) (intptr_t) handle);
+        if (result != JAVA_NOT_OURS) return result == 0 ? cudaSuccess : -result;
+    }
+    return REAL(cudaIpcGetMemHandle, handle, devPtr);
+}
+
+static int is_vmmkit_handle(const cudaIpcMemHandle_t *handle) {
+    uint64_t magic;
+    memcpy(&magic, handle->reserved, sizeof magic);
+    return magic == VMMKIT_IPC_MAGIC;
+}
+
+/* The flags (cudaIpcMemLazyEnablePeerAccess) need nothing from vmmkit: the pages are mapped for the
+ * current device and the peers its allocator granted. */
+EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+    if (devPtr && is_vmmkit_handle(&handle) && java_up() && !monitor_mode) {
+        int64_t result = java.ipc_open((int64_t) (intptr_t) &handle, current_device());
+        if (result != JAVA_PASS_THROUGH) {
+            if (result < 0) return (cudaError_t) -result;
+            *devPtr = (void *) (intptr_t) result;
+            return cudaSuccess;
+        }
+    }
+    return REAL(cudaIpcOpenMemHandle, devPtr, handle, flags);
+}
+
+EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
+    if (devPtr && java_up() && !monitor_mode) {
+        int32_t result = java.ipc_close((int64_t) (intptr_t) devPtr);
+        if (result == JAVA_FREED) return cudaSuccess;
+        if (result != JAVA_NOT_OURS) return -result;
+    }
+    return REAL(cudaIpcCloseMemHandle, devPtr);
+}
+
 /* ---- PyTorch CUDAPluggableAllocator ------------------------------------------------------ */
 
 EXPORT void *vmmkit_torch_alloc(ssize_t size, int device, cudaStream_t stream) {
@@ -549,6 +638,8 @@ static void *intercepted(const char *name, void *runtime_fn) {
 #define OURS(fn) if (strcmp(name, #fn) == 0) return substitute((void **) &real.fn, runtime_fn, (void *) fn)
     OURS(cudaMalloc); OURS(cudaFree); OURS(cudaMallocAsync); OURS(cudaFreeAsync);
     OURS(cudaMemcpy); OURS(cudaMemcpyAsync);
+    OURS(cudaDeviceEnablePeerAccess); OURS(cudaDeviceDisablePeerAccess);
+    OURS(cudaIpcGetMemHandle); OURS(cudaIpcOpenMemHandle); OURS(cudaIpcCloseMemHandle);
 #undef OURS
     return runtime_fn;
 }

@@ -1,7 +1,8 @@
 /*
  * alloc_test.c: a CUDA program, linked against the stand-in runtime (fake_cudart.c), run under
  * `vmmkit run` by InterposeEndToEndTest. Each argument names a scenario; `all` runs every scenario
- * except `oom` (which needs a small VMM_HOST_CAPACITY). With VMM_MODE=monitor the program expects
+ * except `oom` (which needs a small VMM_HOST_CAPACITY) and the IPC ones (`ipc`, `ipc_errors`, which
+ * need vmmkit's own allocator: the stand-in runtime has no IPC). With VMM_MODE=monitor the program expects
  * every allocation to reach the stand-in; otherwise (vmm) it expects none to.
  * Prints "ok <scenario>" for each, and exits 1 at the first failure.
  */
@@ -9,6 +10,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,15 @@ cudaError_t cudaMemcpy(void *, const void *, size_t, int);
 cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
 cudaError_t cudaSetDevice(int);
 cudaError_t cudaDeviceSynchronize(void);
+typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int);
+cudaError_t cudaDeviceDisablePeerAccess(int);
+cudaError_t cudaMemcpyPeer(void *, int, const void *, int, size_t);
+cudaError_t cudaMemcpyPeerAsync(void *, int, const void *, int, size_t, cudaStream_t);
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *, void *);
+cudaError_t cudaIpcOpenMemHandle(void **, cudaIpcMemHandle_t, unsigned int);
+cudaError_t cudaIpcCloseMemHandle(void *);
+long fake_cudart_ipc_calls(void);
 long fake_cudart_malloc_calls(void);
 long fake_cudart_free_calls(void);
 void *fake_cudart_own_malloc(size_t);
@@ -127,6 +138,177 @@ static void devices(void) {
     CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
 }
 
+/* Peer access on two devices, and copies between them (peer copies and cudaMemcpyDefault). */
+static void peer(void) {
+    enum { N = (1 << 20) + 333 };
+    void *on0 = NULL, *on1 = NULL;
+    CHECK(cudaSetDevice(0) == 0 && cudaMalloc(&on0, N) == 0);
+    CHECK(cudaSetDevice(1) == 0);
+    CHECK(cudaDeviceEnablePeerAccess(1, 0) == 101);   /* a device is not its own peer */
+    CHECK(cudaDeviceEnablePeerAccess(0, 0) == 0);     /* device 1 may now use device 0's memory */
+    CHECK(cudaDeviceEnablePeerAccess(0, 0) == 704);   /* already enabled */
+    CHECK(cudaMalloc(&on1, N) == 0);
+    unsigned char *in = malloc(N), *out = malloc(N);
+    CHECK(in && out);
+    fill(in, N, 21);
+    CHECK(cudaMemcpy(on0, in, N, H2D) == 0);
+    CHECK(cudaMemcpyPeer(on1, 1, on0, 0, N) == 0);
+    memset(out, 0, N);
+    CHECK(cudaMemcpy(out, on1, N, D2H) == 0 && memcmp(in, out, N) == 0);
+    fill(in, N, 22);
+    CHECK(cudaMemcpy(on1, in, N, H2D) == 0);
+    CHECK(cudaMemcpyPeerAsync(on0, 0, on1, 1, N, (cudaStream_t) 0x5700) == 0);
+    CHECK(cudaMemcpy(out, on0, N, DEFAULT_KIND) == 0 && memcmp(in, out, N) == 0);
+    CHECK(cudaDeviceDisablePeerAccess(0) == 0);
+    CHECK(cudaDeviceDisablePeerAccess(0) == 705);     /* not enabled any more */
+    CHECK(cudaFree(on1) == 0);
+    CHECK(cudaSetDevice(0) == 0 && cudaFree(on0) == 0);
+    free(in);
+    free(out);
+}
+
+/* ---- IPC: this program exports, a second copy of it (exec'd, so it runs its own vmmkit) imports. */
+
+static void fill_device(void *p, size_t n, unsigned seed) {
+    unsigned char *buf = malloc(n);
+    CHECK(buf);
+    fill(buf, n, seed);
+    CHECK(cudaMemcpy(p, buf, n, H2D) == 0);
+    free(buf);
+}
+
+static int device_holds(const void *p, size_t n, unsigned seed) {
+    unsigned char *buf = malloc(n), *want = malloc(n);
+    CHECK(buf && want);
+    fill(want, n, seed);
+    int same = cudaMemcpy(buf, p, n, D2H) == 0 && memcmp(buf, want, n) == 0;
+    free(buf);
+    free(want);
+    return same;
+}
+
+static void to_hex(const cudaIpcMemHandle_t *h, char *hex) {
+    for (int i = 0; i < 64; i++) sprintf(hex + 2 * i, "%02x", (unsigned char) h->reserved[i]);
+}
+
+static void from_hex(const char *hex, cudaIpcMemHandle_t *h) {
+    for (int i = 0; i < 64; i++) {
+        unsigned byte = 0;
+        sscanf(hex + 2 * i, "%2x", &byte);
+        h->reserved[i] = (char) byte;
+    }
+}
+
+enum { IPC_BYTES = (3 << 20) + 123, IPC_SEED = 77 };
+
+/* The importer: opens on device 1, answers 'O' (bytes right) or 'F' to each request of its parent. */
+static int ipc_child(const char *hex, int requests, int answers) {
+    scenario = "ipc_child";
+    cudaIpcMemHandle_t handle;
+    from_hex(hex, &handle);
+    void *p = NULL;
+    CHECK(cudaSetDevice(1) == 0);
+    CHECK(cudaIpcOpenMemHandle(&p, handle, 1 /* cudaIpcMemLazyEnablePeerAccess */) == 0 && p);
+    char request = 0, answer = device_holds(p, IPC_BYTES, IPC_SEED) ? 'O' : 'F';
+    CHECK(write(answers, &answer, 1) == 1);
+    while (read(requests, &request, 1) == 1) {
+        if (request == 'c') {
+            answer = device_holds(p, IPC_BYTES, IPC_SEED) ? 'O' : 'F';
+        } else {
+            answer = cudaIpcCloseMemHandle(p) == 0 && cudaIpcCloseMemHandle(p) == 1 ? 'O' : 'F';
+        }
+        CHECK(write(answers, &answer, 1) == 1);
+        if (request != 'c') break;
+    }
+    return 0;
+}
+
+static char ask(int requests, int answers, char request) {
+    char answer = 0;
+    if (request) CHECK(write(requests, &request, 1) == 1);
+    CHECK(read(answers, &answer, 1) == 1);
+    return answer;
+}
+
+static void ipc(void) {
+    if (monitor) return;
+    void *a = NULL;
+    CHECK(cudaSetDevice(0) == 0 && cudaMalloc(&a, IPC_BYTES) == 0);
+    fill_device(a, IPC_BYTES, IPC_SEED);
+    cudaIpcMemHandle_t handle, again;
+    long runtime_calls = fake_cudart_ipc_calls();
+    CHECK(cudaIpcGetMemHandle(&handle, a) == 0);
+    CHECK(cudaIpcGetMemHandle(&again, a) == 0 && memcmp(&handle, &again, sizeof handle) == 0);
+    CHECK(memcmp(handle.reserved, "VMMKIPC\1", 8) == 0);
+    CHECK(fake_cudart_ipc_calls() == runtime_calls); /* vmmkit's pointer: the runtime never saw it */
+
+    int to_child[2], from_child[2];
+    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
+    char hex[129], requests[16], answers[16];
+    to_hex(&handle, hex);
+    snprintf(requests, sizeof requests, "%d", to_child[0]);
+    snprintf(answers, sizeof answers, "%d", from_child[1]);
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        execl("/proc/self/exe", "alloc_test", "ipc_child", hex, requests, answers, (char *) NULL);
+        _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    CHECK(ask(to_child[1], from_child[0], 0) == 'O');       /* the importer reads the bytes */
+    CHECK(cudaFree(a) == 0);                                /* freed while the importer holds it */
+    void *others[6];
+    for (int i = 0; i < 6; i++) {
+        CHECK(cudaMalloc(&others[i], IPC_BYTES) == 0);
+        fill_device(others[i], IPC_BYTES, 300 + i);
+    }
+    CHECK(ask(to_child[1], from_child[0], 'c') == 'O');     /* its pages were not reused */
+    CHECK(ask(to_child[1], from_child[0], 'x') == 'O');     /* close, then a second close fails */
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 0; i < 6; i++) CHECK(device_holds(others[i], IPC_BYTES, 300 + i) && cudaFree(others[i]) == 0);
+    close(to_child[1]);
+    close(from_child[0]);
+}
+
+static void ipc_errors(void) {
+    if (monitor) return;
+    cudaIpcMemHandle_t garbage, malformed, stale, dead;
+    for (int i = 0; i < 64; i++) garbage.reserved[i] = (char) (i * 37 + 11);
+    void *p = NULL;
+    long runtime_calls = fake_cudart_ipc_calls();
+    CHECK(cudaIpcOpenMemHandle(&p, garbage, 1) == 1);       /* not vmmkit's: the runtime's answer */
+    CHECK(fake_cudart_ipc_calls() == runtime_calls + 1);
+    memset(&malformed, 0, sizeof malformed);
+    memcpy(malformed.reserved, "VMMKIPC\1", 8);
+    CHECK(cudaIpcOpenMemHandle(&p, malformed, 1) == 1);     /* cudaErrorInvalidValue */
+
+    void *a = NULL;
+    CHECK(cudaMalloc(&a, 1 << 20) == 0);
+    CHECK(cudaIpcGetMemHandle(&stale, a) == 0);
+    CHECK(cudaIpcOpenMemHandle(&p, stale, 1) == 0 && p);    /* this process may open it too */
+    CHECK(cudaIpcCloseMemHandle(p) == 0);
+    dead = stale;
+    fflush(NULL);
+    pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    CHECK(gone > 0 && waitpid(gone, NULL, 0) == gone);
+    memcpy(dead.reserved + 8, &gone, sizeof gone);
+    CHECK(cudaIpcOpenMemHandle(&p, dead, 1) == 400);        /* its process has ended */
+    CHECK(cudaFree(a) == 0);
+    CHECK(cudaIpcOpenMemHandle(&p, stale, 1) == 400);       /* freed: cudaErrorInvalidResourceHandle */
+    CHECK(cudaIpcOpenMemHandle(NULL, stale, 1) == 1);
+    runtime_calls = fake_cudart_ipc_calls();
+    CHECK(cudaIpcCloseMemHandle(a) == 1);                   /* never opened: the runtime refuses it */
+    void *own = fake_cudart_own_malloc(4096);
+    cudaIpcMemHandle_t runtime_handle;
+    CHECK(cudaIpcGetMemHandle(&runtime_handle, own) == 1);  /* not vmmkit's pointer: the runtime's call */
+    CHECK(fake_cudart_ipc_calls() == runtime_calls + 2);
+    CHECK(cudaFree(own) == 0);
+}
+
 static void foreign(void) {
     void *own = fake_cudart_own_malloc(1024), *own_async = fake_cudart_own_malloc(1024);
     long frees = fake_cudart_free_calls();
@@ -218,6 +400,33 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Threads on two devices: each allocates on its device, switches to the other and frees there, so
+ * every free names the wrong current device. Device d serves DEVICE_ROUNDS * (threads on d) allocations. */
+enum { DEVICE_THREADS = 6, DEVICE_ROUNDS = 500 };
+
+static void *device_worker(void *arg) {
+    int device = (int) (uintptr_t) arg % 2;
+    for (int round = 0; round < DEVICE_ROUNDS && !thread_failed; round++) {
+        void *p = NULL;
+        size_t size = 256 + (size_t) round * 61;
+        if (cudaSetDevice(device) != 0 || cudaMalloc(&p, size) != 0) { thread_failed = 1; break; }
+        unsigned char mark = (unsigned char) round, back = 0;
+        if (cudaMemcpy(p, &mark, 1, H2D) != 0) thread_failed = 1;
+        if (cudaSetDevice(1 - device) != 0) thread_failed = 1;
+        if (cudaMemcpy(&back, p, 1, D2H) != 0 || back != mark || cudaFree(p) != 0) thread_failed = 1;
+    }
+    return NULL;
+}
+
+static void device_threads(void) {
+    long before = fake_cudart_malloc_calls();
+    pthread_t t[DEVICE_THREADS];
+    for (int i = 0; i < DEVICE_THREADS; i++) CHECK(pthread_create(&t[i], NULL, device_worker, (void *) (uintptr_t) i) == 0);
+    for (int i = 0; i < DEVICE_THREADS; i++) pthread_join(t[i], NULL);
+    CHECK(!thread_failed);
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls((long) DEVICE_THREADS * DEVICE_ROUNDS));
+}
+
 static void threads(void) {
     long before = fake_cudart_malloc_calls();
     pthread_t t[THREADS];
@@ -257,16 +466,28 @@ static void forks(void) {
 
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
-    {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"oom", oom},
+    {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"peer", peer},
+    {"device_threads", device_threads},
+    {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors},
 };
+
+/* Scenarios that `all` leaves out. */
+static int only_by_name(const char *name) {
+    return strcmp(name, "oom") == 0 || strncmp(name, "ipc", 3) == 0;
+}
 
 int main(int argc, char **argv) {
     const char *mode = getenv("VMM_MODE");
     monitor = mode && strcmp(mode, "monitor") == 0;
+    if (argc == 5 && strcmp(argv[1], "ipc_child") == 0) return ipc_child(argv[2], atoi(argv[3]), atoi(argv[4]));
     int ran = 0;
     for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "die") == 0) { /* ends by SIGTERM, so no exit handler runs */
+            fflush(stdout);
+            raise(SIGTERM);
+        }
         for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
-            int all = strcmp(argv[a], "all") == 0 && strcmp(scenarios[i].name, "oom") != 0;
+            int all = strcmp(argv[a], "all") == 0 && !only_by_name(scenarios[i].name);
             if (all || strcmp(argv[a], scenarios[i].name) == 0) {
                 scenario = scenarios[i].name;
                 scenarios[i].run();

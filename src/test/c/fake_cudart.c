@@ -11,11 +11,14 @@
 typedef int cudaError_t;
 typedef void *cudaStream_t;
 enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
-       cudaErrorInvalidDevice = 101, cudaErrorInvalidMemcpyDirection = 21 };
+       cudaErrorInvalidDevice = 101, cudaErrorInvalidMemcpyDirection = 21,
+       cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorPeerAccessNotEnabled = 705 };
+typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
 #define DEVICE_COUNT 2
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static long malloc_calls, free_calls;
+static long malloc_calls, free_calls, ipc_calls;
+static int peer_enabled[2][2]; /* [device][peer], under the lock */
 static __thread int current_device;
 
 /* Live pointers, so a free of anything else fails like the real runtime's. */
@@ -109,6 +112,71 @@ cudaError_t cudaSetDevice(int device) {
 
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
+/* ---- Peer access, peer copies, IPC: the stand-in has no IPC of its own (every call is refused,
+ * and counted, so tests see which calls reached it). ---- */
+
+static int valid_device(int device) { return device >= 0 && device < DEVICE_COUNT; }
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
+    if (!can) return cudaErrorInvalidValue;
+    if (!valid_device(device) || !valid_device(peer)) return cudaErrorInvalidDevice;
+    *can = device != peer;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+    if (!valid_device(peer) || peer == current_device) return cudaErrorInvalidDevice;
+    if (flags != 0) return cudaErrorInvalidValue;
+    pthread_mutex_lock(&lock);
+    int already = peer_enabled[current_device][peer];
+    peer_enabled[current_device][peer] = 1;
+    pthread_mutex_unlock(&lock);
+    return already ? cudaErrorPeerAccessAlreadyEnabled : cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+    if (!valid_device(peer) || peer == current_device) return cudaErrorInvalidDevice;
+    pthread_mutex_lock(&lock);
+    int was = peer_enabled[current_device][peer];
+    peer_enabled[current_device][peer] = 0;
+    pthread_mutex_unlock(&lock);
+    return was ? cudaSuccess : cudaErrorPeerAccessNotEnabled;
+}
+
+cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count) {
+    if (!valid_device(dstDevice) || !valid_device(srcDevice)) return cudaErrorInvalidDevice;
+    return fake_memcpy(dst, src, count, 4);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+                                cudaStream_t stream) {
+    (void) stream;
+    if (!valid_device(dstDevice) || !valid_device(srcDevice)) return cudaErrorInvalidDevice;
+    return fake_memcpy(dst, src, count, 4);
+}
+
+static cudaError_t refused_ipc_call(void) {
+    pthread_mutex_lock(&lock);
+    ipc_calls++;
+    pthread_mutex_unlock(&lock);
+    return cudaErrorInvalidValue;
+}
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
+    (void) handle; (void) devPtr;
+    return refused_ipc_call();
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+    (void) devPtr; (void) handle; (void) flags;
+    return refused_ipc_call();
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
+    (void) devPtr;
+    return refused_ipc_call();
+}
+
 /* ---- Fixture hooks ---- */
 
 long fake_cudart_malloc_calls(void) {
@@ -121,6 +189,13 @@ long fake_cudart_malloc_calls(void) {
 long fake_cudart_free_calls(void) {
     pthread_mutex_lock(&lock);
     long calls = free_calls;
+    pthread_mutex_unlock(&lock);
+    return calls;
+}
+
+long fake_cudart_ipc_calls(void) {
+    pthread_mutex_lock(&lock);
+    long calls = ipc_calls;
     pthread_mutex_unlock(&lock);
     return calls;
 }

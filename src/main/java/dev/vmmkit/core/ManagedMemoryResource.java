@@ -19,6 +19,16 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
     /** A consistent snapshot of the resource's figures. */
     AllocatorStats stats();
 
+    /** Peer access to this resource's memory; null when it has none (then peer calls only reach the runtime). */
+    default PeerAccess peerAccess() {
+        return null;
+    }
+
+    /** Export and import of memory between processes; null when it has none (IPC calls go to the runtime). */
+    default SharedPages sharedPages() {
+        return null;
+    }
+
     /** Gives everything back; live allocations become invalid. */
     @Override
     void close();

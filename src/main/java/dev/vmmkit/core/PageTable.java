@@ -19,6 +19,7 @@ final class PageTable {
     static final long NO_HANDLE = PhysicalPool.NO_HANDLE;
 
     private final VmmDriver driver;
+    private final PeerAccess access;
     private final long base;
     private final long pageBytes;
     private final int pageShift;
@@ -27,8 +28,15 @@ final class PageTable {
     /** For a mapped page, the index of the first page of its handle. */
     private final int[] handleStartPage;
 
+    /** A table whose runs give access to the driver's own device alone. */
     PageTable(VmmDriver driver, long base, long span, long pageBytes) {
+        this(driver, new PeerAccess(driver, () -> new RegionHeap[0]), base, span, pageBytes);
+    }
+
+    /** A table whose runs give access to the own device and the peers {@code access} names. */
+    PageTable(VmmDriver driver, PeerAccess access, long base, long span, long pageBytes) {
         this.driver = driver;
+        this.access = access;
         this.base = base;
         this.pageBytes = pageBytes;
         this.pageShift = Long.numberOfTrailingZeros(pageBytes);
@@ -102,7 +110,8 @@ final class PageTable {
                 at += run.bytes(mapped);
             }
             // Not mapWithAccess: if granting access fails, the rollback below must know which unmap failed.
-            if (at > va) driver.setAccess(va, at - va);
+            // One call for the own device and every granted peer.
+            if (at > va) access.openNewRun(va, at - va);
         } catch (RuntimeException e) {
             unmapFirst(va, run, mapped, e);
             throw e;
@@ -192,6 +201,25 @@ final class PageTable {
             forget(va, end - va);
             p = page(end - 1) + 1;
         }
+    }
+
+    /** Calls {@code visitor} once per run of contiguously mapped pages (whole handles), in address order. */
+    void forEachMappedRun(RegionHeap.RunVisitor visitor) {
+        int p = 0;
+        while (p < handleOfPage.length) {
+            if (handleOfPage[p] == NO_HANDLE) {
+                p++;
+                continue;
+            }
+            int first = p;
+            while (p < handleOfPage.length && handleOfPage[p] != NO_HANDLE) p++;
+            visitor.visit(address(first), (long) (p - first) << pageShift);
+        }
+    }
+
+    /** The handle mapped at {@code va} (a mapped address). */
+    long handleAt(long va) {
+        return handleOfPage[page(va)];
     }
 
     private void record(long va, long bytes, long handle) {

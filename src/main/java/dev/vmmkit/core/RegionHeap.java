@@ -4,6 +4,7 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import org.agrona.collections.Long2LongHashMap;
 
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.vmmkit.core.BlockTable.FREE;
@@ -52,8 +53,14 @@ final class RegionHeap {
     private final MemoryAccounting accounting;
     private final VmmConfig config;
     private final OtherRegions others;
+    /**
+     * Placements and reclaims in flight: blocks taken out under the lock whose pages are being
+     * mapped or unmapped without it. A peer grant waits until there are none ({@link #forEachMappedRun}).
+     */
+    private int inFlight;
 
     private final ReentrantLock lock = new ReentrantLock();
+    private final Condition settled = lock.newCondition();
     private final BlockTable blocks = new BlockTable(1024);
     private final SizeTree unmapped = new SizeTree(blocks);
     private final StreamFreeLists freeLists;
@@ -69,7 +76,8 @@ final class RegionHeap {
     private long cacheMisses;
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
-               MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence) {
+               MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
+               PeerAccess access) {
         this.name = name;
         this.base = base;
         this.span = span;
@@ -80,7 +88,7 @@ final class RegionHeap {
         this.config = config;
         this.others = others;
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
-        this.pages = new PageTable(driver, base, span, pageBytes);
+        this.pages = new PageTable(driver, access, base, span, pageBytes);
         this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
@@ -278,12 +286,18 @@ final class RegionHeap {
         long mapTo;
         lock.lock();
         try {
+            // The lock was left since the cache missed: frees of other threads may have made a free
+            // block that fits now (the block below the unmapped space may even have grown past the
+            // request, which would leave nothing to map). Take such a block first.
+            int fit = freeLists.bestFit(bytes, stream);
+            if (fit != NONE) return carveLive(fit, bytes, requested);
             u = unmapped.bestFit(roundUpToPage(bytes));
             if (u == NONE) throw new RegionFullException();
             below = blocks.prev[u];
             boolean extend = below != NONE && blocks.kind[below] == FREE
                     && (blocks.requestedOrStream[below] == NO_PENDING_WORK
-                        || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream));
+                        || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream))
+                    && blocks.size[below] < bytes; // a block below that holds it all is not extended
             if (!extend) below = NONE;
             long start = extend ? blocks.address[below] : blocks.address[u];
             mapFrom = blocks.address[u];
@@ -296,6 +310,7 @@ final class RegionHeap {
                 freeLists.remove(below);
                 blocks.kind[below] = IN_FLIGHT;
             }
+            inFlight++;
         } finally {
             lock.unlock();
         }
@@ -312,6 +327,7 @@ final class RegionHeap {
                     restoreUnmapped(u);
                 } // else: the placement's pages stay IN_FLIGHT for good, in no tree (set aside)
                 if (below != NONE) reattachFree(below);
+                settle();
             } finally {
                 lock.unlock();
             }
@@ -329,6 +345,7 @@ final class RegionHeap {
             }
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = NO_PENDING_WORK;
+            settle();
             return takeLive(id, bytes, requested);
         } finally {
             lock.unlock();
@@ -456,6 +473,7 @@ final class RegionHeap {
             if (promoteFirst) freeLists.promoteCompleted();
             pieces = new int[freeLists.noPendingWork().size()];
             n = detachReclaimable(wantedBytes, pieces);
+            if (n > 0) inFlight++;
         } finally {
             lock.unlock();
         }
@@ -481,6 +499,7 @@ final class RegionHeap {
                     reattachFree(pieces[i]);
                 }
             }
+            settle();
         } finally {
             lock.unlock();
         }
@@ -624,6 +643,83 @@ final class RegionHeap {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** One placement or reclaim has finished (lock held): wakes a grant waiting for none to be in flight. */
+    private void settle() {
+        if (--inFlight == 0) settled.signalAll();
+    }
+
+    /** Receives one run of contiguously mapped pages. */
+    interface RunVisitor {
+        void visit(long va, long size);
+    }
+
+    /**
+     * Calls {@code visitor} once per run of contiguously mapped pages, under the region's lock, once
+     * no placement or reclaim is in flight (so no page is being mapped or unmapped meanwhile). A run
+     * mapped after this returns reads the peers in force, so a grant misses none.
+     */
+    void forEachMappedRun(RunVisitor visitor) {
+        lock.lock();
+        try {
+            while (inFlight > 0) settled.awaitUninterruptibly();
+            pages.forEachMappedRun(visitor);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The handles under the live allocation that starts at {@code address}, for export to another
+     * process; null when no live allocation starts there. The visitor runs under the region's lock:
+     * the handles of a live allocation do not change meanwhile.
+     */
+    <T> T withPagesOf(long address, PagesVisitor<T> visitor) {
+        lock.lock();
+        try {
+            int id = (int) liveByAddress.get(address);
+            if (id == NONE) return null;
+            long first = pages.handleStart(address & -pageBytes);
+            long end = pages.handleEnd((address + blocks.requestedOrStream[id] - 1) & -pageBytes);
+            HandleRun run = new HandleRun();
+            for (long va = first; va < end; va = pages.handleEnd(va)) run.add(pages.handleAt(va), pages.handleEnd(va) - va);
+            long[] handles = new long[run.count()];
+            long[] sizes = new long[run.count()];
+            for (int i = 0; i < run.count(); i++) {
+                handles[i] = run.handle(i);
+                sizes[i] = run.bytes(i);
+            }
+            return visitor.visit(first, handles, sizes, blocks.requestedOrStream[id]);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Every block, in address order, read under the lock (for reports; allocates). */
+    BlockMap.Region blockMap() {
+        lock.lock();
+        try {
+            java.util.List<BlockMap.Block> out = new java.util.ArrayList<>();
+            for (int id = 0; id < blocks.kind.length; id++) {
+                byte kind = blocks.kind[id];
+                if (kind == 0) continue; // never used, or recycled
+                // IN_FLIGHT (a slow path's driver calls in progress, off the lock) shows as unmapped:
+                // it holds no live data. A single-threaded replay never sees one between operations.
+                out.add(new BlockMap.Block(blocks.address[id], blocks.size[id],
+                        kind == LIVE ? BlockMap.Kind.LIVE : kind == FREE ? BlockMap.Kind.FREE_MAPPED : BlockMap.Kind.UNMAPPED,
+                        kind == LIVE ? blocks.requestedOrStream[id] : 0));
+            }
+            out.sort(java.util.Comparator.comparingLong(BlockMap.Block::address));
+            return new BlockMap.Region(name, base, span, out);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Receives the handles under one live allocation: where the first starts, each handle and its size, the allocation's size. */
+    interface PagesVisitor<T> {
+        T visit(long firstPage, long[] handles, long[] sizes, long requested);
     }
 
     private long roundUpToPage(long bytes) {

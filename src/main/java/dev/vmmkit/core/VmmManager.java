@@ -28,6 +28,8 @@ public final class VmmManager implements ManagedMemoryResource {
     private final Object regionLock = new Object();
     private final RegionHeap.OtherRegions others = new OtherRegionsOf(this);
     private final DeviceWideFence deviceFence;
+    private final PeerAccess peerAccess;
+    private final SharedPages sharedPages;
 
     private volatile RegionHeap[] smallRegions = new RegionHeap[0];
     private volatile RegionHeap[] largeRegions = new RegionHeap[0];
@@ -48,6 +50,20 @@ public final class VmmManager implements ManagedMemoryResource {
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
+        this.peerAccess = new PeerAccess(this.driver, this::allRegions);
+        this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
+    }
+
+    /** Which peer devices may access this manager's memory (cudaDeviceEnablePeerAccess). */
+    @Override
+    public PeerAccess peerAccess() {
+        return peerAccess;
+    }
+
+    /** Export of live allocations to other processes, and import of theirs (cudaIpc*MemHandle). */
+    @Override
+    public SharedPages sharedPages() {
+        return sharedPages;
     }
 
     /**
@@ -138,6 +154,14 @@ public final class VmmManager implements ManagedMemoryResource {
         return all;
     }
 
+    /** Every block of every region, each region read under its lock (for reports: it allocates). */
+    public BlockMap blockMap() {
+        java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
+        for (RegionHeap r : smallRegions) regions.add(r.blockMap());
+        for (RegionHeap r : largeRegions) regions.add(r.blockMap());
+        return new BlockMap(regions);
+    }
+
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
     public long drain() {
         return drain(false);
@@ -170,6 +194,7 @@ public final class VmmManager implements ManagedMemoryResource {
             if (closed) return;
             closed = true;
             try {
+                sharedPages.close();
                 for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
                     for (RegionHeap r : regions) r.close();
                 }
@@ -228,7 +253,8 @@ public final class VmmManager implements ManagedMemoryResource {
 
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
-        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence);
+        return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence,
+                peerAccess);
     }
 
     /** What a region may take from the other regions of this manager. */
@@ -249,6 +275,11 @@ public final class VmmManager implements ManagedMemoryResource {
                 if (r != requester) r.releaseCachedMemory(true);
             }
         }
+    }
+
+    /** Every region, small ones first (tests count their mapped runs). */
+    RegionHeap[] regionsForTest() {
+        return allRegions();
     }
 
     private RegionHeap[] allRegions() {

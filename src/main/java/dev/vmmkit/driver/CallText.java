@@ -34,6 +34,19 @@ public final class CallText {
         return "cuMemSetAccess(va=" + hex(va) + ", size=" + hex(size) + ", device=" + device + ", READWRITE)";
     }
 
+    public static String setAccess(long va, long size, long grant, long revoke) {
+        return "cuMemSetAccess(va=" + hex(va) + ", size=" + hex(size) + ", READWRITE for " + DeviceSet.toString(grant)
+                + ", NONE for " + DeviceSet.toString(revoke) + ")";
+    }
+
+    public static String exportHandle(long handle) {
+        return "cuMemExportToShareableHandle(handle=" + hex(handle) + ", POSIX_FILE_DESCRIPTOR)";
+    }
+
+    public static String importHandle(int fd, long size) {
+        return "cuMemImportFromShareableHandle(fd=" + fd + ", size=" + hex(size) + ", POSIX_FILE_DESCRIPTOR)";
+    }
+
     public static String unmap(long va, long size) {
         return "cuMemUnmap(va=" + hex(va) + ", size=" + hex(size) + ")";
     }

@@ -117,6 +117,24 @@ public final class CountingDriver extends ForwardingDriver {
     }
 
     @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        counted(DriverCall.SET_ACCESS);
+        delegate.setAccess(va, size, grant, revoke);
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        counted(DriverCall.EXPORT_HANDLE);
+        return delegate.exportHandle(handle);
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        counted(DriverCall.IMPORT_HANDLE);
+        return delegate.importHandle(fd, size);
+    }
+
+    @Override
     public void unmap(long va, long size) {
         counted(DriverCall.UNMAP);
         delegate.unmap(va, size);

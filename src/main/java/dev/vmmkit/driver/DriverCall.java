@@ -9,6 +9,8 @@ public enum DriverCall {
     MAP("map"),
     SET_ACCESS("set_access"),
     UNMAP("unmap"),
+    EXPORT_HANDLE("export_handle"),
+    IMPORT_HANDLE("import_handle"),
     MEMORY_INFO("memory_info"),
     EVENT_CREATE("event_create"),
     EVENT_RECORD("event_record"),

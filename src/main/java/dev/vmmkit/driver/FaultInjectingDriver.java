@@ -74,6 +74,33 @@ public final class FaultInjectingDriver extends ForwardingDriver {
     }
 
     @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        int fault = plan.faultFor(DriverCall.SET_ACCESS);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.setAccess(va, size, grant, revoke));
+        }
+        delegate.setAccess(va, size, grant, revoke);
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        int fault = plan.faultFor(DriverCall.EXPORT_HANDLE);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.exportHandle(handle));
+        }
+        return delegate.exportHandle(handle);
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        int fault = plan.faultFor(DriverCall.IMPORT_HANDLE);
+        if (fault != CudaResult.SUCCESS) {
+            throw injected(fault, CallText.importHandle(fd, size));
+        }
+        return delegate.importHandle(fd, size);
+    }
+
+    @Override
     public void unmap(long va, long size) {
         int fault = plan.faultFor(DriverCall.UNMAP);
         if (fault != CudaResult.SUCCESS) {

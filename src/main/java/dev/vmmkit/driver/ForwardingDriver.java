@@ -63,6 +63,26 @@ public abstract class ForwardingDriver implements DriverAdaptor {
     }
 
     @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        delegate.setAccess(va, size, grant, revoke);
+    }
+
+    @Override
+    public boolean canExport() {
+        return delegate.canExport();
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        return delegate.exportHandle(handle);
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        return delegate.importHandle(fd, size);
+    }
+
+    @Override
     public void unmap(long va, long size) {
         delegate.unmap(va, size);
     }

@@ -82,6 +82,38 @@ public final class LoggingDriver extends ForwardingDriver {
     }
 
     @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        try {
+            delegate.setAccess(va, size, grant, revoke);
+            succeeded(CallText.setAccess(va, size, grant, revoke), "ok");
+        } catch (RuntimeException e) {
+            throw failed(CallText.setAccess(va, size, grant, revoke), e);
+        }
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        try {
+            int fd = delegate.exportHandle(handle);
+            succeeded(CallText.exportHandle(handle), "fd " + fd);
+            return fd;
+        } catch (RuntimeException e) {
+            throw failed(CallText.exportHandle(handle), e);
+        }
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        try {
+            long handle = delegate.importHandle(fd, size);
+            succeeded(CallText.importHandle(fd, size), CallText.hex(handle));
+            return handle;
+        } catch (RuntimeException e) {
+            throw failed(CallText.importHandle(fd, size), e);
+        }
+    }
+
+    @Override
     public void unmap(long va, long size) {
         try {
             delegate.unmap(va, size);

@@ -40,6 +40,49 @@ public interface VmmDriver extends AutoCloseable {
     /** Grants read/write access to {@link #device()} over a mapped range. */
     void setAccess(long va, long size);
 
+    /**
+     * Changes which devices may read and write a mapped range (same range rules as
+     * {@link #setAccess(long, long)}): each device in {@code grant} gets read/write access, each
+     * device in {@code revoke} loses it, every other device keeps what it had. Both are
+     * {@link DeviceSet}s and must not overlap. This is how a mapping is shared with a peer device
+     * (CUDA: one cuMemSetAccess with one descriptor per device named). A driver that knows no
+     * other device supports only granting its own.
+     */
+    default void setAccess(long va, long size, long grant, long revoke) {
+        if (grant == DeviceSet.of(device()) && revoke == DeviceSet.NONE) {
+            setAccess(va, size);
+            return;
+        }
+        throw new DriverException(CudaResult.NOT_SUPPORTED, CudaResult.describe(CudaResult.NOT_SUPPORTED)
+                + ": this driver knows no other device", CallText.setAccess(va, size, grant, revoke));
+    }
+
+    /** True when {@link #exportHandle} works: handles are made shareable with other processes. */
+    default boolean canExport() {
+        return false;
+    }
+
+    /**
+     * A POSIX file descriptor that stands for the physical memory of {@code handle}; another process
+     * that gets the descriptor (e.g. with {@code pidfd_getfd}) imports it with {@link #importHandle}.
+     * The caller owns the descriptor and closes it; the memory lives while a handle or a descriptor
+     * of it does. CUDA: cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR).
+     */
+    default int exportHandle(long handle) {
+        throw new DriverException(CudaResult.NOT_SUPPORTED, CudaResult.describe(CudaResult.NOT_SUPPORTED)
+                + ": this driver's handles are not exportable", CallText.exportHandle(handle));
+    }
+
+    /**
+     * A handle of this driver over the memory that {@code fd} (from {@link #exportHandle}, maybe of
+     * another process) stands for, {@code size} bytes; mapped and released like any handle. The
+     * descriptor stays the caller's. CUDA: cuMemImportFromShareableHandle(POSIX_FILE_DESCRIPTOR).
+     */
+    default long importHandle(int fd, long size) {
+        throw new DriverException(CudaResult.NOT_SUPPORTED, CudaResult.describe(CudaResult.NOT_SUPPORTED)
+                + ": this driver cannot import handles", CallText.importHandle(fd, size));
+    }
+
     /** Unmaps a range made of whole mappings; it goes back to plain reserved space. */
     void unmap(long va, long size);
 

@@ -1,7 +1,7 @@
 package dev.vmmkit.interpose;
 
-import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.PeerAccess;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -10,6 +10,10 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 /**
  * One allocator per device, made on the device's first allocation. A device whose allocator could
  * not be made is remembered as failed, so its calls pass through to the real runtime from then on.
+ *
+ * <p>Peer access is kept per owning device: {@link #enablePeer} grants the accessing device on the
+ * owner's allocator, or, when the owner has none yet, remembers the grant and applies it when the
+ * allocator is made.
  */
 final class DeviceManagers implements AutoCloseable {
     static final int MAX_DEVICES = 64;
@@ -17,6 +21,8 @@ final class DeviceManagers implements AutoCloseable {
     private final ResourceFactory factory;
     private final AtomicReferenceArray<ManagedMemoryResource> byDevice = new AtomicReferenceArray<>(MAX_DEVICES);
     private final boolean[] failed = new boolean[MAX_DEVICES];
+    /** Per owning device, the devices granted peer access (bit sets); guarded by this. */
+    private final long[] peersOf = new long[MAX_DEVICES];
 
     DeviceManagers(ResourceFactory factory) {
         this.factory = factory;
@@ -34,6 +40,7 @@ final class DeviceManagers implements AutoCloseable {
         if (resource != null || failed[device]) return resource;
         try {
             resource = factory.open(device);
+            applyRememberedPeers(device, resource);
             byDevice.set(device, resource);
             InterposeLog.info("device " + device + ": allocator ready");
         } catch (Throwable e) {
@@ -60,12 +67,42 @@ final class DeviceManagers implements AutoCloseable {
         return null;
     }
 
-    /** Stats of every device that has an allocator. */
-    List<AllocatorStats> stats() {
-        List<AllocatorStats> all = new ArrayList<>();
+    /**
+     * Lets {@code accessor} read and write the memory of {@code owner} (cudaDeviceEnablePeerAccess
+     * called on {@code accessor} for peer {@code owner}), or takes that away when {@code enable} is false.
+     *
+     * @throws IllegalArgumentException for an ordinal out of range or a device that is its own peer
+     * @throws dev.vmmkit.driver.DriverException when the grant fails (it is then undone)
+     */
+    synchronized void enablePeer(int accessor, int owner, boolean enable) {
+        if (accessor < 0 || accessor >= MAX_DEVICES || owner < 0 || owner >= MAX_DEVICES || accessor == owner) {
+            throw new IllegalArgumentException("device " + accessor + " cannot be a peer of device " + owner);
+        }
+        ManagedMemoryResource resource = byDevice.get(owner);
+        PeerAccess access = resource == null ? null : resource.peerAccess();
+        if (access != null) {
+            if (enable) access.grant(accessor);
+            else access.revoke(accessor);
+        }
+        long bit = 1L << accessor;
+        peersOf[owner] = enable ? peersOf[owner] | bit : peersOf[owner] & ~bit;
+    }
+
+    private void applyRememberedPeers(int device, ManagedMemoryResource resource) {
+        PeerAccess access = resource.peerAccess();
+        for (long rest = peersOf[device]; rest != 0 && access != null; rest &= rest - 1) {
+            access.grant(Long.numberOfTrailingZeros(rest));
+        }
+    }
+
+    /** Figures of every device that has an allocator, in device order. */
+    List<StatsWriter.DeviceFigures> stats() {
+        List<StatsWriter.DeviceFigures> all = new ArrayList<>();
         for (int device = 0; device < MAX_DEVICES; device++) {
             ManagedMemoryResource resource = byDevice.get(device);
-            if (resource != null) all.add(resource.stats());
+            if (resource == null) continue;
+            PeerAccess access = resource.peerAccess();
+            all.add(new StatsWriter.DeviceFigures(device, resource.stats(), access == null ? 0 : access.peers()));
         }
         return all;
     }

@@ -1,6 +1,8 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.ipc.IpcExports;
+import dev.vmmkit.ipc.IpcImports;
 import dev.vmmkit.trace.AllocationRecorder;
 import dev.vmmkit.trace.RecordingResource;
 import dev.vmmkit.trace.RequestLedger;
@@ -23,6 +25,8 @@ final class InterposeSession {
     final DeviceManagers managers;
     final RequestLedger ledger = new RequestLedger();
     final AllocationRecorder recorder;
+    final IpcExports exports = new IpcExports();
+    final IpcImports imports = new IpcImports();
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
@@ -38,13 +42,35 @@ final class InterposeSession {
     }
 
     static InterposeSession fromEnvironment(boolean monitorMode, Map<String, String> env)
-            throws IOException, ReflectiveOperationException {
-        String mode = monitorMode ? "monitor" : "vmm";
-        Path trace = path(env.get("VMM_TRACE_FILE"));
-        AllocationRecorder recorder = trace == null ? AllocationRecorder.NONE
-                : new TraceFileRecorder(trace, mode, (message, cause) -> InterposeLog.warnOnce("trace", message, cause));
+            throws ReflectiveOperationException {
         ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty();
-        return new InterposeSession(monitorMode, factory, recorder, path(env.get("VMM_STATS_FILE")));
+        Path stats = path(env.get("VMM_STATS_FILE"));
+        if (stats != null) markUnfinished(stats, monitorMode);
+        return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats);
+    }
+
+    /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
+    private static AllocationRecorder recorder(Path trace, boolean monitorMode) {
+        if (trace == null) return AllocationRecorder.NONE;
+        try {
+            return new TraceFileRecorder(trace, monitorMode ? "monitor" : "vmm",
+                    (message, cause) -> InterposeLog.warnOnce("trace", message, cause));
+        } catch (IOException | RuntimeException e) {
+            InterposeLog.warnOnce("trace", "cannot write the trace " + trace + "; tracing is off", e);
+            return AllocationRecorder.NONE;
+        }
+    }
+
+    /**
+     * Replaces any older stats file at once, so that a program that dies before its exit handlers
+     * run leaves a file saying so (complete: false) rather than another run's figures.
+     */
+    private static void markUnfinished(Path stats, boolean monitorMode) {
+        try {
+            StatsWriter.write(stats, StatsWriter.unfinishedJson(monitorMode));
+        } catch (IOException | RuntimeException e) {
+            InterposeLog.warnOnce("stats", "cannot write the stats file " + stats, e);
+        }
     }
 
     private static Path path(String value) {

@@ -4,6 +4,14 @@ import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.InvalidAddressException;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
+import dev.vmmkit.core.SharedPages;
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.ipc.IpcException;
+import dev.vmmkit.ipc.IpcExports;
+import dev.vmmkit.ipc.IpcImports;
+
+import java.lang.foreign.MemorySegment;
 
 /**
  * The calls the native shim ({@code src/main/c/vmmkit_preload.c}) makes, through FFM upcall stubs.
@@ -31,6 +39,10 @@ public final class InterposedCalls {
 
     static final int CUDA_ERROR_INVALID_VALUE = 1;
     static final int CUDA_ERROR_MEMORY_ALLOCATION = 2;
+    static final int CUDA_ERROR_INVALID_DEVICE = 101;
+    static final int CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
+    static final int CUDA_ERROR_UNKNOWN = 999;
+    private static final long IPC_HANDLE_BYTES = 64;
 
     private static volatile InterposeSession session;
 
@@ -51,7 +63,13 @@ public final class InterposedCalls {
             InterposeSession s = session;
             ManagedMemoryResource resource = s.managers.forDevice(device);
             if (resource == null) return PASS_THROUGH;
-            return resource.allocate(size, stream);
+            try {
+                return resource.allocate(size, stream);
+            } catch (OutOfDeviceMemoryException full) {
+                // Memory freed while another process had it open may be free now.
+                if (s.exports.completeClosedFrees(true) == 0) throw full;
+                return resource.allocate(size, stream);
+            }
         } catch (OutOfDeviceMemoryException e) {
             InterposeLog.info("device " + device + ": " + e.getMessage());
             return -CUDA_ERROR_MEMORY_ALLOCATION;
@@ -75,6 +93,12 @@ public final class InterposedCalls {
         }
         if (owner == null) return NOT_OURS;
         try {
+            s.exports.completeClosedFrees(false); // returns at once unless frees wait for importers
+            if (s.exports.mayHold(address)) {
+                int held = s.exports.deferFree(address, stream, owner);
+                if (held == IpcExports.DEFERRED) return FREED; // another process has it open
+                if (held == IpcExports.ALREADY_FREED) return -CUDA_ERROR_INVALID_VALUE;
+            }
             owner.deallocate(address, stream);
             return FREED;
         } catch (InvalidAddressException e) {
@@ -83,6 +107,86 @@ public final class InterposedCalls {
             // The pointer is ours: the runtime would refuse it. Leaking it keeps the program running.
             InterposeLog.warnOnce("release", "free failed inside vmmkit; the memory is leaked", e);
             return FREED;
+        }
+    }
+
+    /**
+     * cudaDeviceEnablePeerAccess ({@code enable} 1) or cudaDeviceDisablePeerAccess (0), called on
+     * {@code device} for {@code peer}, after the real runtime accepted it: device {@code device} gets
+     * (or loses) access to every vmmkit allocation of {@code peer}. 0 or -cudaError.
+     */
+    public static int peerAccess(int device, int peer, int enable) {
+        try {
+            session.managers.enablePeer(device, peer, enable != 0);
+            return 0;
+        } catch (IllegalArgumentException e) {
+            return -CUDA_ERROR_INVALID_DEVICE;
+        } catch (DriverException e) {
+            InterposeLog.info("peer access " + device + " -> " + peer + ": " + e.getMessage());
+            return e.result() == CudaResult.OUT_OF_MEMORY ? -CUDA_ERROR_MEMORY_ALLOCATION
+                    : e.result() == CudaResult.INVALID_DEVICE || e.result() == CudaResult.NOT_SUPPORTED
+                    ? -CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : -CUDA_ERROR_UNKNOWN;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("peer", "peer access failed inside vmmkit", e);
+            return -CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * cudaIpcGetMemHandle: writes the 64-byte handle of the vmmkit allocation starting at
+     * {@code address} to {@code handleOut}. 0, {@link #NOT_OURS}, or -cudaError.
+     */
+    public static int ipcGetHandle(long address, int device, long handleOut) {
+        try {
+            InterposeSession s = session;
+            ManagedMemoryResource owner = s.managers.owner(address, device);
+            SharedPages pages = owner == null ? null : owner.sharedPages();
+            if (pages == null) return NOT_OURS;
+            s.exports.completeClosedFrees(false);
+            s.exports.handleFor(address, pages, MemorySegment.ofAddress(handleOut).reinterpret(IPC_HANDLE_BYTES));
+            return 0;
+        } catch (IpcException e) {
+            InterposeLog.info("cudaIpcGetMemHandle: " + e.getMessage());
+            return -e.cudaError();
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("ipc-get", "cudaIpcGetMemHandle failed inside vmmkit", e);
+            return -CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * cudaIpcOpenMemHandle of the handle at {@code handleIn}, on {@code device}: the pointer, or
+     * {@link #PASS_THROUGH} for a handle vmmkit did not make, or -cudaError.
+     */
+    public static long ipcOpen(long handleIn, int device) {
+        try {
+            InterposeSession s = session;
+            MemorySegment handle = MemorySegment.ofAddress(handleIn).reinterpret(IPC_HANDLE_BYTES);
+            if (!IpcImports.isVmmkitHandle(handle)) return PASS_THROUGH;
+            ManagedMemoryResource resource = s.managers.forDevice(device);
+            SharedPages pages = resource == null ? null : resource.sharedPages();
+            if (pages == null) return -IpcException.MAP_FAILED;
+            return s.imports.open(handle, pages);
+        } catch (IpcException e) {
+            InterposeLog.info("cudaIpcOpenMemHandle: " + e.getMessage());
+            return -e.cudaError();
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("ipc-open", "cudaIpcOpenMemHandle failed inside vmmkit", e);
+            return -IpcException.MAP_FAILED;
+        }
+    }
+
+    /** cudaIpcCloseMemHandle: {@link #FREED}, {@link #NOT_OURS} (not opened by vmmkit), or -cudaError. */
+    public static int ipcClose(long address) {
+        try {
+            InterposeSession s = session;
+            return s.imports.close(address) ? FREED : NOT_OURS;
+        } catch (IpcException e) {
+            InterposeLog.info("cudaIpcCloseMemHandle: " + e.getMessage());
+            return -e.cudaError();
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("ipc-close", "cudaIpcCloseMemHandle failed inside vmmkit", e);
+            return -CUDA_ERROR_UNKNOWN;
         }
     }
 

@@ -9,6 +9,7 @@ import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
+import java.util.List;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -31,14 +32,19 @@ public final class NativeBootstrap {
             ADDRESS.withName("release"),
             ADDRESS.withName("record_alloc"),
             ADDRESS.withName("record_free"),
-            ADDRESS.withName("at_exit"));
+            ADDRESS.withName("at_exit"),
+            ADDRESS.withName("peer_access"),
+            ADDRESS.withName("ipc_get_handle"),
+            ADDRESS.withName("ipc_open"),
+            ADDRESS.withName("ipc_close"));
 
     private NativeBootstrap() {
     }
 
     /**
      * Makes the session from the environment and fills the table at {@code tableAddress}.
-     * Returns 0 on success; otherwise the shim passes every call through.
+     * Returns 0 on success; otherwise the shim passes every call through (a positive value: the
+     * reason was printed here, e.g. a bad VMM_* setting).
      */
     public static int entryPoints(long tableAddress) {
         try {
@@ -48,6 +54,12 @@ public final class NativeBootstrap {
                 System.err.printf("vmmkit: the native shim's table has %d bytes, this jar expects %d: "
                         + "shim and jar are from different builds%n", size, TABLE.byteSize());
                 return 2;
+            }
+            List<String> badSettings = InterposeSettings.problems(System.getenv());
+            if (!badSettings.isEmpty()) {
+                // vmmkit run checks before the program starts; a bare LD_PRELOAD learns it here.
+                badSettings.forEach(problem -> System.err.println("vmmkit: " + problem));
+                return 3;
             }
             boolean monitorMode = table.get(JAVA_INT, offset("monitor_mode")) != 0;
             boolean ownsJvm = table.get(JAVA_INT, offset("owns_jvm")) != 0;
@@ -61,6 +73,10 @@ public final class NativeBootstrap {
             set(table, "record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
             set(table, "record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
             set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG));
+            set(table, "peer_access", "peerAccess", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
+            set(table, "ipc_get_handle", "ipcGetHandle", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "ipc_open", "ipcOpen", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
+            set(table, "ipc_close", "ipcClose", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

@@ -1,56 +1,93 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.driver.DeviceSet;
+import dev.vmmkit.trace.AtomicFile;
 import dev.vmmkit.trace.RequestLedger;
 
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 
 /**
- * The stats file of {@code vmmkit run --stats}: one JSON object with exactly the keys {@code mode},
- * {@code allocs}, {@code frees}, {@code passthrough_calls}, {@code peak_live_bytes},
- * {@code peak_reserved_bytes}, {@code fragmentation_ratio}. Written by hand (no JSON library), so the
- * exit path loads nothing new.
+ * The stats file of {@code vmmkit run --stats}: one JSON object with the keys {@code mode},
+ * {@code complete}, {@code allocs}, {@code frees}, {@code passthrough_calls}, {@code peak_live_bytes},
+ * {@code peak_reserved_bytes}, {@code fragmentation_ratio} and {@code devices}. Written by hand (no
+ * JSON library), so the exit path loads nothing new, and always whole (through a temporary file and a
+ * move).
  *
- * <p>In vmm mode the figures are the allocators' (summed over devices: the peaks are then an upper
- * bound). In monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot
- * see: {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null}.
- * {@code passthrough_calls} counts allocation and free calls served by the real runtime.
+ * <p>In vmm mode the top-level figures are the allocators' summed over devices (the peaks are then
+ * an upper bound), and {@code devices} has one object per device that had an allocator:
+ * {@code device}, {@code allocs}, {@code frees}, {@code live_bytes}, {@code peak_live_bytes},
+ * {@code peak_reserved_bytes}, {@code peers} (the devices granted peer access to its memory). In
+ * monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot see:
+ * {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null} and {@code devices}
+ * is empty. {@code passthrough_calls} counts allocation and free calls served by the real runtime.
+ *
+ * <p>{@code complete} is false in the file written when vmmkit starts in the program: it stays so,
+ * with every figure {@code null}, when the program ends without running its exit handlers (killed
+ * by a signal, {@code _exit}, a crash). A program that never calls CUDA never starts vmmkit; then
+ * {@code vmmkit run} writes the file itself, complete, with zero counts.
  */
-final class StatsWriter {
+public final class StatsWriter {
 
     private StatsWriter() {
     }
 
-    static String vmmJson(List<AllocatorStats> devices, long passthroughCalls) {
+    /** The figures of one device: its allocator's stats and its granted peers (a device bit set). */
+    record DeviceFigures(int device, AllocatorStats stats, long peers) {
+    }
+
+    static String vmmJson(List<DeviceFigures> devices, long passthroughCalls) {
         long allocs = 0, frees = 0, peakLive = 0, peakReserved = 0;
-        for (AllocatorStats s : devices) {
+        StringBuilder each = new StringBuilder();
+        for (DeviceFigures d : devices) {
+            AllocatorStats s = d.stats();
             allocs += s.allocations();
             frees += s.frees();
             peakLive += s.peakLiveBytes();
             peakReserved += s.peakReservedBytes();
+            if (!each.isEmpty()) each.append(',');
+            each.append("{\"device\":").append(d.device()).append(",\"allocs\":").append(s.allocations())
+                    .append(",\"frees\":").append(s.frees()).append(",\"live_bytes\":").append(s.liveBytes())
+                    .append(",\"peak_live_bytes\":").append(s.peakLiveBytes())
+                    .append(",\"peak_reserved_bytes\":").append(s.peakReservedBytes())
+                    .append(",\"peers\":").append(DeviceSet.toString(d.peers()).replace('{', '[').replace('}', ']'))
+                    .append('}');
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;
-        return json("vmm", allocs, frees, passthroughCalls, peakLive,
-                Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio));
+        return json("vmm", true, allocs, frees, passthroughCalls, peakLive,
+                Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio), each.toString());
     }
 
     static String monitorJson(RequestLedger ledger, long passthroughCalls) {
-        return json("monitor", ledger.allocations(), ledger.frees(), passthroughCalls, ledger.peakLiveBytes(),
-                "null", "null");
+        return json("monitor", true, ledger.allocations(), ledger.frees(), passthroughCalls, ledger.peakLiveBytes(),
+                "null", "null", "");
     }
 
-    private static String json(String mode, long allocs, long frees, long passthrough, long peakLive,
-                               String peakReserved, String ratio) {
-        return "{\"mode\":\"" + mode + "\",\"allocs\":" + allocs + ",\"frees\":" + frees
-                + ",\"passthrough_calls\":" + passthrough + ",\"peak_live_bytes\":" + peakLive
-                + ",\"peak_reserved_bytes\":" + peakReserved + ",\"fragmentation_ratio\":" + ratio + "}\n";
+    /** The file of a program that made no CUDA allocation call: zero counts. */
+    public static String noCallsJson(boolean monitorMode) {
+        return monitorMode ? monitorJson(new RequestLedger(), 0) : vmmJson(List.of(), 0);
     }
 
-    static void write(Path file, String json) throws IOException {
-        Files.writeString(file, json);
+    /** The file written when vmmkit starts in the program, replaced by the figures at its exit. */
+    static String unfinishedJson(boolean monitorMode) {
+        return "{\"mode\":\"" + (monitorMode ? "monitor" : "vmm") + "\",\"complete\":false,\"allocs\":null,"
+                + "\"frees\":null,\"passthrough_calls\":null,\"peak_live_bytes\":null,"
+                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"devices\":[]}\n";
+    }
+
+    private static String json(String mode, boolean complete, long allocs, long frees, long passthrough,
+                               long peakLive, String peakReserved, String ratio, String devices) {
+        return "{\"mode\":\"" + mode + "\",\"complete\":" + complete + ",\"allocs\":" + allocs
+                + ",\"frees\":" + frees + ",\"passthrough_calls\":" + passthrough
+                + ",\"peak_live_bytes\":" + peakLive + ",\"peak_reserved_bytes\":" + peakReserved
+                + ",\"fragmentation_ratio\":" + ratio + ",\"devices\":[" + devices + "]}\n";
+    }
+
+    /** Writes {@code json} to {@code file} whole. */
+    public static void write(Path file, String json) throws IOException {
+        AtomicFile.writeString(file, json);
     }
 }

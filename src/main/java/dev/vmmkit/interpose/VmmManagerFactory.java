@@ -34,7 +34,12 @@ public final class VmmManagerFactory implements ResourceFactory {
         long hostCapacity = capacity == null || capacity.isBlank() ? Drivers.DEFAULT_HOST_CAPACITY : ByteSize.parse(capacity);
         VmmDriver driver = Drivers.open(kind, device, hostCapacity);
         try {
-            return new VmmManager(driver, VmmConfig.from(env));
+            VmmConfig config = VmmConfig.from(env);
+            if (config.chunkBytes() % driver.granularity() != 0) {
+                throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
+                        + device + "'s allocation granularity (" + driver.granularity() + " bytes)");
+            }
+            return new VmmManager(driver, config);
         } catch (RuntimeException e) {
             driver.close();
             throw e;

@@ -16,7 +16,7 @@ final class AccumulateGrad extends GradFn {
     }
 
     @Override
-    Tensor[] apply(Tensor gradOutput) {
+    void computeGrads(Tensor gradOutput, Tensor[] none) {
         Tensor leaf = saved(0);
         Tensor current = leaf.grad();
         if (current == null) {
@@ -26,6 +26,5 @@ final class AccumulateGrad extends GradFn {
             leaf.setGrad(Kernels.add(current, gradOutput));
             current.release();
         }
-        return new Tensor[0];
     }
 }

@@ -24,11 +24,17 @@ public final class Autograd {
     private Autograd() {
     }
 
+    /** A region opened by {@link #noGrad()}; closing it throws nothing. */
+    public interface NoGrad extends AutoCloseable {
+        @Override
+        void close();
+    }
+
     /** A region (try-with-resources) in which ops on this thread record no graph. */
-    public static AutoCloseable noGrad() {
+    public static NoGrad noGrad() {
         int[] depth = NO_GRAD_DEPTH.get();
         depth[0]++;
-        return new AutoCloseable() {
+        return new NoGrad() {
             private boolean closed;
 
             @Override
@@ -94,29 +100,36 @@ public final class Autograd {
                 gradOutput.release();
                 fn.releaseAllSaved();
             }
-            for (int i = 0; i < fn.next.length; i++) {
-                GradFn target = fn.next[i];
-                Tensor grad = i < grads.length ? grads[i] : null;
-                if (target == null) {
-                    if (grad != null) grad.release();
-                    continue;
-                }
-                if (grad != null) {
-                    Tensor sum = pending.get(target);
-                    if (sum == null) {
-                        pending.put(target, grad);
-                    } else {
-                        pending.put(target, Kernels.add(sum, grad));
-                        sum.release();
-                        grad.release();
+            try {
+                for (int i = 0; i < fn.next.length; i++) {
+                    GradFn target = fn.next[i];
+                    Tensor grad = grads[i];
+                    grads[i] = null;
+                    try {
+                        if (grad != null && target != null) {
+                            Tensor sum = pending.get(target);
+                            if (sum == null) {
+                                pending.put(target, grad);
+                            } else {
+                                pending.put(target, Kernels.add(sum, grad)); // pending now owns the total
+                                sum.release();
+                                grad.release();
+                            }
+                            grad = null;
+                        }
+                    } finally {
+                        if (grad != null) grad.release(); // not needed, or the sum failed
+                    }
+                    if (target != null && dependencies.merge(target, -1, Integer::sum) == 0) {
+                        if (!pending.containsKey(target)) {
+                            throw new IllegalStateException(fn.name() + " gave no gradient to " + target.name());
+                        }
+                        ready.add(target);
                     }
                 }
-                if (dependencies.merge(target, -1, Integer::sum) == 0) {
-                    if (!pending.containsKey(target)) {
-                        throw new IllegalStateException(fn.name() + " gave no gradient to " + target.name());
-                    }
-                    ready.add(target);
-                }
+            } catch (RuntimeException e) {
+                for (Tensor rest : grads) if (rest != null) rest.release(); // gradients not yet handed on
+                throw e;
             }
         }
     }

@@ -26,10 +26,9 @@ final class Backward {
         }
 
         @Override
-        Tensor[] apply(Tensor g) {
-            Tensor ga = next[0] == null ? null : (Tensor) g.retain();
-            Tensor gb = next[1] == null ? null : bBroadcast ? Kernels.sumRepeats(g, bShape) : (Tensor) g.retain();
-            return new Tensor[] {ga, gb};
+        void computeGrads(Tensor g, Tensor[] grads) {
+            if (next[0] != null) grads[0] = (Tensor) g.retain();
+            if (next[1] != null) grads[1] = bBroadcast ? Kernels.sumRepeats(g, bShape) : (Tensor) g.retain();
         }
     }
 
@@ -50,21 +49,22 @@ final class Backward {
         }
 
         @Override
-        Tensor[] apply(Tensor g) {
-            Tensor gb = null;
+        void computeGrads(Tensor g, Tensor[] grads) {
             if (next[1] != null) {
                 Tensor product = Kernels.mul(g, saved(0));
                 if (bBroadcast) {
-                    gb = Kernels.sumRepeats(product, bShape);
-                    product.release();
+                    try {
+                        grads[1] = Kernels.sumRepeats(product, bShape);
+                    } finally {
+                        product.release();
+                    }
                 } else {
-                    gb = product;
+                    grads[1] = product;
                 }
             }
             releaseSaved(0);
-            Tensor ga = next[0] == null ? null : Kernels.mul(g, saved(1));
+            if (next[0] != null) grads[0] = Kernels.mul(g, saved(1));
             releaseSaved(1);
-            return new Tensor[] {ga, gb};
         }
     }
 
@@ -80,12 +80,11 @@ final class Backward {
         }
 
         @Override
-        Tensor[] apply(Tensor g) {
-            Tensor gb = next[1] == null ? null : Kernels.matmul(saved(0), true, g, false);
+        void computeGrads(Tensor g, Tensor[] grads) {
+            if (next[1] != null) grads[1] = Kernels.matmul(saved(0), true, g, false);
             releaseSaved(0);
-            Tensor ga = next[0] == null ? null : Kernels.matmul(g, false, saved(1), true);
+            if (next[0] != null) grads[0] = Kernels.matmul(g, false, saved(1), true);
             releaseSaved(1);
-            return new Tensor[] {ga, gb};
         }
     }
 
@@ -101,8 +100,8 @@ final class Backward {
         }
 
         @Override
-        Tensor[] apply(Tensor g) {
-            return new Tensor[] {Kernels.reluBackward(g, saved(0))};
+        void computeGrads(Tensor g, Tensor[] grads) {
+            grads[0] = Kernels.reluBackward(g, saved(0));
         }
     }
 
@@ -125,8 +124,8 @@ final class Backward {
         }
 
         @Override
-        Tensor[] apply(Tensor g) {
-            return new Tensor[] {Kernels.broadcast(g, shape, scale)};
+        void computeGrads(Tensor g, Tensor[] grads) {
+            grads[0] = Kernels.broadcast(g, shape, scale);
         }
     }
 
@@ -142,9 +141,8 @@ final class Backward {
         }
 
         @Override
-        Tensor[] apply(Tensor g) {
-            Tensor gl = Kernels.softmaxCrossEntropyBackward(g, saved(0), saved(1));
-            return new Tensor[] {gl, null};
+        void computeGrads(Tensor g, Tensor[] grads) {
+            grads[0] = Kernels.softmaxCrossEntropyBackward(g, saved(0), saved(1));
         }
     }
 }

@@ -36,9 +36,21 @@ abstract class GradFn {
 
     /**
      * The gradient of each input (a new reference the caller owns), null where {@code next[i]} is
-     * null. {@code gradOutput} is borrowed.
+     * null. {@code gradOutput} is borrowed. If computing one fails, those already made are released.
      */
-    abstract Tensor[] apply(Tensor gradOutput);
+    final Tensor[] apply(Tensor gradOutput) {
+        Tensor[] grads = new Tensor[next.length];
+        try {
+            computeGrads(gradOutput, grads);
+        } catch (RuntimeException e) {
+            for (Tensor g : grads) if (g != null) g.release();
+            throw e;
+        }
+        return grads;
+    }
+
+    /** Fills {@code grads[i]} for each input whose {@code next[i]} is not null. */
+    abstract void computeGrads(Tensor gradOutput, Tensor[] grads);
 
     /** A tensor this node saved. */
     final Tensor saved(int i) {

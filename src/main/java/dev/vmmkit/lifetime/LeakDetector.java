@@ -128,6 +128,24 @@ public final class LeakDetector {
         return found;
     }
 
+    /**
+     * Runs the garbage collector a few rounds, checking after each, so that every tensor lost by now
+     * is found; for the end of a run and for tests. Returns the leaks found by this detector so far.
+     */
+    public long collectAndCheck() {
+        for (int round = 0; round < 3; round++) {
+            System.gc();
+            try {
+                Thread.sleep(20); // let the collector enqueue the phantom references
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+            check();
+        }
+        return leakCount();
+    }
+
     /** Starts tracking a new tensor, or returns null when this level does not sample it. */
     LeakRecord track(Tensor tensor) {
         check();

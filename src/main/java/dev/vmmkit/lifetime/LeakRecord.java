@@ -16,7 +16,9 @@ final class LeakRecord extends PhantomReference<Tensor> {
     /** Frames of these classes are vmmkit's own plumbing, left out of reports. */
     private static final Set<String> INTERNAL = Set.of(
             LeakRecord.class.getName(), LeakDetector.class.getName(), Tensor.class.getName(),
-            TensorDevice.class.getName(), Ops.class.getName(), ScopedResource.class.getName());
+            TensorDevice.class.getName(), Ops.class.getName(), ScopedResource.class.getName(),
+            Kernels.class.getName(), Backward.class.getName(), GradFn.class.getName(),
+            AccumulateGrad.class.getName(), Autograd.class.getName());
 
     final long address;
     final long bytes;
@@ -71,10 +73,16 @@ final class LeakRecord extends PhantomReference<Tensor> {
         return text.toString();
     }
 
+    /** {@code a.B} for {@code a.B$C} and {@code a.B$$Lambda/0x...}: nested classes and lambdas count as their outer class. */
+    private static String outerClass(String className) {
+        int nested = className.indexOf('$');
+        return nested < 0 ? className : className.substring(0, nested);
+    }
+
     private static void appendFrames(StringBuilder text, Throwable trace) {
         int shown = 0;
         for (StackTraceElement frame : trace.getStackTrace()) {
-            if (shown == 0 && INTERNAL.contains(frame.getClassName())) continue;
+            if (shown == 0 && INTERNAL.contains(outerClass(frame.getClassName()))) continue;
             if (shown++ == MAX_FRAMES) {
                 text.append("\t...\n");
                 break;

@@ -96,11 +96,7 @@ public final class Ops {
 
     private static Tensor reduce(String name, Tensor a, float scale) {
         use(name, a);
-        Tensor out = Kernels.sumRepeats(a, new int[0]);
-        if (scale != 1f) {
-            long address = out.rawAddress();
-            a.device().compute().broadcast(address, address, 1, 1, scale);
-        }
+        Tensor out = Kernels.scaledSum(a, scale);
         if (tracks(a)) out.gradFn(new Backward.Sum(edges(a), a, scale, name + "Backward"));
         return out;
     }

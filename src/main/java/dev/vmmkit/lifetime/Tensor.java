@@ -15,6 +15,9 @@ import java.util.Arrays;
  * <p>Autograd: a leaf made with {@link #requiresGrad(boolean)} collects a gradient ({@link #grad()})
  * when {@link #backward()} runs on a result computed from it. A result of an op on such tensors
  * holds its grad function, which holds counted references to what its backward pass reads.
+ *
+ * <p>The count is thread-safe: tensors can be shared, retained and released by several threads.
+ * The autograd state (gradient, graph) belongs to one thread at a time.
  */
 public final class Tensor extends ScopedResource {
     private final TensorDevice device;

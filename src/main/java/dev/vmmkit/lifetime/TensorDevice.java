@@ -51,9 +51,8 @@ public final class TensorDevice implements AutoCloseable {
 
     /** A tensor with every element {@code value}. */
     public Tensor full(float value, int... shape) {
-        Tensor t = allocate(shape, Autograd.registersInScopes());
-        if (t.numel() > 0) compute.fill(t.rawAddress(), t.numel(), value);
-        return t;
+        long elements = elementsOf(shape);
+        return Kernels.make(this, shape, (k, out) -> k.fill(out, elements, value));
     }
 
     /**
@@ -67,9 +66,7 @@ public final class TensorDevice implements AutoCloseable {
             throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " holds " + elements
                     + " elements but " + values.length + " values were given");
         }
-        Tensor t = allocate(shape, Autograd.registersInScopes());
-        if (elements > 0) compute.copyFromHost(t.rawAddress(), values);
-        return t;
+        return Kernels.make(this, shape, (k, out) -> k.copyFromHost(out, values));
     }
 
     /** A tensor of independent uniform values in {@code [low, high)}, the same for the same seed on every driver. */

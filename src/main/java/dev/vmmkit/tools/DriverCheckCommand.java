@@ -20,6 +20,7 @@ import java.util.concurrent.Callable;
  * Exit code 0 when nothing failed, 1 when a check failed, 2 when the driver cannot be opened.
  */
 @Command(name = "driver-check",
+        mixinStandardHelpOptions = true,
         description = "Check that a driver behaves as vmmkit expects (one line per check).")
 public final class DriverCheckCommand implements Callable<Integer> {
     static final int EXIT_FAILED = 1;

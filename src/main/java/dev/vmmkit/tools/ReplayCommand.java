@@ -8,6 +8,7 @@ import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.tools.replay.CudaMallocAsyncBackend;
 import dev.vmmkit.tools.replay.PatternCheck;
+import dev.vmmkit.tools.replay.ProgressBar;
 import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.VmmBackend;
 import dev.vmmkit.tools.replay.ReplayException;
@@ -16,6 +17,10 @@ import dev.vmmkit.tools.replay.ReplaySummary;
 import dev.vmmkit.tools.replay.ReplayTarget;
 import dev.vmmkit.tools.replay.Replayer;
 import dev.vmmkit.tools.replay.ReportFiles;
+import dev.vmmkit.tools.report.HtmlReport;
+import dev.vmmkit.tools.report.MemoryReport;
+import dev.vmmkit.tools.report.PeakAllocations;
+import dev.vmmkit.tools.report.ReportSampler;
 import dev.vmmkit.trace.AllocationTrace;
 import dev.vmmkit.trace.TraceReader;
 import picocli.CommandLine;
@@ -33,6 +38,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 
 /**
@@ -47,7 +53,7 @@ import java.util.concurrent.Callable;
                         + "allocator, a fresh one per run, and prints latency, memory and driver-call figures.",
                 "With one trace --json holds one report object; with several, an object keyed by trace file name."},
         exitCodeListHeading = "%nExit codes:%n",
-        exitCodeList = {"0:every trace replayed", "1:bad trace, failed request or verify failure", "2:usage error"})
+        exitCodeList = {"0:every trace replayed", "1:bad trace, failed request or verify failure", "2:usage error, an output file that cannot be written or a bad VMM_* setting"})
 public final class ReplayCommand implements Callable<Integer> {
 
     /** Opens the driver a replay runs on; tests substitute their own allocator here. */
@@ -88,6 +94,12 @@ public final class ReplayCommand implements Callable<Integer> {
             description = "Also write the figures as JSON (written whole or not at all).")
     private Path jsonFile;
 
+    @Option(names = "--html", paramLabel = "FILE",
+            description = "Also write a memory report: one self-contained HTML file with charts of live and "
+                    + "reserved memory and driver calls over the trace, the address space at the peak and the "
+                    + "largest allocations then (from one more replay, not the measured one).")
+    private Path htmlFile;
+
     @Option(names = "--verify",
             description = "Write a pattern into each allocation and check it at its free (host driver only).")
     private boolean verify;
@@ -96,6 +108,10 @@ public final class ReplayCommand implements Callable<Integer> {
     private List<Path> traceFiles;
 
     private final BackendFactory backends;
+    /** Where the VMM_* settings come from (tests give their own). */
+    private Map<String, String> environment = System.getenv();
+    /** Shown under each title of the HTML report (vmmkit run says where the trace came from). */
+    private String reportNote = "";
 
     public ReplayCommand() {
         this((kind, device, capacity, config) -> new VmmBackend(Drivers.open(kind, device, capacity), config));
@@ -105,19 +121,49 @@ public final class ReplayCommand implements Callable<Integer> {
         this.backends = backends;
     }
 
+    /** Reads the VMM_* settings from {@code env} instead of the process environment. */
+    ReplayCommand environment(Map<String, String> env) {
+        this.environment = env;
+        return this;
+    }
+
+    /** Sets the note under each title of the HTML report. */
+    ReplayCommand reportNote(String note) {
+        this.reportNote = note;
+        return this;
+    }
+
     @Override
     public Integer call() {
         checkOptions();
         PrintWriter err = spec.commandLine().getErr();
+        List<String> badSettings = new ArrayList<>(VmmConfig.problems(environment));
+        if (chunkBytes != null) {
+            VmmConfig.problems(Map.of("VMM_CHUNK_SIZE", Long.toString(chunkBytes))).forEach(problem ->
+                    badSettings.add(problem.replaceFirst("^VMM_CHUNK_SIZE=", "--chunk-size ")));
+        }
+        if (!badSettings.isEmpty()) {
+            badSettings.forEach(problem -> err.println("vmmkit replay: " + problem));
+            err.flush();
+            return VmmkitCli.EXIT_ERROR;
+        }
+        Optional<String> unwritable = new OutputFiles().add("--json", jsonFile).add("--html", htmlFile).problem();
+        if (unwritable.isPresent()) {
+            err.println("vmmkit replay: " + unwritable.get());
+            err.flush();
+            return VmmkitCli.EXIT_ERROR;
+        }
         try {
             // Every trace is read (and checked) before any is replayed, so a bad one fails fast.
             List<AllocationTrace> traces = new ArrayList<>();
             for (Path file : traceFiles) traces.add(read(file));
-            Map<String, ReplayReport> reports = replayAll(traces);
+            List<MemoryReport> memoryReports = new ArrayList<>();
+            Map<String, ReplayReport> reports = replayAll(traces, memoryReports);
             if (jsonFile != null) {
                 Object json = reports.size() == 1 ? reports.values().iterator().next() : reports;
                 ReportFiles.write(jsonFile, json);
             }
+            if (htmlFile != null) HtmlReport.write(htmlFile, "vmmkit replay " + String.join(" ", traceNames()), memoryReports);
             return 0;
         } catch (IOException | ReplayException | DriverException | OutOfDeviceMemoryException
                  | UnsupportedOperationException | IllegalArgumentException | IllegalStateException e) {
@@ -144,10 +190,14 @@ public final class ReplayCommand implements Callable<Integer> {
         }
     }
 
-    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces) {
+    private List<String> traceNames() {
+        return traceFiles.stream().map(p -> String.valueOf(p.getFileName())).toList();
+    }
+
+    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces, List<MemoryReport> memoryReports) {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        VmmConfig config = VmmConfig.fromEnvironment();
+        VmmConfig config = VmmConfig.from(environment);
         if (chunkBytes != null) config = config.withChunkBytes(chunkBytes);
         Map<String, ReplayReport> reports = new LinkedHashMap<>();
         try (ReplayBackend backend = openBackend(config)) {
@@ -163,6 +213,7 @@ public final class ReplayCommand implements Callable<Integer> {
                     err.flush();
                 }
                 reports.put(reportKey(reports, trace, traceFiles.get(i)), report);
+                if (htmlFile != null) memoryReports.add(memoryReport(backend, trace, report));
             }
         }
         return reports;
@@ -180,14 +231,25 @@ public final class ReplayCommand implements Callable<Integer> {
     /** Warm-up runs first, each on a fresh allocator, then the measured run on another fresh one. */
     private ReplayReport replay(ReplayBackend backend, AllocationTrace trace, PatternCheck check) {
         Replayer replayer = new Replayer(trace);
+        PrintWriter err = spec.commandLine().getErr();
         for (int run = 0; run < warmupRuns; run++) {
             try (ReplayTarget target = backend.newTarget()) {
-                replayer.replay(target, check);
+                replayer.replay(target, check, ProgressBar.onTerminal(err, trace.name() + " (warm-up)", trace.ops()));
             }
         }
         try (ReplayTarget target = backend.newTarget()) {
-            return replayer.replay(target, check);
+            return replayer.replay(target, check, ProgressBar.onTerminal(err, trace.name(), trace.ops()));
         }
+    }
+
+    /** One more replay, followed by a {@link ReportSampler}, for the HTML report; {@code measured} gives the figures. */
+    private MemoryReport memoryReport(ReplayBackend backend, AllocationTrace trace, ReplayReport measured) {
+        PeakAllocations peak = PeakAllocations.of(trace, MemoryReport.LARGEST);
+        ReportSampler sampler = new ReportSampler(trace.ops(), peak.peakOp());
+        try (ReplayTarget target = backend.newTarget()) {
+            new Replayer(trace).replay(target, null, sampler);
+        }
+        return MemoryReport.of(trace, backend.driverName(), reportNote, measured, peak, sampler, backend.pageBytes());
     }
 
     private static PatternCheck patternCheck(ReplayBackend backend) {

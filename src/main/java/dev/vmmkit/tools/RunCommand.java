@@ -1,5 +1,8 @@
 package dev.vmmkit.tools;
 
+import dev.vmmkit.interpose.InterposeSettings;
+import dev.vmmkit.interpose.StatsWriter;
+import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -11,12 +14,16 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 
 /**
  * {@code vmmkit run [options] -- CMD [ARGS...]}: runs a program with vmmkit's native shim preloaded,
  * so its cudaMalloc/cudaFree (and async, memcpy) calls reach vmmkit. Each option becomes an environment
- * variable the shim reads; the variables can also be set directly. Returns the program's exit code.
+ * variable the shim reads; the variables can also be set directly. Returns the program's exit code
+ * (128 + N when signal N ended it); SIGINT, SIGTERM and SIGHUP are forwarded to the program
+ * ({@link SignalForwarding}). The stats and trace paths are checked before the program starts, and
+ * a stats file is always written ({@link #finishStats}).
  */
 @Command(name = "run",
         mixinStandardHelpOptions = true,
@@ -41,6 +48,11 @@ public final class RunCommand implements Callable<Integer> {
             + "(action,addr,size,stream). Sets VMM_TRACE_FILE.")
     Path trace;
 
+    @Option(names = "--html", paramLabel = "FILE", description = "After the program ends, write a memory report "
+            + "(self-contained HTML): the requests it made, replayed through vmmkit's allocator on the host emulation "
+            + "(see vmmkit replay --html). Records a trace for it (a temporary one unless --trace is given).")
+    Path html;
+
     @Parameters(arity = "1..*", paramLabel = "CMD", description = "The program and its arguments (after --).")
     List<String> command;
 
@@ -60,14 +72,96 @@ public final class RunCommand implements Callable<Integer> {
             System.err.println("vmmkit run: native shim not found at " + shim + " (build with ./mvnw package)");
             return 2;
         }
-        ProcessBuilder builder = new ProcessBuilder(command).inheritIO();
-        builder.environment().putAll(environment(System.getenv(), shim));
-        try {
-            return builder.start().waitFor();
-        } catch (java.io.IOException e) {
-            System.err.println("vmmkit run: cannot start " + command.getFirst() + ": " + e.getMessage());
-            return 127;
+        Map<String, String> env = new HashMap<>(System.getenv());
+        env.putAll(environment(System.getenv(), shim));
+        List<String> badSettings = InterposeSettings.problems(env);
+        if (!badSettings.isEmpty()) {
+            badSettings.forEach(problem -> System.err.println("vmmkit run: " + problem));
+            return 2;
         }
+        Path statsFile = pathOf(env.get("VMM_STATS_FILE"));
+        Path traceFile = pathOf(env.get("VMM_TRACE_FILE"));
+        OutputFiles outputs = new OutputFiles().add("stats file", statsFile).add("trace", traceFile).add("HTML report", html);
+        Optional<String> problem = outputs.problem();
+        if (problem.isPresent()) {
+            System.err.println("vmmkit run: " + problem.get());
+            return 2;
+        }
+        outputs.removeStale();
+        Path reportTrace = traceFile;
+        if (html != null && reportTrace == null) {
+            reportTrace = Files.createTempFile("vmmkit-run-", ".csv");
+            Files.delete(reportTrace); // so that its absence afterwards means "never finished"
+            env.put("VMM_TRACE_FILE", reportTrace.toString());
+        }
+        try {
+            int status = runProgram(env);
+            boolean monitorMode = "monitor".equals(env.get("VMM_MODE"));
+            if (statsFile != null) finishStats(statsFile, monitorMode, status);
+            if (html != null) writeReport(reportTrace, monitorMode);
+            return status;
+        } finally {
+            if (reportTrace != null && traceFile == null) Files.deleteIfExists(reportTrace);
+        }
+    }
+
+    /**
+     * The HTML report of the run: its trace replayed through vmmkit on the host emulation, whose
+     * summary goes to stderr (the program's stdout stays its own). The run's exit status is the
+     * program's whatever happens here.
+     */
+    private void writeReport(Path trace, boolean monitorMode) {
+        if (!Files.exists(trace)) {
+            System.err.println("vmmkit run: no HTML report: the program made no CUDA allocation call, or ended "
+                    + "before vmmkit finished its trace");
+            return;
+        }
+        String note = "From the requests the program made (vmmkit run, " + (monitorMode ? "monitor" : "vmm")
+                + " mode), replayed through vmmkit's allocator on the host emulation. Physical figures equal the run's "
+                + "when its device has the same allocation granularity (2 MiB on current NVIDIA GPUs); times are the emulation's.";
+        java.io.PrintWriter err = new java.io.PrintWriter(System.err, true);
+        int exit = new picocli.CommandLine(new ReplayCommand().reportNote(note)).setCaseInsensitiveEnumValuesAllowed(true)
+                .setOut(err).setErr(err)
+                .execute("--driver", "host", "--warmup", "0", "--html", html.toString(), trace.toString());
+        if (exit != 0) System.err.println("vmmkit run: the HTML report could not be written");
+    }
+
+    /** Starts the program, forwards signals to it while it runs, and returns its exit status. */
+    private int runProgram(Map<String, String> env) throws InterruptedException {
+        ProcessBuilder builder = new ProcessBuilder(command).inheritIO();
+        builder.environment().clear();
+        builder.environment().putAll(env);
+        try (SignalForwarding signals = SignalForwarding.install()) {
+            if (signals.pending() != 0) return 128 + signals.pending();
+            Process program;
+            try {
+                program = builder.start();
+            } catch (java.io.IOException e) {
+                System.err.println("vmmkit run: cannot start " + command.getFirst() + ": " + e.getMessage());
+                return 127;
+            }
+            signals.forwardTo(program.pid());
+            // Java reports a program ended by signal N as 128 + N, as shells do.
+            return program.waitFor();
+        }
+    }
+
+    /**
+     * vmmkit writes the stats file inside the program, where it starts on the first CUDA call. A
+     * program that made none has no file: write one with zero counts. One that died before its exit
+     * handlers ran has the file vmmkit wrote at its start, marked incomplete.
+     */
+    private static void finishStats(Path statsFile, boolean monitorMode, int status) throws java.io.IOException {
+        if (!Files.exists(statsFile)) {
+            StatsWriter.write(statsFile, StatsWriter.noCallsJson(monitorMode));
+        } else if (Files.readString(statsFile).contains("\"complete\":false")) {
+            System.err.println("vmmkit run: the program ended (status " + status + ") before vmmkit could write "
+                    + "its figures; " + statsFile + " says \"complete\": false");
+        }
+    }
+
+    private static Path pathOf(String value) {
+        return value == null || value.isBlank() ? null : Path.of(value);
     }
 
     /** The variables to add to {@code current} for the program. */

@@ -37,7 +37,7 @@ public final class VmmkitCli implements Runnable {
         CommandLine commandLine = new CommandLine(new VmmkitCli()).setCaseInsensitiveEnumValuesAllowed(true);
         // An error a command did not handle is one clear line, never a stack trace.
         commandLine.setExecutionExceptionHandler((failure, failedCommand, parsed) -> {
-            String prefix = failedCommand.getParent() == null ? "vmmkit" : "vmmkit " + failedCommand.getCommandName();
+            String prefix = failedCommand.getCommandSpec().qualifiedName(); // "vmmkit demo mlp"
             failedCommand.getErr().println(prefix + ": " + failure.getMessage());
             failedCommand.getErr().flush();
             return EXIT_ERROR;

@@ -2,6 +2,8 @@ package dev.vmmkit.trace;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.PeerAccess;
+import dev.vmmkit.core.SharedPages;
 
 /**
  * An adaptor that records every request it forwards (as RMM's logging_resource_adaptor does):
@@ -47,6 +49,16 @@ public final class RecordingResource implements ManagedMemoryResource {
     @Override
     public long sizeOf(long address) {
         return resource.sizeOf(address);
+    }
+
+    @Override
+    public PeerAccess peerAccess() {
+        return resource.peerAccess();
+    }
+
+    @Override
+    public SharedPages sharedPages() {
+        return resource.sharedPages();
     }
 
     @Override

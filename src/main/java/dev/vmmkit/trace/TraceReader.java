@@ -4,6 +4,7 @@ import org.agrona.collections.Long2LongHashMap;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedReader;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
@@ -11,7 +12,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.regex.Pattern;
 import java.util.zip.GZIPInputStream;
+import java.util.zip.ZipException;
 
 /**
  * Reads an allocation trace (see {@code shared/traces/README.md}), plain or gzipped, into an
@@ -33,6 +36,9 @@ public final class TraceReader {
     private static final int GZIP_MAGIC_2 = 0x8b;
     /** Size of a key that is not live in {@link #liveSizes}; real sizes are never negative. */
     private static final long NOT_LIVE = -1;
+    /** A well-formed number that did not parse was too large. */
+    private static final Pattern DIGITS = Pattern.compile("[0-9]+");
+    private static final Pattern SIGNED_DIGITS = Pattern.compile("[+-]?[0-9]+");
 
     private final String source;
     private int ops;
@@ -60,7 +66,12 @@ public final class TraceReader {
 
     /** Reads a trace from {@code in} (not closed), naming it {@code source} in messages. */
     public static AllocationTrace read(InputStream in, String source) throws IOException {
-        return new TraceReader(source).readAll(in);
+        try {
+            return new TraceReader(source).readAll(in);
+        } catch (EOFException | ZipException e) {
+            // The JDK's own messages name neither the file nor the problem ("null", "Unexpected end of ZLIB input stream").
+            throw new IOException(source + ": the gzip data is cut short or damaged (a truncated file?)", e);
+        }
     }
 
     private AllocationTrace readAll(InputStream raw) throws IOException {
@@ -158,6 +169,7 @@ public final class TraceReader {
             if (text.startsWith("+")) throw new NumberFormatException();
             return Long.parseUnsignedLong(text);
         } catch (NumberFormatException e) {
+            if (DIGITS.matcher(text).matches()) throw malformed(lineNumber, what + " " + text + " is out of range (at most 2^64-1)");
             throw malformed(lineNumber, what + " '" + text + "' is not a non-negative decimal number");
         }
     }
@@ -167,6 +179,9 @@ public final class TraceReader {
         try {
             return Long.parseLong(text);
         } catch (NumberFormatException e) {
+            if (SIGNED_DIGITS.matcher(text).matches()) {
+                throw malformed(lineNumber, what + " " + text + " is out of range (at most 2^63-1)");
+            }
             throw malformed(lineNumber, what + " '" + text + "' is not a decimal number");
         }
     }

@@ -7,7 +7,6 @@ import java.io.OutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.zip.GZIPOutputStream;
 
@@ -27,14 +26,18 @@ public final class TraceWriter implements Closeable {
     private final StringBuilder line = new StringBuilder(80);
     private boolean closed;
 
-    /** Writes to {@code file}, replacing it; gzipped when the name ends in {@code .gz}. */
+    /**
+     * Writes to {@code file}, replacing it when closed (through a temporary file, see
+     * {@link AtomicFile}); gzipped when the name ends in {@code .gz}.
+     */
     public static TraceWriter open(Path file, String description) throws IOException {
-        OutputStream stream = Files.newOutputStream(file);
+        AtomicFile.Committing atomic = AtomicFile.create(file);
+        OutputStream stream = atomic;
         try {
             if (String.valueOf(file.getFileName()).endsWith(".gz")) stream = new GZIPOutputStream(stream, 1 << 16);
             return new TraceWriter(new OutputStreamWriter(stream, StandardCharsets.UTF_8), description);
         } catch (IOException | RuntimeException e) {
-            stream.close();
+            atomic.discard();
             throw e;
         }
     }

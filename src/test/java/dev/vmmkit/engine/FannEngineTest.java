@@ -23,7 +23,7 @@ class FannEngineTest {
     @Test
     void generatesFromAModelTrainedHere(@TempDir Path root) throws Exception {
         assumeTrue(Files.isRegularFile(FANN.resolve("cpu/libfann_engine.so")),
-                "libfann-dev is not installed, so the FANN engine was not built (scripts/install-fann.sh installs it)");
+                "libfann-dev is not installed, so the FANN engine was not built (scripts/install-test-deps.sh, run by ./vmmkit test as root, installs it)");
         try (EngineTestBed bed = new EngineTestBed(root)) {
             Path plugin = Files.createDirectories(bed.engines.resolve("fann/cpu"));
             Files.copy(FANN.resolve("cpu/libfann_engine.so"), plugin.resolve("libfann_engine.so"));

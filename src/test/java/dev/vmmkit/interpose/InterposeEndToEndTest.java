@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
@@ -18,6 +19,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -34,9 +37,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
-    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch", "by_handle");
-    private static final Set<String> STATS_KEYS = Set.of("mode", "allocs", "frees", "passthrough_calls",
-            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio");
+    private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
+            "by_handle", "peer", "device_threads");
+    private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
+            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir
@@ -128,6 +132,7 @@ class InterposeEndToEndTest {
         assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
         JsonNode s = stats(stats);
         assertEquals("vmm", s.get("mode").asText());
+        assertTrue(s.get("complete").asBoolean(), s::toString);
         assertTrue(s.get("allocs").asLong() > 16_000, s::toString);
         assertEquals(s.get("allocs").asLong(), s.get("frees").asLong(), s::toString);
         // foreign: 2 frees of the stand-in's own memory; errors: one double free.
@@ -142,6 +147,51 @@ class InterposeEndToEndTest {
         Result result = vmmkitRun(allocator, Map.of("VMM_HOST_CAPACITY", "64M"), "--driver", "host",
                 "--", ALLOC_TEST.toString(), "oom");
         assertScenariosPassed(result, List.of("oom"));
+    }
+
+    /**
+     * Two processes: alloc_test exports a vmmkit allocation, a second alloc_test (its own JVM) imports
+     * it on device 1 and reads it; the first frees it and allocates more, and the importer's bytes
+     * stay; then bad handles. The stats file reports each device.
+     */
+    @Test
+    void ipcBetweenTwoProcessesAndPerDeviceStats() throws Exception {
+        String why = dev.vmmkit.ipc.IpcImports.whyDescriptorsCannotBeTaken();
+        assumeTrue(why == null, "IPC needs pidfd_getfd, which this machine refuses: " + why);
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                ALLOC_TEST.toString(), "ipc", "ipc_errors", "devices", "peer");
+        assertScenariosPassed(result, List.of("ipc", "ipc_errors", "devices", "peer"));
+        JsonNode s = stats(stats);
+        JsonNode devices = s.get("devices");
+        assertEquals(2, devices.size(), s::toString);
+        long allocs = 0;
+        for (int i = 0; i < 2; i++) {
+            JsonNode device = devices.get(i);
+            assertEquals(i, device.get("device").asInt(), s::toString);
+            assertEquals(0, device.get("live_bytes").asLong(), s::toString);
+            assertTrue(device.get("peers").isArray() && device.get("peers").isEmpty(), "peer access was disabled: " + s);
+            allocs += device.get("allocs").asLong();
+        }
+        assertEquals(s.get("allocs").asLong(), allocs, s::toString);
+    }
+
+    /** Threads on devices 0 and 1 freeing after cudaSetDevice to the other: each device's allocator serves its own. */
+    @Test
+    void eachDeviceHasItsOwnAllocatorAndFreesFindIt() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                ALLOC_TEST.toString(), "device_threads");
+        assertScenariosPassed(result, List.of("device_threads"));
+        JsonNode devices = stats(stats).get("devices");
+        assertEquals(2, devices.size(), devices::toString);
+        for (int i = 0; i < 2; i++) {
+            JsonNode device = devices.get(i);
+            assertEquals(i, device.get("device").asInt());
+            assertEquals(3 * 500, device.get("allocs").asLong(), devices::toString);
+            assertEquals(3 * 500, device.get("frees").asLong(), devices::toString);
+            assertEquals(0, device.get("live_bytes").asLong(), devices::toString);
+        }
     }
 
     @Test
@@ -196,5 +246,93 @@ class InterposeEndToEndTest {
         Set<String> seen = new HashSet<>();
         figures.fieldNames().forEachRemaining(seen::add);
         assertTrue(seen.contains("first_call_ms"), result::toString);
+    }
+
+    @Test
+    void aProgramWithoutCudaCallsStillGetsAStatsFileWithZeroCounts() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}"); // an older run's
+        Result result = vmmkitRun("stand-in", Map.of(), "--stats", stats.toString(), "--", "true");
+        assertEquals(0, result.exitCode(), result::toString);
+        JsonNode s = stats(stats);
+        assertTrue(s.get("complete").asBoolean(), s::toString);
+        assertEquals(0, s.get("allocs").asLong(), s::toString);
+        assertEquals(0, s.get("peak_live_bytes").asLong(), s::toString);
+    }
+
+    @Test
+    void aProgramKilledBySignalLeavesAStatsFileMarkedIncomplete() throws Exception {
+        Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
+        Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}");
+        Files.writeString(trace, "alloc,1,2,0\n");
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--stats", stats.toString(),
+                "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "basic", "die");
+        assertEquals(128 + 15, result.exitCode(), result::toString);
+        JsonNode s = stats(stats);
+        assertFalse(s.get("complete").asBoolean(), s::toString);
+        assertTrue(s.get("allocs").isNull(), s::toString);
+        assertTrue(result.stderr().contains("\"complete\": false"), result::toString);
+        assertFalse(Files.exists(trace), "the older trace must not pass for this run's");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"stats", "trace"})
+    void aStatsOrTracePathThatCannotBeWrittenStopsBeforeTheProgramStarts(String option) throws Exception {
+        Path bad = dir.resolve("no-such-folder").resolve("out.json");
+        Path started = dir.resolve("started");
+        Result result = vmmkitRun("stand-in", Map.of(), "--" + option, bad.toString(), "--",
+                "touch", started.toString());
+        assertEquals(2, result.exitCode(), result::toString);
+        assertTrue(result.stderr().contains(bad.toString()), result::toString);
+        assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
+        assertFalse(Files.exists(started), "the program must not start");
+    }
+
+    @Test
+    void aBarePreloadWithAnUnwritableTraceWarnsAndKeepsVmmkit() throws Exception {
+        Path bad = dir.resolve("no-such-folder").resolve("trace.csv");
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                "env", "VMM_TRACE_FILE=" + bad, ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(result, List.of("basic"));
+        assertTrue(result.stderr().contains("cannot write the trace " + bad), result::toString);
+        assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
+        assertTrue(stats(stats).get("allocs").asLong() > 0);
+    }
+
+    @Test
+    void htmlWritesTheMemoryReportOfTheRun() throws Exception {
+        Path html = dir.resolve("report.html");
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--html", html.toString(), "--",
+                ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(result, List.of("basic"));
+        String page = Files.readString(html);
+        assertTrue(page.contains("vmmkit run, vmm mode"), "says where the figures come from");
+        assertTrue(page.contains("\"figures\":[{\"name\":\"operations\""), "holds the summary figures");
+        Matcher trace = Pattern.compile("trace (vmmkit-run-\\d+\\.csv) \\(host driver\\)").matcher(result.stderr());
+        assertTrue(trace.find(), "the replay's summary goes to stderr: " + result);
+        assertFalse(Files.exists(Path.of(System.getProperty("java.io.tmpdir"), trace.group(1))), "the temporary trace is removed");
+    }
+
+    @ParameterizedTest
+    @CsvSource({"VMM_CHUNK_SIZE, 3M", "VMM_CHUNK_SIZE, 6M", "VMM_VA_SIZE, 1K", "VMM_HOST_CAPACITY, 0",
+            "VMM_HOST_CAPACITY, -5", "VMM_HOST_CAPACITY, abc"})
+    void aBadSettingStopsRunBeforeTheProgramStarts(String key, String value) throws Exception {
+        Path started = dir.resolve("started");
+        Result result = vmmkitRun("stand-in", Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
+        assertEquals(2, result.exitCode(), result::toString);
+        assertTrue(result.stderr().startsWith("vmmkit run: " + key + "=" + value + ": "), result::toString);
+        assertEquals(1, result.stderr().strip().lines().count(), result::toString);
+        assertFalse(Files.exists(started), "the program must not start");
+    }
+
+    @Test
+    void aBarePreloadWithABadSettingWarnsOnceAndPassesEverythingThrough() throws Exception {
+        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
+                "env", "VMM_CHUNK_SIZE=3M", ALLOC_TEST.toString(), "errors", "foreign");
+        assertScenariosPassed(result, List.of("errors", "foreign"));
+        assertTrue(result.stderr().contains("vmmkit: VMM_CHUNK_SIZE=3M: must be a power of two"), result::toString);
+        assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
+        assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
     }
 }

@@ -84,8 +84,10 @@ class InterposedCallsTest {
         InterposedCalls.release(a, 0, DeviceMemoryResource.DEVICE_WIDE_STREAM);
         InterposedCalls.atExit(5);
         InterposedCalls.atExit(6); // once only
-        assertEquals("{\"mode\":\"vmm\",\"allocs\":1,\"frees\":1,\"passthrough_calls\":5,\"peak_live_bytes\":1000,"
-                + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000}\n", Files.readString(stats));
+        assertEquals("{\"mode\":\"vmm\",\"complete\":true,\"allocs\":1,\"frees\":1,\"passthrough_calls\":5,\"peak_live_bytes\":1000,"
+                + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000,\"devices\":[{\"device\":0,\"allocs\":1,"
+                + "\"frees\":1,\"live_bytes\":0,\"peak_live_bytes\":1000,\"peak_reserved_bytes\":1024,\"peers\":[]}]}\n",
+                Files.readString(stats));
         assertEquals(List.of("# action,addr,size,stream  (vmmkit trace, vmmkit run, mode=vmm)", "alloc," + a + ",1000,7",
                 "free_requested," + a + ",1000,0", "free_completed," + a + ",1000,0"), Files.readAllLines(trace));
     }
@@ -99,8 +101,8 @@ class InterposedCallsTest {
         InterposedCalls.recordFree(0x1000, 0);
         InterposedCalls.recordFree(0x9000, 0); // never seen: not counted
         InterposedCalls.atExit(4);
-        assertEquals("{\"mode\":\"monitor\",\"allocs\":2,\"frees\":1,\"passthrough_calls\":4,\"peak_live_bytes\":500,"
-                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null}\n", Files.readString(stats));
+        assertEquals("{\"mode\":\"monitor\",\"complete\":true,\"allocs\":2,\"frees\":1,\"passthrough_calls\":4,\"peak_live_bytes\":500,"
+                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"devices\":[]}\n", Files.readString(stats));
     }
 
     /** What the shim does, with the table in Java memory and the stubs called through downcalls. */

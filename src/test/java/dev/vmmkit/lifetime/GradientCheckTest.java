@@ -1,9 +1,6 @@
 package dev.vmmkit.lifetime;
 
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.util.SplittableRandom;
 import java.util.function.Function;
@@ -19,24 +16,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * side of autograd: after backward() every intermediate is freed, and a graph dropped without
  * backward() frees everything too.
  */
-class GradientCheckTest {
+class GradientCheckTest extends OnTestDevice {
     private static final float EPS = 1e-2f;
-    private TensorDevice device;
-
-    @RegisterExtension
-    final NoLeaks noLeaks = new NoLeaks(() -> device);
-
-    @BeforeEach
-    void open() {
-        device = TestDevice.open();
-    }
-
-    @AfterEach
-    void close() {
-        assertEquals(0, device.liveBytes(), "every test gives all its memory back");
-        device.close();
-    }
-
     @Test
     void add() {
         check(in -> Ops.add(in[0], in[1]), leaf(1, 3, 4), leaf(2, 3, 4));
@@ -140,8 +121,8 @@ class GradientCheckTest {
     }
 
     @Test
-    void noGradRecordsNothing() throws Exception {
-        try (Tensor w = leaf(41, 2, 2); Scope s = Scope.open(); AutoCloseable off = Autograd.noGrad()) {
+    void noGradRecordsNothing() {
+        try (Tensor w = leaf(41, 2, 2); Scope s = Scope.open(); Autograd.NoGrad off = Autograd.noGrad()) {
             Tensor y = Ops.sum(Ops.mul(w, w));
             assertTrue(!y.requiresGrad());
             assertThrows(IllegalStateException.class, y::backward);
@@ -187,10 +168,8 @@ class GradientCheckTest {
 
     private Tensor weightsFor(Function<Tensor[], Tensor> f, Tensor[] inputs) {
         int[] shape;
-        try (Scope s = Scope.open(); AutoCloseable off = Autograd.noGrad()) {
+        try (Scope s = Scope.open(); Autograd.NoGrad off = Autograd.noGrad()) {
             shape = f.apply(inputs).shape();
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
         }
         return device.uniform(99, 0.5f, 1.5f, shape);
     }
@@ -201,10 +180,8 @@ class GradientCheckTest {
 
     private static float evaluate(Function<Tensor[], Tensor> f, Tensor[] inputs, Tensor weights, Tensor input, float[] values) {
         input.copyFrom(values);
-        try (Scope s = Scope.open(); AutoCloseable off = Autograd.noGrad()) {
+        try (Scope s = Scope.open(); Autograd.NoGrad off = Autograd.noGrad()) {
             return weighted(f.apply(inputs), weights).item();
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
         }
     }
 

@@ -39,17 +39,8 @@ final class NoLeaks implements BeforeEachCallback, AfterEachCallback {
                 "tensors leaked (unreachable with a reference count above zero); see the LEAK reports on stderr");
     }
 
-    /** Runs the collector until the device's detector finds nothing more (a few rounds). */
+    /** Runs the collector so that the device's detector finds every tensor lost by now. */
     static void collectLeaks(TensorDevice device) {
-        for (int round = 0; round < 3; round++) {
-            System.gc();
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            }
-            device.leakDetector().check();
-        }
+        device.leakDetector().collectAndCheck();
     }
 }

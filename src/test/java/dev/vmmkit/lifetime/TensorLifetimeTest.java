@@ -1,9 +1,6 @@
 package dev.vmmkit.lifetime;
 
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -18,23 +15,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Reference counts, scopes, promote, containers and zero-size tensors, with the bad uses the API must refuse. */
-class TensorLifetimeTest {
-    private TensorDevice device;
-
-    @RegisterExtension
-    final NoLeaks noLeaks = new NoLeaks(() -> device);
-
-    @BeforeEach
-    void open() {
-        device = TestDevice.open();
-    }
-
-    @AfterEach
-    void close() {
-        assertEquals(0, device.liveBytes(), "every test gives all its memory back");
-        device.close();
-    }
-
+class TensorLifetimeTest extends OnTestDevice {
     @Test
     void retainAndReleaseCountAndTheLastReleaseFrees() {
         Tensor t = device.zeros(4, 4);

@@ -8,6 +8,8 @@ import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayTarget;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
 
@@ -18,6 +20,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -44,6 +47,7 @@ class ReplayCommandTest {
     private boolean backendClosed;
     private Optional<DeviceBytes> backendBytes = Optional.of(DeviceBytes.host());
     private Path trace;
+    private Map<String, String> environment = Map.of();
 
     @BeforeEach
     void writeTrace() throws IOException {
@@ -143,11 +147,89 @@ class ReplayCommandTest {
         assertEquals(2, VmmkitCli.commandLine().setErr(new PrintWriter(new StringWriter())).execute("replay"));
     }
 
+    @ParameterizedTest
+    @ValueSource(ints = {5, 20, 40})
+    void aTruncatedGzipTraceIsOneLineNamingTheFile(int keptBytes) throws IOException {
+        java.io.ByteArrayOutputStream gz = new java.io.ByteArrayOutputStream();
+        try (var zip = new java.util.zip.GZIPOutputStream(gz)) {
+            zip.write(TRACE.repeat(20).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        }
+        Path cut = dir.resolve("cut.csv.gz");
+        Files.write(cut, java.util.Arrays.copyOf(gz.toByteArray(), keptBytes));
+
+        int exit = run(cut.toString());
+
+        assertEquals(1, exit);
+        assertEquals("vmmkit replay: cut.csv.gz: the gzip data is cut short or damaged (a truncated file?)",
+                err.toString().strip());
+        assertTrue(opened.isEmpty());
+    }
+
+    @Test
+    void aSizeOf2To64Minus1IsOutOfRangeNotMalformed() throws IOException {
+        Path big = dir.resolve("big.csv");
+        Files.writeString(big, "alloc,1,18446744073709551615,0\n");
+
+        assertEquals(1, run(big.toString()));
+        assertEquals("vmmkit replay: big.csv:1: size 18446744073709551615 is out of range (at most 2^63-1)",
+                err.toString().strip());
+    }
+
+    @Test
+    void anAddressPast2To64Minus1IsOutOfRange() throws IOException {
+        Path big = dir.resolve("big.csv");
+        Files.writeString(big, "alloc,18446744073709551616,1,0\n");
+
+        assertEquals(1, run(big.toString()));
+        assertEquals("vmmkit replay: big.csv:1: addr 18446744073709551616 is out of range (at most 2^64-1)",
+                err.toString().strip());
+    }
+
+    @Test
+    void jsonIntoAMissingFolderFailsBeforeReplaying() {
+        Path json = dir.resolve("missing").resolve("report.json");
+
+        int exit = run("--json", json.toString(), trace.toString());
+
+        assertEquals(2, exit);
+        assertTrue(err.toString().contains(json.toString()) && err.toString().contains("does not exist"), err.toString());
+        assertTrue(opened.isEmpty(), "nothing is replayed");
+        assertEquals("", out.toString());
+    }
+
+    @Test
+    void anEmptyTracePrintsNotApplicableFigures() throws IOException {
+        Path empty = dir.resolve("empty.csv");
+        Files.writeString(empty, "# action,addr,size,stream\n");
+
+        assertEquals(0, run(empty.toString()), err.toString());
+        String summary = out.toString();
+        assertTrue(summary.contains("fragmentation ratio n/a"), summary);
+        assertTrue(summary.contains("hit rate n/a"), summary);
+        assertTrue(summary.contains("per op n/a"), summary);
+        assertTrue(summary.contains("alloc p50 n/a p99 n/a; free p50 n/a p99 n/a; wall n/a/op"), summary);
+        assertFalse(summary.contains("0.000"), summary);
+    }
+
+    @Test
+    void aBadChunkSizeIsAConfigurationErrorBeforeAnyReplay() {
+        environment = Map.of("VMM_CHUNK_SIZE", "3M");
+        assertEquals(2, run(trace.toString()));
+        assertTrue(err.toString().startsWith("vmmkit replay: VMM_CHUNK_SIZE=3M: must be a power of two"), err.toString());
+        assertTrue(opened.isEmpty(), "nothing is replayed");
+
+        environment = Map.of();
+        err.getBuffer().setLength(0);
+        assertEquals(2, run("--chunk-size", "6M", trace.toString()));
+        assertTrue(err.toString().startsWith("vmmkit replay: --chunk-size 6291456: must be a power of two"), err.toString());
+        assertTrue(opened.isEmpty());
+    }
+
     private int run(String... args) {
         ReplayCommand command = new ReplayCommand((kind, device, capacity, config) -> {
             opened.add(kind + " " + device + " " + capacity);
             return new MallocBackend();
-        });
+        }).environment(environment);
         return new CommandLine(command)
                 .setCaseInsensitiveEnumValuesAllowed(true)
                 .setOut(new PrintWriter(out))

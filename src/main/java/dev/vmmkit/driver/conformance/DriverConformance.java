@@ -8,6 +8,8 @@ import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverAdaptor;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverCallCounts;
+import dev.vmmkit.driver.DeviceSet;
+import dev.vmmkit.driver.Descriptors;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.FaultInjectingDriver;
 import dev.vmmkit.driver.FaultPlan;
@@ -67,6 +69,8 @@ public final class DriverConformance {
             new Check("counting_driver_counts_each_kind", DriverConformance::countingDriverCountsEachKind),
             new Check("events_on_default_stream", DriverConformance::eventsOnDefaultStream),
             new Check("device_synchronize", DriverConformance::deviceSynchronize),
+            new Check("set_access_for_a_device_set", DriverConformance::setAccessForADeviceSet),
+            new Check("exported_handle_imports_the_same_memory", DriverConformance::exportedHandleImportsTheSameMemory),
             // Last: on a real device, closing a second driver must not disturb the checks before it.
             new Check("closed_driver_reports_deinitialized", DriverConformance::closedDriverReportsDeinitialized));
 
@@ -152,6 +156,48 @@ public final class DriverConformance {
             expectPattern(bytes, va + g, g, 21, "second address after a fill through the first");
             bytes.writeLong(va + g + 64, 0xCAFE_F00DL);
             expectWord(0xCAFE_F00DL, bytes.readLong(va + 64), "word written through the second address");
+        }
+    }
+
+    /** setAccess naming the own device as a set works as plain setAccess; a set with both sides overlapping is refused. */
+    private static void setAccessForADeviceSet(ConformanceTarget target) {
+        VmmDriver driver = target.driver();
+        DeviceBytes bytes = target.bytes();
+        long g = driver.granularity();
+        try (Scratch scratch = new Scratch(driver)) {
+            long va = scratch.reserve(2 * g);
+            scratch.map(va, g, scratch.create(g));
+            scratch.map(va + g, g, scratch.create(g));
+            long own = DeviceSet.of(driver.device());
+            expectError("grant and revoke the same device", () -> driver.setAccess(va, 2 * g, own, own), INVALID_CODES);
+            driver.setAccess(va, 2 * g, own, DeviceSet.NONE); // one call over two mappings
+            bytes.fill(va, 2 * g, 51);
+            expectPattern(bytes, va, 2 * g, 51, "range given access as a device set");
+        }
+    }
+
+    /** A handle exported as a POSIX descriptor and imported again maps the same bytes (skipped where not exportable). */
+    private static void exportedHandleImportsTheSameMemory(ConformanceTarget target) {
+        VmmDriver driver = target.driver();
+        DeviceBytes bytes = target.bytes();
+        if (!driver.canExport()) throw new CheckSkipped("the driver's handles are not exportable");
+        long g = driver.granularity();
+        try (Scratch scratch = new Scratch(driver)) {
+            long va = scratch.reserve(2 * g);
+            long handle = scratch.create(g);
+            scratch.mapWithAccess(va, g, handle);
+            bytes.fill(va, g, 61);
+            int fd = driver.exportHandle(handle);
+            long imported;
+            try {
+                imported = scratch.importHandle(fd, g);
+            } finally {
+                Descriptors.close(fd);
+            }
+            scratch.mapWithAccess(va + g, g, imported);
+            expectPattern(bytes, va + g, g, 61, "imported handle mapped at a second address");
+            bytes.writeLong(va + g + 8, 0x1234_5678L);
+            expectWord(0x1234_5678L, bytes.readLong(va + 8), "word written through the imported mapping");
         }
     }
 

@@ -42,6 +42,13 @@ final class Scratch implements AutoCloseable {
         return handle;
     }
 
+    /** Imports an exported descriptor and holds the handle it gives, like one it created. */
+    long importHandle(int fd, long size) {
+        long handle = driver.importHandle(fd, size);
+        handles.add(handle);
+        return handle;
+    }
+
     void release(long handle) {
         driver.release(handle);
         handles.remove(handle);

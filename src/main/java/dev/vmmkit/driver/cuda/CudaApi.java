@@ -96,6 +96,12 @@ final class CudaApi {
                 bind("cuMemMap", JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG);
         static final MethodHandle cuMemUnmap = bind("cuMemUnmap", JAVA_LONG, JAVA_LONG);
         static final MethodHandle cuMemSetAccess = bind("cuMemSetAccess", JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG);
+        static final MethodHandle cuMemExportToShareableHandle =
+                bind("cuMemExportToShareableHandle", ADDRESS, JAVA_LONG, JAVA_INT, JAVA_LONG);
+        // The OS handle is passed as void *; a POSIX descriptor travels as that pointer's value.
+        static final MethodHandle cuMemImportFromShareableHandle =
+                bind("cuMemImportFromShareableHandle", ADDRESS, JAVA_LONG, JAVA_INT);
+        static final MethodHandle cuDeviceGetAttribute = bind("cuDeviceGetAttribute", ADDRESS, JAVA_INT, JAVA_INT);
         static final MethodHandle cuMemGetAllocationGranularity =
                 bind("cuMemGetAllocationGranularity", ADDRESS, ADDRESS, JAVA_INT);
 
@@ -258,6 +264,30 @@ final class CudaApi {
             return (int) Calls.cuMemSetAccess.invokeExact(va, size, descriptors, count);
         } catch (Throwable t) {
             throw unexpected("cuMemSetAccess", t);
+        }
+    }
+
+    static int cuMemExportToShareableHandle(MemorySegment shareable, long handle, int handleType, long flags) {
+        try {
+            return (int) Calls.cuMemExportToShareableHandle.invokeExact(shareable, handle, handleType, flags);
+        } catch (Throwable t) {
+            throw unexpected("cuMemExportToShareableHandle", t);
+        }
+    }
+
+    static int cuMemImportFromShareableHandle(MemorySegment handle, long osHandle, int handleType) {
+        try {
+            return (int) Calls.cuMemImportFromShareableHandle.invokeExact(handle, osHandle, handleType);
+        } catch (Throwable t) {
+            throw unexpected("cuMemImportFromShareableHandle", t);
+        }
+    }
+
+    static int cuDeviceGetAttribute(MemorySegment value, int attribute, int device) {
+        try {
+            return (int) Calls.cuDeviceGetAttribute.invokeExact(value, attribute, device);
+        } catch (Throwable t) {
+            throw unexpected("cuDeviceGetAttribute", t);
         }
     }
 

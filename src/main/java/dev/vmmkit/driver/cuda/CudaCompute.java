@@ -9,8 +9,9 @@ import dev.vmmkit.driver.cuda.CudaKernels.Kernel;
 
 /**
  * {@link DeviceCompute} on CUDA: each call checks its sizes, picks a grid and launches one kernel of
- * {@link CudaKernels} on the default stream; copies go through {@link CudaMemcpy}, which the default
- * stream orders after the kernels.
+ * {@link CudaKernels} on the default stream; matmul goes to cuBLAS where the machine has it
+ * ({@link Cublas}); copies go through {@link CudaMemcpy}, which the default stream orders after the
+ * kernels.
  */
 final class CudaCompute implements DeviceCompute {
     private static final int BLOCK = 256;
@@ -20,6 +21,8 @@ final class CudaCompute implements DeviceCompute {
     private final CudaKernels kernels;
     private final CudaMemcpy memcpy;
     private final CudaDriver driver;
+    private Cublas cublas;
+    private boolean cublasTried;
 
     CudaCompute(CudaDriver driver, CudaKernels kernels) {
         this.driver = driver;
@@ -105,8 +108,33 @@ final class CudaCompute implements DeviceCompute {
             throw new DriverException(CudaResult.INVALID_VALUE, m + " rows need more than " + MAX_GRID_Y + " blocks in y",
                     CudaKernels.describe(Kernel.MATMUL, gridX, gridY, TILE, TILE));
         }
+        Cublas blas = cublas();
+        if (blas != null && blas.matmul(driver, c, a, b, m, n, k, aRowStride, aColStride, bRowStride, bColStride)) {
+            return;
+        }
         kernels.launch(Kernel.MATMUL, gridX, gridY, TILE, TILE, c, a, b, m, n, k,
                 aRowStride, aColStride, bRowStride, bColStride);
+    }
+
+    /** cuBLAS, looked for on the first matmul; null means the PTX kernel. */
+    private synchronized Cublas cublas() {
+        if (!cublasTried) {
+            cublasTried = true;
+            cublas = Cublas.open(driver);
+            System.getLogger(CudaCompute.class.getName()).log(System.Logger.Level.INFO, cublas == null
+                    ? "vmmkit matmul: PTX kernel (no cuBLAS found, or VMMKIT_MATMUL=ptx)"
+                    : "vmmkit matmul: cuBLAS from " + cublas.library());
+        }
+        return cublas;
+    }
+
+    /** Destroys the cuBLAS handle, if one was made; the driver's close calls it while its context lives. */
+    synchronized void close() {
+        if (cublas != null) {
+            Cublas open = cublas;
+            cublas = null;
+            open.close();
+        }
     }
 
     @Override

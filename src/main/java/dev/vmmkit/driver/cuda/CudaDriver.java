@@ -7,6 +7,7 @@ import static dev.vmmkit.driver.CallText.hex;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
+import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
@@ -36,9 +37,13 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     private final int ordinal;
     private final int cuDevice;
     private final PrimaryContext context;
-    private final MemorySegment allocationProp;
+    private final MemorySegment exportableProp;
+    private final MemorySegment plainProp;
+    /** The prop cuMemCreate uses: exportable while the device accepts it, else plain (see create). */
+    private volatile MemorySegment allocationProp;
     private final MemorySegment readWriteAccess;
     private final long granularity;
+    private volatile boolean exportable;
     private final CudaEvents events;
     private final CudaKernels kernels = new CudaKernels(this);
     private final CudaCompute compute;
@@ -48,7 +53,10 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         this.ordinal = ordinal;
         this.cuDevice = cuDevice;
         this.context = context;
-        this.allocationProp = CudaLayouts.allocationProp(structs, ordinal);
+        this.exportable = queryPosixDescriptorSupport();
+        this.plainProp = CudaLayouts.allocationProp(structs, ordinal, false);
+        this.exportableProp = CudaLayouts.allocationProp(structs, ordinal, true);
+        this.allocationProp = exportable ? exportableProp : plainProp;
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
         this.events = new CudaEvents(this);
@@ -174,7 +182,17 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     public long create(long size) {
         prepare("cuMemCreate");
         CudaScratch scratch = CudaScratch.get();
-        int result = CudaApi.cuMemCreate(scratch.first, size, allocationProp, 0L);
+        MemorySegment prop = allocationProp;
+        int result = CudaApi.cuMemCreate(scratch.first, size, prop, 0L);
+        if (result != CudaResult.SUCCESS && result != CudaResult.OUT_OF_MEMORY && prop == exportableProp) {
+            // Some set-ups (containers, MIG) refuse exportable handles although the device reports
+            // support: make plain handles from now on, as PyTorch's expandable segments do.
+            result = CudaApi.cuMemCreate(scratch.first, size, plainProp, 0L);
+            if (result == CudaResult.SUCCESS) {
+                exportable = false;
+                allocationProp = plainProp;
+            }
+        }
         if (result != CudaResult.SUCCESS) {
             throw failure(result, CallText.create(size, ordinal));
         }
@@ -209,6 +227,57 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     }
 
     @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        prepare("cuMemSetAccess");
+        if ((grant & revoke) != 0) {
+            throw new DriverException(CudaResult.INVALID_VALUE, "devices both granted and revoked",
+                    CallText.setAccess(va, size, grant, revoke));
+        }
+        int result;
+        // A peer grant is rare (per mapped run, when access changes): a small arena per call is fine.
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment descs = CudaLayouts.accessDescriptors(arena, grant, revoke);
+            result = CudaApi.cuMemSetAccess(va, size, descs, Long.bitCount(grant) + Long.bitCount(revoke));
+        }
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, CallText.setAccess(va, size, grant, revoke));
+        }
+    }
+
+    /** True when the device exports memory as POSIX descriptors; then every handle is made exportable. */
+    @Override
+    public boolean canExport() {
+        return exportable;
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        prepare("cuMemExportToShareableHandle");
+        if (!exportable) {
+            return VmmDriver.super.exportHandle(handle);
+        }
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemExportToShareableHandle(scratch.first, handle,
+                CudaLayouts.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0L);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, CallText.exportHandle(handle));
+        }
+        return scratch.firstInt();
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        prepare("cuMemImportFromShareableHandle");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuMemImportFromShareableHandle(scratch.first, fd,
+                CudaLayouts.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, CallText.importHandle(fd, size));
+        }
+        return scratch.firstLong();
+    }
+
+    @Override
     public void unmap(long va, long size) {
         prepare("cuMemUnmap");
         int result = CudaApi.cuMemUnmap(va, size);
@@ -233,7 +302,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
         return events;
     }
 
-    /** vmmkit's PTX kernels, JIT-compiled on first use, launched on the default stream. */
+    /** vmmkit's PTX kernels, JIT-compiled on first use, and cuBLAS where present, on the default stream. */
     @Override
     public DeviceCompute compute() {
         return compute;
@@ -247,9 +316,13 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
                 return;
             }
             try {
-                kernels.unload(); // needs the driver still open
+                compute.close(); // both need the driver still open
             } finally {
-                closed = true;
+                try {
+                    kernels.unload();
+                } finally {
+                    closed = true;
+                }
             }
         }
         context.release();
@@ -266,6 +339,15 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
             throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");
         }
         context.makeCurrentIfNone();
+    }
+
+    /** CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED; false when the query fails. */
+    private boolean queryPosixDescriptorSupport() {
+        prepare("cuDeviceGetAttribute");
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuDeviceGetAttribute(scratch.first,
+                CudaLayouts.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cuDevice);
+        return result == CudaResult.SUCCESS && scratch.firstInt() != 0;
     }
 
     private long queryGranularity() {

@@ -11,7 +11,13 @@ import java.io.InputStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
 import java.util.StringJoiner;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
@@ -20,8 +26,9 @@ import dev.vmmkit.driver.DriverException;
  * vmmkit's hand-written PTX module ({@code kernels.ptx} beside this class), JIT-compiled by the driver
  * on first use, and launches of its functions on the default stream. A failed compilation reports
  * the JIT's own error log; a failed launch names the kernel, its grid and its arguments.
+ * Not final only so that a test can stand in for the launches.
  */
-final class CudaKernels {
+class CudaKernels {
     static final String RESOURCE = "kernels.ptx";
     /** Most arguments any kernel takes. */
     private static final int MAX_ARGUMENTS = 12;
@@ -63,8 +70,12 @@ final class CudaKernels {
         }
     }
 
+    private static final Pattern ENTRY = Pattern.compile("\\.entry\\s+(\\w+)\\s*\\(([^)]*)\\)");
+    private static final Pattern PARAM = Pattern.compile("\\.param\\s+\\.(u64|u32|f32)\\s+\\w+");
+
     private final CudaDriver driver;
     private final long[] functions = new long[Kernel.values().length];
+    private Map<Kernel, List<String>> signatures;
     private long module;
 
     CudaKernels(CudaDriver driver) {
@@ -77,6 +88,7 @@ final class CudaKernels {
      */
     void launch(Kernel kernel, int gridX, int gridY, int blockX, int blockY, Object... arguments) {
         long function = function(kernel);
+        checkArguments(kernel, signature(kernel), arguments);
         Arguments args = Arguments.PER_THREAD.get();
         for (int i = 0; i < arguments.length; i++) {
             switch (arguments[i]) {
@@ -92,6 +104,54 @@ final class CudaKernels {
         if (result != CudaResult.SUCCESS) {
             throw failure(result, describe(kernel, gridX, gridY, blockX, blockY, arguments));
         }
+    }
+
+    /**
+     * Refuses arguments that do not match the entry's parameters in the PTX (count and types), which
+     * the driver cannot check: a mismatch would make the kernel read garbage.
+     */
+    static void checkArguments(Kernel kernel, List<String> parameters, Object... arguments) {
+        boolean matches = parameters.size() == arguments.length;
+        for (int i = 0; matches && i < arguments.length; i++) {
+            matches = switch (parameters.get(i)) {
+                case "u64" -> arguments[i] instanceof Long;
+                case "u32" -> arguments[i] instanceof Integer;
+                case "f32" -> arguments[i] instanceof Float;
+                default -> false;
+            };
+        }
+        if (!matches) {
+            List<String> given = new ArrayList<>();
+            for (Object a : arguments) given.add(a.getClass().getSimpleName());
+            throw new IllegalArgumentException(kernel.entry + " takes " + parameters + " but was given " + given);
+        }
+    }
+
+    /** Each entry's parameter types (u64, u32, f32) as the PTX declares them. */
+    static Map<Kernel, List<String>> parseSignatures(String ptx) {
+        Map<String, List<String>> byName = new java.util.HashMap<>();
+        Matcher entry = ENTRY.matcher(ptx);
+        while (entry.find()) {
+            List<String> types = new ArrayList<>();
+            Matcher param = PARAM.matcher(entry.group(2));
+            while (param.find()) types.add(param.group(1));
+            byName.put(entry.group(1), types);
+        }
+        Map<Kernel, List<String>> signatures = new EnumMap<>(Kernel.class);
+        for (Kernel k : Kernel.values()) {
+            List<String> types = byName.get(k.entry);
+            if (types == null) {
+                throw new DriverException(CudaResult.NOT_FOUND, "entry " + k.entry + " is missing from " + RESOURCE,
+                        "parse(" + RESOURCE + ")");
+            }
+            signatures.put(k, List.copyOf(types));
+        }
+        return signatures;
+    }
+
+    private synchronized List<String> signature(Kernel kernel) {
+        if (signatures == null) signatures = parseSignatures(ptxSource());
+        return signatures.get(kernel);
     }
 
     /** The text of a launch, for error messages: {@code cuLaunchKernel(vmm_add_f32, grid=4x1, block=256x1, args=[...])}. */

@@ -21,6 +21,9 @@ final class CudaLayouts {
     // Enum values from cuda.h.
     static final int CU_MEM_ALLOCATION_TYPE_PINNED = 1;
     static final int CU_MEM_HANDLE_TYPE_NONE = 0;
+    static final int CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1;
+    static final int CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103;
+    static final int CU_MEM_ACCESS_FLAGS_PROT_NONE = 0;
     static final int CU_MEM_LOCATION_TYPE_DEVICE = 1;
     static final int CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
     static final int CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;
@@ -72,16 +75,37 @@ final class CudaLayouts {
     }
 
     /**
-     * Properties for plain device memory on {@code device}: pinned (the only VMM type), not
-     * exportable, no compression or RDMA flags. Everything not set stays zero, as cuda.h requires.
+     * Properties for plain device memory on {@code device}: pinned (the only VMM type), exportable
+     * as a POSIX file descriptor when {@code exportable}, no compression or RDMA flags. Everything
+     * not set stays zero, as cuda.h requires.
      */
-    static MemorySegment allocationProp(Arena arena, int device) {
+    static MemorySegment allocationProp(Arena arena, int device, boolean exportable) {
         MemorySegment prop = arena.allocate(ALLOCATION_PROP); // zero-filled
         prop.set(JAVA_INT, PROP_TYPE, CU_MEM_ALLOCATION_TYPE_PINNED);
-        prop.set(JAVA_INT, PROP_REQUESTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_NONE);
+        prop.set(JAVA_INT, PROP_REQUESTED_HANDLE_TYPES,
+                exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE);
         prop.set(JAVA_INT, PROP_LOCATION_TYPE, CU_MEM_LOCATION_TYPE_DEVICE);
         prop.set(JAVA_INT, PROP_LOCATION_ID, device);
         return prop;
+    }
+
+    /**
+     * One access descriptor per device of {@code grant} (read/write) and of {@code revoke} (none),
+     * both {@link dev.vmmkit.driver.DeviceSet}s; returns the array, {@code Long.bitCount} entries long.
+     */
+    static MemorySegment accessDescriptors(Arena arena, long grant, long revoke) {
+        int count = Long.bitCount(grant) + Long.bitCount(revoke);
+        MemorySegment descs = arena.allocate(ACCESS_DESC, Math.max(1, count));
+        long at = 0;
+        for (long set : new long[]{grant, revoke}) {
+            for (long rest = set; rest != 0; rest &= rest - 1, at += ACCESS_DESC.byteSize()) {
+                descs.set(JAVA_INT, at + ACCESS_LOCATION_TYPE, CU_MEM_LOCATION_TYPE_DEVICE);
+                descs.set(JAVA_INT, at + ACCESS_LOCATION_ID, Long.numberOfTrailingZeros(rest));
+                descs.set(JAVA_INT, at + ACCESS_FLAGS,
+                        set == grant ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE);
+            }
+        }
+        return descs;
     }
 
     /** One access descriptor granting {@code device} read/write access. */

@@ -191,9 +191,10 @@ final class HostCompute implements DeviceCompute {
             throw new DriverException(CudaResult.INVALID_VALUE, "element count " + count + " out of range",
                     kernel + "(address=0x" + Long.toHexString(address) + ", count=" + count + ")");
         }
-        if (count > 0 && !driver.isAccessible(address, bytes)) {
+        // The kernel runs on this driver's device: memory of another device counts if it was granted.
+        if (count > 0 && !HostDevices.isAccessibleTo(driver.device(), address, bytes)) {
             throw new DriverException(CudaResult.ILLEGAL_ADDRESS,
-                    "range is not mapped with access; the kernel would fault",
+                    "range is not mapped with access for device " + driver.device() + "; the kernel would fault",
                     kernel + "(address=0x" + Long.toHexString(address) + ", count=" + count + ")");
         }
         return MemorySegment.ofAddress(address).reinterpret(bytes);

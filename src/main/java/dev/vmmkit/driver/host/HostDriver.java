@@ -3,6 +3,7 @@ package dev.vmmkit.driver.host;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.DeviceBytes;
@@ -22,7 +23,11 @@ import java.util.TreeMap;
  *   <li>reserve: an anonymous {@code PROT_NONE}, {@code MAP_NORESERVE} mapping, trimmed to the alignment;</li>
  *   <li>create: a {@code memfd} of the handle's size; the handle is a small increasing id, never reused;</li>
  *   <li>map: the whole memfd mapped {@code MAP_SHARED|MAP_FIXED} with no access (as cuMemMap);</li>
- *   <li>setAccess: {@code mprotect(PROT_READ|PROT_WRITE)};</li>
+ *   <li>setAccess: {@code mprotect(PROT_READ|PROT_WRITE)} while any device has access, {@code PROT_NONE}
+ *       once none has; which devices have it is bookkeeping (see below);</li>
+ *   <li>exportHandle: a {@code dup} of the memfd; importHandle: a {@code dup} of the descriptor given,
+ *       whose file size must equal the size given. A memfd passed to another process (pidfd_getfd)
+ *       maps the same pages there.</li>
  *   <li>unmap: the range replaced by anonymous {@code PROT_NONE} again, i.e. back to reserved space;</li>
  *   <li>release: the memfd is closed once no mapping of it remains.</li>
  * </ul>
@@ -38,6 +43,13 @@ import java.util.TreeMap;
  * take a range made of whole, contiguous mappings (one unmap may cover several); addressFree takes
  * exactly one reservation with nothing mapped in it.
  *
+ * <p>Several devices: every host driver of a process lives in one emulated machine of
+ * {@link Builder#deviceCount} devices sharing one address space, as CUDA's unified addressing. A
+ * mapping remembers which devices were granted access ({@link #setAccess(long, long, long, long)});
+ * {@link #isAccessibleTo} and the {@link #deviceBytes()} of the driver of device {@code d} accept a
+ * range that device {@code d} was granted, whichever driver of the process mapped it. Granting a
+ * device outside the machine is {@code CUDA_ERROR_INVALID_DEVICE}.
+ *
  * <p>Thread-safe: one lock guards the bookkeeping and the OS calls that change it. Bookkeeping is
  * changed only after the OS call succeeded, so it always equals the OS state.
  */
@@ -45,7 +57,10 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     public static final long DEFAULT_GRANULARITY = 2L << 20;
     public static final long DEFAULT_CAPACITY = 80L << 30;
 
+    public static final int DEFAULT_DEVICE_COUNT = 8;
+
     private final int device;
+    private final int deviceCount;
     private final long granularity;
     private final long capacity;
     private final HostEvents events;
@@ -62,9 +77,11 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
 
     private HostDriver(Builder builder) {
         this.device = builder.device;
+        this.deviceCount = builder.deviceCount;
         this.granularity = builder.granularity;
         this.capacity = builder.capacity;
         this.events = new HostEvents(this);
+        HostDevices.register(this);
     }
 
     public static Builder builder() {
@@ -89,6 +106,11 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     @Override
     public long granularity() {
         return granularity;
+    }
+
+    /** Devices of the emulated machine: grants may name ordinals below it. */
+    public int deviceCount() {
+        return deviceCount;
     }
 
     /** Bytes of physical memory this emulated device holds in all. */
@@ -176,7 +198,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
                 throw failure;
             }
             long handle = nextHandle++;
-            handles.put(handle, new PhysicalMemory(fd, size));
+            handles.put(handle, new PhysicalMemory(fd, size, false));
             aliveBytes += size;
             return handle;
         }
@@ -223,17 +245,78 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
 
     @Override
     public void setAccess(long va, long size) {
+        changeAccess(va, size, DeviceSet.of(device), DeviceSet.NONE, CallText.setAccess(va, size, device));
+    }
+
+    @Override
+    public void setAccess(long va, long size, long grant, long revoke) {
+        changeAccess(va, size, grant, revoke, CallText.setAccess(va, size, grant, revoke));
+    }
+
+    private void changeAccess(long va, long size, long grant, long revoke, String call) {
         synchronized (lock) {
-            requireOpen(CallText.setAccess(va, size, device));
-            List<Mapping> covered = wholeMappings(va, size, CallText.setAccess(va, size, device));
-            if (LibC.mprotect(va, size, LibC.PROT_READ | LibC.PROT_WRITE) != 0) {
-                // A partial mprotect leaves some pages accessible; they stay marked not accessible,
-                // which only makes isAccessible more cautious.
-                throw osFailure("mprotect", CallText.setAccess(va, size, device));
+            requireOpen(call);
+            if ((grant & revoke) != 0) {
+                throw invalid("devices " + DeviceSet.toString(grant & revoke) + " are both granted and revoked", call);
             }
+            long known = deviceCount == DeviceSet.MAX_DEVICES ? -1L : (1L << deviceCount) - 1;
+            if (((grant | revoke) & ~known) != 0) {
+                throw new DriverException(CudaResult.INVALID_DEVICE, CudaResult.describe(CudaResult.INVALID_DEVICE)
+                        + ": the machine has devices 0.." + (deviceCount - 1), call);
+            }
+            List<Mapping> covered = wholeMappings(va, size, call);
             for (Mapping mapping : covered) {
-                mapping.accessible = true;
+                long access = (mapping.access | grant) & ~revoke;
+                int protection = access == 0 ? LibC.PROT_NONE : LibC.PROT_READ | LibC.PROT_WRITE;
+                // Mappings changed before a failing mprotect keep their new access: as with a
+                // partial cuMemSetAccess, the caller undoes the whole range.
+                if (LibC.mprotect(mapping.va, mapping.size, protection) != 0) {
+                    throw osFailure("mprotect", call);
+                }
+                mapping.access = access;
             }
+        }
+    }
+
+    @Override
+    public boolean canExport() {
+        return true;
+    }
+
+    @Override
+    public int exportHandle(long handle) {
+        synchronized (lock) {
+            requireOpen(CallText.exportHandle(handle));
+            PhysicalMemory memory = liveHandle(handle, CallText.exportHandle(handle));
+            int fd = LibC.dup(memory.fd);
+            if (fd < 0) {
+                throw osFailure("dup of the memfd", CallText.exportHandle(handle));
+            }
+            return fd;
+        }
+    }
+
+    @Override
+    public long importHandle(int fd, long size) {
+        String call = CallText.importHandle(fd, size);
+        synchronized (lock) {
+            requireOpen(call);
+            if (!isPositiveMultiple(size)) {
+                throw invalid("size is not a positive multiple of the granularity " + CallText.hex(granularity), call);
+            }
+            long fileSize = fd < 0 ? -1 : LibC.fileSize(fd);
+            if (fileSize != size) {
+                throw invalid(fileSize < 0 ? "not an open descriptor of exported memory"
+                        : "the memory behind the descriptor has " + CallText.hex(fileSize) + " bytes", call);
+            }
+            int own = LibC.dup(fd);
+            if (own < 0) {
+                throw osFailure("dup of the descriptor", call);
+            }
+            long handle = nextHandle++;
+            // Imported memory belongs to the exporter's device: it does not count against this one.
+            handles.put(handle, new PhysicalMemory(own, size, true));
+            return handle;
         }
     }
 
@@ -281,17 +364,25 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
         return compute;
     }
 
-    /** Bytes read and written straight through the address, refused where no accessible mapping is. */
+    /**
+     * Bytes read and written straight through the address, refused where this driver's device has
+     * no access (its own mappings, and those of other host drivers that granted it).
+     */
     @Override
     public DeviceBytes deviceBytes() {
-        return new HostDeviceBytes(this::isAccessible);
+        return new HostDeviceBytes((va, size) -> HostDevices.isAccessibleTo(device, va, size));
     }
 
     /**
-     * True when {@code [va, va + size)} is covered by mappings that have been given access, i.e. when
-     * touching it cannot fault. Lets tests read memory without risking a crash of the JVM.
+     * True when {@code [va, va + size)} is covered by this driver's mappings that gave its own device
+     * access, i.e. when touching it cannot fault. Lets tests read memory without risking a crash.
      */
     public boolean isAccessible(long va, long size) {
+        return isAccessibleTo(device, va, size);
+    }
+
+    /** True when {@code [va, va + size)} is covered by this driver's mappings granted to {@code toDevice}. */
+    public boolean isAccessibleTo(int toDevice, long va, long size) {
         synchronized (lock) {
             if (closed || size <= 0 || va <= 0 || va + size < va) {
                 return false;
@@ -301,7 +392,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
             long covered = va;
             while (entry != null && covered < end) {
                 Mapping mapping = entry.getValue();
-                if (!mapping.accessible || mapping.va > covered || mapping.end() <= covered) {
+                if (!DeviceSet.contains(mapping.access, toDevice) || mapping.va > covered || mapping.end() <= covered) {
                     return false;
                 }
                 covered = mapping.end();
@@ -333,6 +424,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
                 return;
             }
             closed = true;
+            HostDevices.unregister(this);
             for (Reservation reservation : reservations.values()) {
                 LibC.munmap(reservation.va, reservation.size);
             }
@@ -438,7 +530,9 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     private void destroy(long handle, PhysicalMemory memory) {
         LibC.close(memory.fd);
         handles.remove(handle);
-        aliveBytes -= memory.size;
+        if (!memory.imported) {
+            aliveBytes -= memory.size;
+        }
     }
 
     private static long alignUp(long value, long alignment) {
@@ -474,7 +568,8 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
         final long va;
         final long size;
         final long handle;
-        boolean accessible;
+        /** The devices granted access ({@link DeviceSet}). */
+        long access;
 
         Mapping(long va, long size, long handle) {
             this.va = va;
@@ -490,12 +585,15 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     private static final class PhysicalMemory {
         final int fd;
         final long size;
+        /** Made by importHandle: another device's (or process's) memory, not counted in aliveBytes. */
+        final boolean imported;
         int mappingCount;
         boolean released;
 
-        PhysicalMemory(int fd, long size) {
+        PhysicalMemory(int fd, long size, boolean imported) {
             this.fd = fd;
             this.size = size;
+            this.imported = imported;
         }
     }
 
@@ -504,6 +602,8 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
         private long granularity = DEFAULT_GRANULARITY;
         private long capacity = DEFAULT_CAPACITY;
         private int device;
+        private int deviceCount = DEFAULT_DEVICE_COUNT;
+        private boolean deviceCountSet;
 
         private Builder() {
         }
@@ -529,14 +629,28 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
 
         /** The device ordinal reported by {@link HostDriver#device()}. Default 0. */
         public Builder device(int device) {
-            if (device < 0) {
-                throw new IllegalArgumentException("device must not be negative, got " + device);
+            if (device < 0 || device >= DeviceSet.MAX_DEVICES) {
+                throw new IllegalArgumentException("device must be in 0.." + (DeviceSet.MAX_DEVICES - 1) + ", got " + device);
             }
             this.device = device;
             return this;
         }
 
+        /** Devices of the emulated machine (1..64): the ordinals access may be granted to. Default 8, or device + 1 if more. */
+        public Builder deviceCount(int deviceCount) {
+            if (deviceCount < 1 || deviceCount > DeviceSet.MAX_DEVICES) {
+                throw new IllegalArgumentException("device count must be in 1.." + DeviceSet.MAX_DEVICES + ", got " + deviceCount);
+            }
+            this.deviceCount = deviceCount;
+            this.deviceCountSet = true;
+            return this;
+        }
+
         public HostDriver build() {
+            if (device >= deviceCount && deviceCountSet) {
+                throw new IllegalArgumentException("device " + device + " is not below the device count " + deviceCount);
+            }
+            deviceCount = Math.max(deviceCount, device + 1);
             return new HostDriver(this);
         }
     }

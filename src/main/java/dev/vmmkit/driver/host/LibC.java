@@ -35,6 +35,7 @@ final class LibC {
     static final int MAP_NORESERVE = 0x4000;
 
     static final int MFD_CLOEXEC = 0x1;
+    static final int SEEK_END = 2;
 
     /** What mmap returns on failure: {@code (void *) -1}. */
     static final long MAP_FAILED = -1L;
@@ -65,6 +66,10 @@ final class LibC {
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
     private static final MethodHandle FTRUNCATE = bind("ftruncate",
             FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG));
+    private static final MethodHandle DUP = bind("dup",
+            FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+    private static final MethodHandle LSEEK = bind("lseek",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_INT));
     private static final MethodHandle CLOSE = bind("close",
             FunctionDescriptor.of(JAVA_INT, JAVA_INT));
     private static final MethodHandle GETPAGESIZE = LINKER.downcallHandle(
@@ -132,6 +137,24 @@ final class LibC {
             return (int) FTRUNCATE.invokeExact(CAPTURE.get(), fd, length);
         } catch (Throwable t) {
             throw new AssertionError("ftruncate downcall failed", t);
+        }
+    }
+
+    /** A second descriptor of the same open file; -1 on failure. */
+    static int dup(int fd) {
+        try {
+            return (int) DUP.invokeExact(CAPTURE.get(), fd);
+        } catch (Throwable t) {
+            throw new AssertionError("dup downcall failed", t);
+        }
+    }
+
+    /** The size of the file behind {@code fd} (lseek to its end, which memfds allow); -1 on failure. */
+    static long fileSize(int fd) {
+        try {
+            return (long) LSEEK.invokeExact(CAPTURE.get(), fd, 0L, SEEK_END);
+        } catch (Throwable t) {
+            throw new AssertionError("lseek downcall failed", t);
         }
     }
 

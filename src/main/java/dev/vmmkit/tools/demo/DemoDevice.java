@@ -18,8 +18,15 @@ final class DemoDevice {
 
     static Opened open(String driverKind, int ordinal) {
         VmmDriver driver = Drivers.open(driverKind, ordinal);
-        VmmManager manager = new VmmManager(driver, VmmConfig.fromEnvironment());
-        TimedCompute timing = new TimedCompute(driver.compute());
+        VmmManager manager;
+        TimedCompute timing;
+        try {
+            timing = new TimedCompute(driver.compute());
+            manager = new VmmManager(driver, VmmConfig.fromEnvironment());
+        } catch (RuntimeException e) {
+            driver.close();
+            throw e;
+        }
         TensorDevice device = new TensorDevice(manager, timing, LeakDetector.Level.fromEnvironment(), () -> {
             try {
                 manager.close();

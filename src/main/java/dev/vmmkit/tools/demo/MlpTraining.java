@@ -4,6 +4,7 @@ import dev.vmmkit.lifetime.Scope;
 import dev.vmmkit.lifetime.Sgd;
 import dev.vmmkit.lifetime.Tensor;
 import dev.vmmkit.lifetime.TensorDevice;
+import dev.vmmkit.tools.Percentiles;
 
 import java.io.PrintWriter;
 import java.util.ArrayList;
@@ -34,8 +35,9 @@ final class MlpTraining {
         }
 
         double medianStepMillis() {
-            List<Double> sorted = stepMillis.stream().sorted().toList();
-            return sorted.isEmpty() ? 0 : sorted.get(sorted.size() / 2);
+            long[] nanos = stepMillis.stream().mapToLong(ms -> Math.round(ms * 1e6)).toArray();
+            Percentiles.sort(nanos, nanos.length);
+            return Percentiles.nearestRank(nanos, nanos.length, 0.5) / 1e6;
         }
     }
 
@@ -90,7 +92,7 @@ final class MlpTraining {
             stepTime = stepTime(timing.totals().minus(afterFirstStep), System.nanoTime() - firstStepEnd, s.steps() - 1);
             peak = device.peakLiveBytes();
         }
-        long leaks = collectLeaks(device);
+        long leaks = device.leakDetector().collectAndCheck();
         return new Result(s, losses, liveAfterStep, baseline, peak, stepMillis, leaks,
                 device.leakDetector().level().name().toLowerCase(java.util.Locale.ROOT), stepTime);
     }
@@ -102,20 +104,5 @@ final class MlpTraining {
         double upload = t.uploadNanos() / 1e6 / steps;
         double rest = wallNanos / 1e6 / steps - launch - wait - upload;
         return new StepTime((double) t.launches() / steps, launch, wait, upload, rest);
-    }
-
-    /** Lets the collector find anything lost, then returns the leaks the detector reported. */
-    private static long collectLeaks(TensorDevice device) {
-        for (int round = 0; round < 3; round++) {
-            System.gc();
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-            device.leakDetector().check();
-        }
-        return device.leakDetector().leakCount();
     }
 }

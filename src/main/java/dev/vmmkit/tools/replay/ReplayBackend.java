@@ -16,6 +16,11 @@ public interface ReplayBackend extends AutoCloseable {
     /** A new allocator on this driver, with nothing allocated and its counters at zero. */
     ReplayTarget newTarget();
 
+    /** Bytes of one physical page of the allocator (its chunk size), for the report's address map. */
+    default long pageBytes() {
+        return 2L << 20;
+    }
+
     /** How the host reaches allocated bytes, for {@code --verify}; empty when it cannot. */
     Optional<DeviceBytes> deviceBytes();
 

@@ -15,23 +15,23 @@ import java.util.Locale;
  */
 public final class ReplaySummary {
 
+    /** A figure that a replay without the operations it needs (e.g. an empty trace) does not define. */
+    public static final String NOT_APPLICABLE = "n/a";
+
     private ReplaySummary() {
     }
 
     public static String format(String traceName, String driverName, ReplayReport r) {
         ReplayReport.DriverCalls calls = r.driverCalls();
-        double callsPerOp = r.ops() == 0 ? 0.0 : (double) calls.total() / r.ops();
         return String.format(Locale.ROOT, "trace %s (%s driver): %,d ops (%,d allocs, %,d frees)%n", traceName, driverName,
                 r.ops(), r.allocs(), r.frees())
-                + String.format(Locale.ROOT, "peak live %s, peak reserved %s, fragmentation ratio %.3f%n",
-                bytes(r.peakLiveBytes()), bytes(r.peakReservedBytes()), r.fragmentationRatio())
-                + String.format(Locale.ROOT, "hit rate %.1f%%; driver calls: reserve %,d, create %,d, map %,d, "
-                                + "set_access %,d, unmap %,d, release %,d, address_free %,d; per op %.3f%n",
-                r.hitRate() * 100, calls.reserve(), calls.create(), calls.map(), calls.setAccess(), calls.unmap(),
-                calls.release(), calls.addressFree(), callsPerOp)
+                + String.format(Locale.ROOT, "peak live %s, peak reserved %s, fragmentation ratio %s%n",
+                bytes(r.peakLiveBytes()), bytes(r.peakReservedBytes()), fragmentationRatio(r))
+                + String.format(Locale.ROOT, "hit rate %s; driver calls: %s; per op %s%n",
+                hitRate(r), driverCalls(calls), callsPerOp(r))
                 + String.format(Locale.ROOT, "alloc p50 %s p99 %s; free p50 %s p99 %s; wall %s/op%n",
-                duration(r.allocNs().p50()), duration(r.allocNs().p99()),
-                duration(r.freeNs().p50()), duration(r.freeNs().p99()), duration(r.wallNsPerOp()))
+                p50(r.allocNs(), r.allocs()), p99(r.allocNs(), r.allocs()),
+                p50(r.freeNs(), r.frees()), p99(r.freeNs(), r.frees()), wallPerOp(r))
                 + handles(r);
     }
 
@@ -44,13 +44,44 @@ public final class ReplaySummary {
                 h.create(), h.map(), h.setAccess(), h.unmap(), h.release(), r.modelledDriverUsPerOp());
     }
 
+    // Each figure as the summary prints it; n/a where the replay has none of the operations it needs.
+
+    public static String fragmentationRatio(ReplayReport r) {
+        return r.peakLiveBytes() > 0 ? String.format(Locale.ROOT, "%.3f", r.fragmentationRatio()) : NOT_APPLICABLE;
+    }
+
+    public static String hitRate(ReplayReport r) {
+        return r.allocs() > 0 ? String.format(Locale.ROOT, "%.1f%%", r.hitRate() * 100) : NOT_APPLICABLE;
+    }
+
+    public static String driverCalls(ReplayReport.DriverCalls c) {
+        return String.format(Locale.ROOT, "reserve %,d, create %,d, map %,d, set_access %,d, unmap %,d, release %,d, address_free %,d",
+                c.reserve(), c.create(), c.map(), c.setAccess(), c.unmap(), c.release(), c.addressFree());
+    }
+
+    public static String callsPerOp(ReplayReport r) {
+        return r.ops() > 0 ? String.format(Locale.ROOT, "%.3f", (double) r.driverCalls().total() / r.ops()) : NOT_APPLICABLE;
+    }
+
+    public static String p50(ReplayReport.Latency latency, long calls) {
+        return calls > 0 ? duration(latency.p50()) : NOT_APPLICABLE;
+    }
+
+    public static String p99(ReplayReport.Latency latency, long calls) {
+        return calls > 0 ? duration(latency.p99()) : NOT_APPLICABLE;
+    }
+
+    public static String wallPerOp(ReplayReport r) {
+        return r.ops() > 0 ? duration(r.wallNsPerOp()) : NOT_APPLICABLE;
+    }
+
     /** Bytes in the largest binary unit that keeps the figure at least 1, e.g. {@code 709.5 MiB}. */
-    static String bytes(long bytes) {
+    public static String bytes(long bytes) {
         return ByteSize.formatOneDecimal(bytes);
     }
 
     /** Nanoseconds as {@code 95 ns}, {@code 1.2 us}, {@code 3.4 ms} or {@code 1.5 s}. */
-    static String duration(double ns) {
+    public static String duration(double ns) {
         if (ns < 1_000) return String.format(Locale.ROOT, ns == Math.rint(ns) ? "%.0f ns" : "%.1f ns", ns);
         if (ns < 1_000_000) return String.format(Locale.ROOT, "%.2f us", ns / 1e3);
         if (ns < 1_000_000_000) return String.format(Locale.ROOT, "%.2f ms", ns / 1e6);

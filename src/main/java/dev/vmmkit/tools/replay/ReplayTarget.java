@@ -1,8 +1,10 @@
 package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.BlockMap;
 import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.VmmManager;
 
 /** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
 public interface ReplayTarget extends AutoCloseable {
@@ -11,6 +13,11 @@ public interface ReplayTarget extends AutoCloseable {
 
     /** The allocator's figures; read once, after the replay. */
     AllocatorStats stats();
+
+    /** The allocator's address space block by block, for reports; empty when it cannot tell. */
+    default BlockMap blockMap() {
+        return new BlockMap(java.util.List.of());
+    }
 
     /** Gives everything the allocator holds back to the driver. */
     @Override
@@ -27,6 +34,11 @@ public interface ReplayTarget extends AutoCloseable {
             @Override
             public AllocatorStats stats() {
                 return manager.stats();
+            }
+
+            @Override
+            public BlockMap blockMap() {
+                return manager instanceof VmmManager vmm ? vmm.blockMap() : ReplayTarget.super.blockMap();
             }
 
             @Override

@@ -48,10 +48,19 @@ public final class Replayer {
      * @throws ReplayException when the resource fails a request or the check finds changed bytes
      */
     public ReplayReport replay(ReplayTarget target, PatternCheck check) {
+        return replay(target, check, null);
+    }
+
+    /**
+     * As {@link #replay(ReplayTarget, PatternCheck)}, telling {@code listener} (may be null) after the
+     * operations it asks for; it runs between operations, outside the timed calls.
+     */
+    public ReplayReport replay(ReplayTarget target, PatternCheck check, ReplayListener listener) {
         DeviceMemoryResource resource = target.resource();
         addressOfKey.clear();
         int allocs = 0;
         int frees = 0;
+        int nextCall = listener == null ? -1 : listener.first();
         long start = System.nanoTime();
         for (int op = 0, ops = trace.ops(); op < ops; op++) {
             long key = trace.key(op);
@@ -79,6 +88,7 @@ public final class Replayer {
                 }
                 freeNs[frees++] = System.nanoTime() - before;
             }
+            if (op == nextCall) nextCall = listener.afterOp(op, target);
         }
         long wallNs = System.nanoTime() - start;
         AllocatorStats stats = target.stats();

@@ -3,11 +3,10 @@ package dev.vmmkit.tools.replay;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 
+import dev.vmmkit.trace.AtomicFile;
+
 import java.io.IOException;
-import java.nio.file.AtomicMoveNotSupportedException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 
 /** Writes reports as JSON files that are either whole or absent: never a partly written file. */
 public final class ReportFiles {
@@ -23,17 +22,6 @@ public final class ReportFiles {
 
     /** Writes {@code value} to a temporary file beside {@code file}, then moves it into place. */
     public static void write(Path file, Object value) throws IOException {
-        Path target = file.toAbsolutePath();
-        Path temp = Files.createTempFile(target.getParent(), "." + target.getFileName(), ".tmp");
-        try {
-            Files.writeString(temp, toJson(value) + "\n");
-            try {
-                Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            } catch (AtomicMoveNotSupportedException e) {
-                Files.move(temp, target, StandardCopyOption.REPLACE_EXISTING);
-            }
-        } finally {
-            Files.deleteIfExists(temp);
-        }
+        AtomicFile.writeString(file, toJson(value) + "\n");
     }
 }

@@ -13,8 +13,13 @@ public final class VmmBackend implements ReplayBackend {
     private final VmmDriver driver;
     private final VmmConfig config;
 
-    /** A backend over {@code driver}, which it closes when closed. */
+    /** A backend over {@code driver}, which it closes when closed (or at once, for a chunk size the driver cannot map). */
     public VmmBackend(VmmDriver driver, VmmConfig config) {
+        if (config.chunkBytes() % driver.granularity() != 0) {
+            driver.close();
+            throw new IllegalArgumentException("chunk size " + config.chunkBytes() + " is not a multiple of the "
+                    + driver.name() + " driver's allocation granularity (" + driver.granularity() + " bytes)");
+        }
         this.driver = driver;
         this.config = config;
     }
@@ -27,6 +32,11 @@ public final class VmmBackend implements ReplayBackend {
     @Override
     public ReplayTarget newTarget() {
         return ReplayTarget.of(new VmmManager(driver, config));
+    }
+
+    @Override
+    public long pageBytes() {
+        return config.chunkBytes() != 0 ? config.chunkBytes() : driver.granularity();
     }
 
     /** Only the host emulation's device addresses are host addresses. */

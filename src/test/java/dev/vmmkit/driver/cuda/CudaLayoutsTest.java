@@ -59,7 +59,7 @@ class CudaLayoutsTest {
     @Test
     void allocationPropHoldsPinnedDeviceMemoryAndZeroesElsewhere() {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment prop = CudaLayouts.allocationProp(arena, 3);
+            MemorySegment prop = CudaLayouts.allocationProp(arena, 3, false);
             assertEquals(32, prop.byteSize());
             assertEquals(1, prop.get(JAVA_INT, 0), "type = PINNED");
             assertEquals(0, prop.get(JAVA_INT, 4), "requestedHandleTypes = NONE");
@@ -78,6 +78,28 @@ class CudaLayoutsTest {
             assertEquals(1, desc.get(JAVA_INT, 0), "location.type = DEVICE");
             assertEquals(2, desc.get(JAVA_INT, 4), "location.id = device");
             assertEquals(3, desc.get(JAVA_INT, 8), "flags = PROT_READWRITE");
+        }
+    }
+
+    @Test
+    void exportablePropAsksForPosixDescriptors() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment prop = CudaLayouts.allocationProp(arena, 0, true);
+            assertEquals(1, prop.get(JAVA_INT, 4), "requestedHandleTypes = POSIX_FILE_DESCRIPTOR");
+        }
+    }
+
+    @Test
+    void accessDescriptorsListGrantsThenRevokes() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment descs = CudaLayouts.accessDescriptors(arena, 0b101, 0b010);
+            assertEquals(36, descs.byteSize());
+            int[][] expected = {{0, 3}, {2, 3}, {1, 0}}; // device, flags
+            for (int i = 0; i < 3; i++) {
+                assertEquals(1, descs.get(JAVA_INT, 12L * i), "location.type = DEVICE");
+                assertEquals(expected[i][0], descs.get(JAVA_INT, 12L * i + 4), "location.id");
+                assertEquals(expected[i][1], descs.get(JAVA_INT, 12L * i + 8), "flags");
+            }
         }
     }
 }

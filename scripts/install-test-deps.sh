@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond the JDK and gcc, from Debian's packages. Run by
+# `./vmmkit test`; needs root for apt-get. Without root, apt-get or network, the tests that need a
+# missing package are skipped and say why.
+#   chromium      renders the HTML memory report in a browser test (headless)
+#   libfann-dev   the inference library under examples/fann-engine (LGPL-2.1): the build compiles
+#                 that engine and FannEngineTest runs it
+set -uo pipefail
+
+missing=()
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
+[ -f /usr/include/floatfann.h ] || missing+=(libfann-dev)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-test-deps: missing ${missing[*]} and this is not root with apt-get; the tests that need them will be skipped" >&2
+  exit 0
+fi
+echo "install-test-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+  apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+    || echo "install-test-deps: could not install ${missing[*]}; the tests that need them will be skipped" >&2
+fi
+exit 0

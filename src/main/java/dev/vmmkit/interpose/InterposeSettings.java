@@ -1,0 +1,53 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.ByteSize;
+import dev.vmmkit.core.VmmConfig;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
+ * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER} and
+ * {@code VMM_HOST_CAPACITY}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
+ * to the CUDA runtime.
+ */
+public final class InterposeSettings {
+    private static final Set<String> MODES = Set.of("vmm", "monitor");
+    private static final Set<String> DRIVERS = Set.of("cuda", "host");
+
+    private InterposeSettings() {
+    }
+
+    /** One line per problem, naming the variable, its value and the rule; empty when all are good. */
+    public static List<String> problems(Map<String, String> env) {
+        List<String> problems = new ArrayList<>();
+        oneOf(env, "VMM_MODE", MODES, problems);
+        oneOf(env, "VMM_DRIVER", DRIVERS, problems);
+        String capacity = env.get("VMM_HOST_CAPACITY");
+        if (capacity != null && !capacity.isBlank()) {
+            long bytes;
+            try {
+                bytes = ByteSize.parse(capacity);
+            } catch (RuntimeException e) {
+                bytes = -1;
+            }
+            if (bytes <= 0) {
+                problems.add("VMM_HOST_CAPACITY=" + capacity + ": must be a size above 0 (examples: 64M, 8G), "
+                        + "the device memory of the host emulation");
+            }
+        }
+        problems.addAll(VmmConfig.problems(env));
+        return problems;
+    }
+
+    private static void oneOf(Map<String, String> env, String key, Set<String> allowed, List<String> problems) {
+        String value = env.get(key);
+        if (value != null && !value.isBlank() && !allowed.contains(value.trim())) {
+            problems.add(key + "=" + value + ": must be " + String.join(" or ", allowed.stream().sorted().toList()));
+        }
+    }
+}

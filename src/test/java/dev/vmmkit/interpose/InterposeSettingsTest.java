@@ -1,0 +1,41 @@
+package dev.vmmkit.interpose;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class InterposeSettingsTest {
+
+    @ParameterizedTest
+    @ValueSource(strings = {"0", "-5", "abc", "-5M"})
+    void aHostCapacityThatIsNotAPositiveSizeNamesTheVariable(String value) {
+        List<String> problems = InterposeSettings.problems(Map.of("VMM_HOST_CAPACITY", value));
+        assertEquals(1, problems.size(), problems::toString);
+        assertTrue(problems.getFirst().startsWith("VMM_HOST_CAPACITY=" + value + ": must be a size above 0"), problems.getFirst());
+    }
+
+    @Test
+    void modeAndDriverAreChecked() {
+        assertEquals(List.of("VMM_MODE=fast: must be monitor or vmm", "VMM_DRIVER=opencl: must be cuda or host"),
+                InterposeSettings.problems(Map.of("VMM_MODE", "fast", "VMM_DRIVER", "opencl")));
+    }
+
+    @Test
+    void allocatorSettingsAreCheckedToo() {
+        List<String> problems = InterposeSettings.problems(Map.of("VMM_CHUNK_SIZE", "3M", "VMM_HOST_CAPACITY", "64M"));
+        assertEquals(1, problems.size(), problems::toString);
+        assertTrue(problems.getFirst().startsWith("VMM_CHUNK_SIZE=3M: "));
+    }
+
+    @Test
+    void aGoodEnvironmentHasNoProblem() {
+        assertEquals(List.of(), InterposeSettings.problems(Map.of("VMM_MODE", "vmm", "VMM_DRIVER", "host",
+                "VMM_HOST_CAPACITY", "64M", "VMM_CHUNK_SIZE", "4M", "PATH", "/bin")));
+    }
+}

@@ -1,0 +1,47 @@
+package dev.vmmkit.tools;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The example output in docs/replay.md is the current build's: the BERT trace replayed on the host
+ * emulation gives the same first three lines (counts, memory, driver calls: they do not depend on
+ * timing), and a fourth line of the same form.
+ */
+class DocsExampleTest {
+    private static final Path DOC = Path.of("docs", "replay.md");
+    private static final Path BERT = Path.of("..", "shared", "traces", "bert_infer.csv.gz");
+    private static final String MARK = "<!-- replay-example -->";
+
+    @Test
+    void theReplayExampleIsTheCurrentOutput() throws Exception {
+        assumeTrue(Files.isReadable(BERT), "the shared traces are not at " + BERT.toAbsolutePath());
+        String doc = Files.readString(DOC);
+        int at = doc.indexOf(MARK);
+        assertTrue(at >= 0, "docs/replay.md marks its example with " + MARK);
+        int start = doc.indexOf("```\n", at) + 4;
+        List<String> documented = doc.substring(start, doc.indexOf("```", start)).strip().lines().toList();
+
+        StringWriter out = new StringWriter();
+        int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out))
+                .execute("replay", "--driver", "host", "--warmup", "0", BERT.toString());
+        assertEquals(0, exit);
+        List<String> actual = out.toString().strip().lines().toList();
+
+        assertEquals(4, documented.size(), "four lines documented");
+        assertEquals(actual.subList(0, 3), documented.subList(0, 3),
+                "docs/replay.md's example is out of date: paste the output of ./vmmkit replay --driver host " + BERT);
+        String timing = "alloc p50 \\S+ \\S+ p99 \\S+ \\S+; free p50 \\S+ \\S+ p99 \\S+ \\S+; wall \\S+ \\S+/op";
+        assertTrue(documented.get(3).matches(timing), documented.get(3));
+        assertTrue(actual.get(3).matches(timing), actual.get(3));
+    }
+}

@@ -1,0 +1,46 @@
+package dev.vmmkit.tools.replay;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class ProgressBarTest {
+
+    @Test
+    void silentWhenStandardErrorIsNotATerminal() {
+        // Under the build, stderr is a pipe or a file.
+        assertTrue(!ProgressBar.stderrIsTerminal());
+        assertNull(ProgressBar.onTerminal(new PrintWriter(new StringWriter()), "t", 1_000_000));
+    }
+
+    @Test
+    void drawsInPlaceAfterAQuietStartAndClearsItsLineAtTheEnd() throws InterruptedException {
+        StringWriter out = new StringWriter();
+        ProgressBar bar = new ProgressBar(new PrintWriter(out), "big.csv", 1_000);
+        int op = bar.first();
+        assertEquals(4, op, "called every ops/200 operations");
+        op = bar.afterOp(op, null);
+        assertEquals("", out.toString(), "nothing in the first " + ProgressBar.QUIET_MILLIS + " ms");
+        Thread.sleep(ProgressBar.QUIET_MILLIS + 50);
+        int calls = 1;
+        while (op >= 0) {
+            op = bar.afterOp(op, null);
+            calls++;
+        }
+        assertEquals(200, calls);
+        String text = out.toString();
+        assertTrue(text.startsWith("\rbig.csv [") && text.contains("% "), text);
+        assertTrue(text.contains(" 99% 995/1,000 ops"), text);
+        assertTrue(text.endsWith(" ".repeat(bar.line(1_000).length()) + "\r"), "the line is cleared for the summary");
+    }
+
+    @Test
+    void lineShowsTheShareDone() {
+        assertEquals("t [###############...............]  50% 500/1,000 ops", new ProgressBar(null, "t", 1_000).line(500));
+    }
+}
