@@ -5,12 +5,12 @@
 # Builds src/test/c/resize_test.c against libcudart, then (each step under a time limit; logs in
 # $OUT/zero-copy/ when OUT is set, else in a fresh /tmp folder):
 #   1. grow    a GROW_MIB (2048) buffer to twice its size, REPS times each way:
-#              vmmkit_realloc under `vmmkit run` (default 2 MiB pages, VMM_CHUNK_SIZE=512M and 2G:
-#              growing maps new handles, and each costs map+setAccess whatever its size),
+#              vmmkit_realloc under `vmmkit run` (default adaptive handle cap, VMM_HANDLE_CAP=2G and
+#              2M: growing maps new handles, and each costs map+setAccess whatever its size),
 #              against cudaMalloc + cudaMemcpy D2D + cudaFree and cudaMallocAsync + copy, both native
 #   2. pattern the seed's pattern (cudaMalloc bigger, cudaMemcpy the whole old buffer, cudaFree old)
 #              at SIZES (64 512 2048 MiB): native, under `vmmkit run`, and under `vmmkit run` with
-#              VMM_ZERO_COPY=1 (default pages, VMM_CHUNK_SIZE=512M and 2G: the cost model remaps only
+#              VMM_ZERO_COPY=1 (default handle cap, and VMM_HANDLE_CAP=2G: the cost model remaps only
 #              buffers held in few handles); zero_copy stats per run
 #   3. checks  `resize_test pattern` with VMM_ZERO_COPY=1 and `resize_test realloc`, bit for bit
 # Every timed program also checks its data bit for bit once (on the GPU, through a host copy).
@@ -90,8 +90,8 @@ MIB=$grow_mib
 run "grow: cudaMalloc+cudaMemcpy+cudaFree" native -- bench copy "$grow_mib" "$reps"
 run "grow: cudaMallocAsync+copy+cudaFreeAsync" native -- bench async "$grow_mib" "$reps"
 run "grow: vmmkit_realloc" vmmkit -- bench realloc "$grow_mib" "$reps"
-run "grow: vmmkit_realloc, VMM_CHUNK_SIZE=512M" vmmkit VMM_CHUNK_SIZE=512M -- bench realloc "$grow_mib" "$reps"
-run "grow: vmmkit_realloc, VMM_CHUNK_SIZE=2G" vmmkit VMM_CHUNK_SIZE=2G -- bench realloc "$grow_mib" "$reps"
+run "grow: vmmkit_realloc, VMM_HANDLE_CAP=2G" vmmkit VMM_HANDLE_CAP=2G -- bench realloc "$grow_mib" "$reps"
+run "grow: vmmkit_realloc, VMM_HANDLE_CAP=2M" vmmkit VMM_HANDLE_CAP=2M -- bench realloc "$grow_mib" "$reps"
 
 echo; echo "##### 2. the seed's pattern (malloc bigger, copy the whole old buffer, free old)"
 for mib in $sizes; do
@@ -99,13 +99,12 @@ for mib in $sizes; do
   run "pattern $mib: native" native -- bench pattern "$mib" "$reps"
   run "pattern $mib: vmmkit" vmmkit -- bench pattern "$mib" "$reps"
   run "pattern $mib: vmmkit, VMM_ZERO_COPY=1" vmmkit VMM_ZERO_COPY=1 -- bench pattern "$mib" "$reps"
-  run "pattern $mib: vmmkit, ZERO_COPY, CHUNK=512M" vmmkit VMM_ZERO_COPY=1 VMM_CHUNK_SIZE=512M -- bench pattern "$mib" "$reps"
-  run "pattern $mib: vmmkit, ZERO_COPY, CHUNK=2G" vmmkit VMM_ZERO_COPY=1 VMM_CHUNK_SIZE=2G -- bench pattern "$mib" "$reps"
+  run "pattern $mib: vmmkit, ZERO_COPY, HANDLE_CAP=2G" vmmkit VMM_ZERO_COPY=1 VMM_HANDLE_CAP=2G -- bench pattern "$mib" "$reps"
 done
 
 echo; echo "##### 3. bit-for-bit checks"
 MIB=""
-run "check: pattern 64 512 (+ async, default kind)" vmmkit VMM_ZERO_COPY=1 VMM_CHUNK_SIZE=512M -- pattern 64 512
+run "check: pattern 64 512 (+ async, default kind)" vmmkit VMM_ZERO_COPY=1 VMM_HANDLE_CAP=2G -- pattern 64 512
 run "check: vmmkit_realloc semantics" vmmkit -- realloc
 
 echo
@@ -113,7 +112,7 @@ echo "##### zero-copy results ($driver): microseconds per resize: median and bes
 printf '%-44s %6s %11s %11s %11s   %s\n' "case" "MiB" "median_us" "best_us" "first_us" "zero_copy"
 printf '%s\n' "${rows[@]}" | tee "$out/table.txt"
 copy_us="$(awk '/^bench copy /{print $6}' "$out/$(printf '%s' "grow: cudaMalloc+cudaMemcpy+cudaFree" | tr -c 'A-Za-z0-9.=-' '_').log" 2>/dev/null)"
-for name in "grow: vmmkit_realloc" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=512M" "grow: vmmkit_realloc, VMM_CHUNK_SIZE=2G"; do
+for name in "grow: vmmkit_realloc" "grow: vmmkit_realloc, VMM_HANDLE_CAP=2G" "grow: vmmkit_realloc, VMM_HANDLE_CAP=2M"; do
   r="$(awk '/^bench realloc /{print $6}' "$out/$(printf '%s' "$name" | tr -c 'A-Za-z0-9.=-' '_').log" 2>/dev/null)"
   if [ -n "$copy_us" ] && [ -n "$r" ]; then
     python3 -c 'import sys; c,r=float(sys.argv[1]),float(sys.argv[2]); print("%s: first resize %.1fx the speed of cudaMalloc+copy+free (goal: 10x)" % (sys.argv[3], c / r if r > 0 else float("inf")))' "$copy_us" "$r" "$name" | tee -a "$out/table.txt"

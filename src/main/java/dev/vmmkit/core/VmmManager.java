@@ -26,7 +26,7 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class VmmManager implements ManagedMemoryResource {
     /**
      * By default no request is rounded to whole pages: an allocation may start in the last page of
-     * the one before it, which keeps memory tight (the BERT trace's ratio is 1.020 unrounded, 1.023
+     * the one before it, which keeps memory tight (the BERT trace's ratio, one handle per page: 1.020 unrounded, 1.023
      * when requests of 32 pages and more are rounded, 1.026 from 4 pages) but means such a pair
      * cannot be remapped (see {@link #remapCopy}): pages may only move whole. {@link #useWholePagesFrom}
      * changes it; the shim's {@code VMM_ZERO_COPY=1} rounds every large request (0), so that every
