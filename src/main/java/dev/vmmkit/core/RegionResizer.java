@@ -250,10 +250,26 @@ final class RegionResizer {
         if ((src & pageMask) != 0 || (dst & pageMask) != 0) return false;
         if (blocks.size[s] > span || !canOwnPages(s, span) || !canOwnPages(d, span)) return false;
         if (isAlias(src) || isAlias(dst)) return false;
-        if (!wholeHandles(src, span) || !wholeHandles(dst, span)) return false;
+        if (!wholeHandles(src, span)) return false;
+        long dstEnd = destinationEnd(dst, span);
+        if (dstEnd < 0 || dstEnd > Math.max(blocks.end(d), dst + span)) return false; // its last handle is shared
         int srcHandles = pages.handlesIn(src, src + span);
-        int dstHandles = pages.handlesIn(dst, dst + span);
-        return costs.remapIsCheaper(dstHandles, span / dstHandles, srcHandles, span / srcHandles, count);
+        int dstHandles = pages.handlesIn(dst, dstEnd);
+        int newHandles = dstEnd > dst + span ? 1 : 0;
+        return costs.remapIsCheaper(dstHandles, (dstEnd - dst) / dstHandles, srcHandles + newHandles,
+                span / srcHandles, count);
+    }
+
+    /**
+     * Where the destination's handles covering its first {@code span} bytes end: at {@code dst +
+     * span}, or further when its last handle is larger (handles are sized to the run they fill, so a
+     * destination bigger than the source is often one handle). -1 when the range does not start on a
+     * handle or is not mapped.
+     */
+    private long destinationEnd(long dst, long span) {
+        long last = dst + span - region.pageBytes;
+        if (!pages.isMapped(dst) || !pages.isMapped(last) || pages.handleStart(dst) != dst) return -1;
+        return pages.handleEnd(last);
     }
 
     /** True when {@code [from, from + span)} is mapped and begins and ends on handle boundaries. */
@@ -274,18 +290,34 @@ final class RegionResizer {
         long span = region.roundUpToPage(count);
         claimPages((int) region.liveByAddress.get(src), span);
         claimPages((int) region.liveByAddress.get(dst), span);
+        long dstEnd = destinationEnd(dst, span);
         HandleRun moved = new HandleRun();
         pages.handlesOf(src, src + span, moved);
+        int aliasedCount = moved.count();
+        long tail = dstEnd - (dst + span);
+        if (tail > 0) {
+            // The destination's last handle reaches past the copy: its part past the copy gets a
+            // handle of its own (the copy's bytes come from the source; the rest of a buffer made for
+            // the copy holds nothing yet).
+            try {
+                moved.add(region.driver.create(tail), tail);
+                region.accounting.physicalCreated(tail);
+            } catch (DriverException e) {
+                return false;
+            }
+        }
         HandleRun own = new HandleRun();
         try {
-            pages.unmapRange(dst, dst + span, own);
+            pages.unmapRange(dst, dstEnd, own);
         } catch (DriverException e) {
+            if (tail > 0) region.poolOrRelease(moved.handle(aliasedCount), tail);
             return false; // nothing was unmapped
         }
         try {
             pages.mapRun(dst, moved);
         } catch (RuntimeException e) {
             // mapRun undid its own maps. Put the destination's handles back.
+            if (tail > 0) region.poolOrRelease(moved.handle(aliasedCount), tail);
             try {
                 pages.mapRun(dst, own);
             } catch (RuntimeException again) {
@@ -297,7 +329,7 @@ final class RegionResizer {
             return false;
         }
         aliases.add(src);
-        for (int i = 0; i < moved.count(); i++) aliasedHandles.mapped(moved.handle(i));
+        for (int i = 0; i < aliasedCount; i++) aliasedHandles.mapped(moved.handle(i));
         for (int i = 0; i < own.count(); i++) region.poolOrRelease(own.handle(i), own.bytes(i));
         return true;
     }
