@@ -284,9 +284,17 @@ static void find_jar(char *jar, size_t size) {
     }
 }
 
-/* The AOT cache the build writes next to the jar (see AotTraining); it matches that jar alone. */
+/* The AOT cache (see AotTraining): VMMKIT_AOT_CACHE when set (`vmmkit run` sets it to the one
+ * scripts/build-runtime.sh made for its runtime), else the one the build writes next to the jar.
+ * A cache matches the JVM that trained it alone. */
 static void add_aot_cache(const char *jar, JavaVMOption *options, int *count) {
     static char option[PATH_MAX + 32];
+    const char *chosen = getenv("VMMKIT_AOT_CACHE");
+    if (chosen && *chosen && access(chosen, R_OK) == 0) {
+        snprintf(option, sizeof option, "-XX:AOTCache=%s", chosen);
+        options[(*count)++].optionString = option;
+        return;
+    }
     const char *slash = strrchr(jar, '/');
     size_t length = strlen(jar);
     if (!slash || strchr(jar, ':') || length < 4 || strcmp(jar + length - 4, ".jar") != 0) return;

@@ -1,6 +1,7 @@
 package dev.vmmkit.core;
 
 import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverHandleCounts;
 
 import java.util.Map;
 
@@ -18,6 +19,7 @@ import java.util.Map;
  * @param cacheMisses           allocations that needed the slow path
  * @param outOfMemoryRecoveries times drain-and-retry turned an out-of-memory into a success
  * @param driverCalls           driver calls by kind since the allocator was made
+ * @param driverHandles         the handles those calls touched, by kind and size (none when unknown)
  */
 public record AllocatorStats(
         long allocations,
@@ -30,10 +32,20 @@ public record AllocatorStats(
         long cacheHits,
         long cacheMisses,
         long outOfMemoryRecoveries,
-        Map<DriverCall, Long> driverCalls) {
+        Map<DriverCall, Long> driverCalls,
+        DriverHandleCounts driverHandles) {
 
     public AllocatorStats {
         driverCalls = Map.copyOf(driverCalls);
+        if (driverHandles == null) driverHandles = DriverHandleCounts.none();
+    }
+
+    /** Figures of an allocator that does not count the handles its driver calls touch. */
+    public AllocatorStats(long allocations, long frees, long liveBytes, long peakLiveBytes, long reservedBytes,
+                          long peakReservedBytes, long cachedBytes, long cacheHits, long cacheMisses,
+                          long outOfMemoryRecoveries, Map<DriverCall, Long> driverCalls) {
+        this(allocations, frees, liveBytes, peakLiveBytes, reservedBytes, peakReservedBytes, cachedBytes, cacheHits,
+                cacheMisses, outOfMemoryRecoveries, driverCalls, DriverHandleCounts.none());
     }
 
     /** Peak physical memory held over peak bytes requested; 1.0 is perfect, 0 before any allocation. */

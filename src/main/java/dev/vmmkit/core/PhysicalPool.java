@@ -43,6 +43,20 @@ final class PhysicalPool {
         return take(bytes, list);
     }
 
+    /**
+     * The largest cached handle of at most {@code maxBytes}, or {@link #NO_HANDLE}; its size goes
+     * to {@code bytesOut[0]}.
+     */
+    synchronized long popAtMost(long maxBytes, long[] bytesOut) {
+        for (Map.Entry<Long, LongArrayList> e = handlesBySize.floorEntry(maxBytes); e != null;
+             e = handlesBySize.lowerEntry(e.getKey())) {
+            if (e.getValue().isEmpty()) continue;
+            bytesOut[0] = e.getKey();
+            return take(e.getKey(), e.getValue());
+        }
+        return NO_HANDLE;
+    }
+
     synchronized long cachedBytes() {
         return cachedBytes;
     }

@@ -65,6 +65,7 @@ final class RegionHeap {
     private final SizeTree unmapped = new SizeTree(blocks);
     private final StreamFreeLists freeLists;
     private final PageTable pages;
+    private final HandleSizer sizer;
     private final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
     private int[] scratch = new int[64];
 
@@ -88,6 +89,7 @@ final class RegionHeap {
         this.others = others;
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
         this.pages = new PageTable(driver, access, base, span, pageBytes);
+        this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -217,10 +219,16 @@ final class RegionHeap {
         }
     }
 
-    /** Physical memory may grow to this before free pages must move: the slack over peak live bytes. */
+    /**
+     * Physical memory may grow to this before free pages must move: the slack over the peak of live
+     * bytes, the higher of the peak so far and the peak remembered from an earlier run.
+     */
     private long physicalBudget(long requested) {
-        long peakLive = Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested);
-        return (long) (peakLive * config.reserveSlack()) + pageBytes;
+        return (long) (budgetPeak(requested) * config.reserveSlack()) + pageBytes;
+    }
+
+    private long budgetPeak(long requested) {
+        return Math.max(config.peakHintBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
     }
 
     private boolean physicalWouldExceedBudget(long bytes, long requested) {
@@ -386,16 +394,18 @@ final class RegionHeap {
     }
 
     /**
-     * Gets unmapped handles covering {@code runBytes}: pooled ones first, then new ones while
-     * physical memory stays within the slack of peak live bytes, then pages moved out of free
-     * blocks (this region's, then the others'), then new ones. Lock not held.
+     * Gets unmapped handles covering {@code runBytes}, in mapping order: pooled ones first; then,
+     * only when physical memory would pass the budget, whole handles moved out of free blocks (this
+     * region's, then the others'); then new ones, each as large as the rest of the run and the
+     * {@link HandleSizer}'s cap allow. Lock not held.
      */
     private void acquireHandles(long runBytes, long requested, HandleRun out) {
         try {
+            long[] size = new long[1];
             while (out.totalBytes() < runBytes) {
-                long h = pool.popExact(pageBytes);
+                long h = pool.popAtMost(runBytes - out.totalBytes(), size);
                 if (h == PhysicalPool.NO_HANDLE) break;
-                out.add(h, pageBytes);
+                out.add(h, size[0]);
             }
             long missing = runBytes - out.totalBytes();
             if (missing > 0) {
@@ -405,11 +415,14 @@ final class RegionHeap {
                     reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
                     if (stillToMove > 0) others.takeFreeHandles(this, stillToMove, out);
+                    if (runBytes - room - out.totalBytes() > 0) sizer.reclaimFellShort();
+                    else sizer.reclaimSufficed();
                 }
             }
             while (out.totalBytes() < runBytes) {
-                out.add(driver.create(pageBytes), pageBytes);
-                accounting.physicalCreated(pageBytes);
+                long bytes = sizer.nextHandleBytes(runBytes - out.totalBytes(), budgetPeak(requested));
+                out.add(driver.create(bytes), bytes);
+                accounting.physicalCreated(bytes);
             }
         } catch (RuntimeException e) {
             for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));

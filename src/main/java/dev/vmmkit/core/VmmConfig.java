@@ -13,6 +13,10 @@ import java.util.Map;
  * @param reserveSlack         physical memory may grow to this multiple of peak live bytes before free pages are reclaimed
  * @param maxCachedBytes       handles cached in the pool above this are released (a release threshold)
  * @param fragRatio            free pages are not moved to a request when a page is smaller than this share of it (0 = always move)
+ * @param handleCapBytes       largest physical handle the slow path creates, a multiple of chunkBytes (0 = adaptive:
+ *                             {@link HandleSizer}; equal to chunkBytes = one handle per page)
+ * @param peakHintBytes        a peak of live bytes known in advance (an earlier run's), so the physical budget is
+ *                             right from the start (0 = none)
  */
 public record VmmConfig(
         long addressSpaceBytes,
@@ -21,9 +25,17 @@ public record VmmConfig(
         long alignmentBytes,
         double reserveSlack,
         long maxCachedBytes,
-        double fragRatio) {
+        double fragRatio,
+        long handleCapBytes,
+        long peakHintBytes) {
 
-    public static final VmmConfig DEFAULTS = new VmmConfig(0, 0, 1L << 20, 512, 1.02, Long.MAX_VALUE, 0.0);
+    public static final VmmConfig DEFAULTS = new VmmConfig(0, 0, 1L << 20, 512, 1.02, Long.MAX_VALUE, 0.0, 0, 0);
+
+    /** Settings without a handle cap or a peak hint (both 0: adaptive, none). */
+    public VmmConfig(long addressSpaceBytes, long chunkBytes, long smallLimitBytes, long alignmentBytes,
+                     double reserveSlack, long maxCachedBytes, double fragRatio) {
+        this(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio, 0, 0);
+    }
 
     public VmmConfig {
         if (addressSpaceBytes < 0) throw new IllegalArgumentException("addressSpaceBytes < 0: " + addressSpaceBytes);
@@ -35,6 +47,8 @@ public record VmmConfig(
         if (!(reserveSlack >= 1.0)) throw new IllegalArgumentException("reserveSlack must be >= 1.0: " + reserveSlack);
         if (maxCachedBytes < 0) throw new IllegalArgumentException("maxCachedBytes < 0: " + maxCachedBytes);
         if (!(fragRatio >= 0.0 && fragRatio <= 1.0)) throw new IllegalArgumentException("fragRatio must be in [0,1]: " + fragRatio);
+        if (handleCapBytes < 0) throw new IllegalArgumentException("handleCapBytes < 0: " + handleCapBytes);
+        if (peakHintBytes < 0) throw new IllegalArgumentException("peakHintBytes < 0: " + peakHintBytes);
     }
 
     /** Defaults overridden by VMM_* environment variables. */
@@ -109,7 +123,9 @@ public record VmmConfig(
             "alignmentBytes", "VMM_ALIGNMENT",
             "reserveSlack", "VMM_RESERVE_SLACK",
             "maxCachedBytes", "VMM_MAX_CACHED",
-            "fragRatio", "VMM_FRAG_RATIO");
+            "fragRatio", "VMM_FRAG_RATIO",
+            "handleCapBytes", "VMM_HANDLE_CAP",
+            "peakHintBytes", "VMM_PEAK_HINT");
 
     private static VmmConfig fromParsed(Map<String, String> env, VmmConfig d) {
         return new VmmConfig(
@@ -119,23 +135,35 @@ public record VmmConfig(
                 bytes(env, "VMM_ALIGNMENT", d.alignmentBytes),
                 number(env, "VMM_RESERVE_SLACK", d.reserveSlack),
                 bytes(env, "VMM_MAX_CACHED", d.maxCachedBytes),
-                number(env, "VMM_FRAG_RATIO", d.fragRatio));
+                number(env, "VMM_FRAG_RATIO", d.fragRatio),
+                bytes(env, "VMM_HANDLE_CAP", d.handleCapBytes),
+                bytes(env, "VMM_PEAK_HINT", d.peakHintBytes));
+    }
+
+    public VmmConfig withHandleCapBytes(long cap) {
+        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes,
+                fragRatio, cap, peakHintBytes);
+    }
+
+    public VmmConfig withPeakHintBytes(long hint) {
+        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes,
+                fragRatio, handleCapBytes, hint);
     }
 
     public VmmConfig withChunkBytes(long chunk) {
-        return new VmmConfig(addressSpaceBytes, chunk, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio);
+        return new VmmConfig(addressSpaceBytes, chunk, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio, handleCapBytes, peakHintBytes);
     }
 
     public VmmConfig withAddressSpaceBytes(long bytes) {
-        return new VmmConfig(bytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio);
+        return new VmmConfig(bytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, maxCachedBytes, fragRatio, handleCapBytes, peakHintBytes);
     }
 
     public VmmConfig withReserveSlack(double slack) {
-        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, slack, maxCachedBytes, fragRatio);
+        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, slack, maxCachedBytes, fragRatio, handleCapBytes, peakHintBytes);
     }
 
     public VmmConfig withMaxCachedBytes(long bytes) {
-        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, bytes, fragRatio);
+        return new VmmConfig(addressSpaceBytes, chunkBytes, smallLimitBytes, alignmentBytes, reserveSlack, bytes, fragRatio, handleCapBytes, peakHintBytes);
     }
 
     private static long bytes(Map<String, String> env, String key, long fallback) {

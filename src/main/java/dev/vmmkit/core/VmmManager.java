@@ -143,7 +143,7 @@ public final class VmmManager implements ManagedMemoryResource {
         }
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
-                hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall());
+                hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(), driver.handleCounts());
     }
 
     /** Each region's counters, small regions first. */

@@ -1,14 +1,25 @@
 package dev.vmmkit.driver;
 
+import org.agrona.collections.Long2LongHashMap;
+
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLongArray;
 
 /**
  * Counts the calls of each kind made through it, events included, then forwards them. A call is
- * counted when it is made, whether it then succeeds or fails. Counting is one atomic increment.
+ * counted when it is made, whether it then succeeds or fails. Counting a call is one atomic
+ * increment; the virtual-memory calls also count the handles they touch ({@link #handleCounts}),
+ * which takes a lock: they are slow-path calls.
  */
 public final class CountingDriver extends ForwardingDriver {
     private final AtomicLongArray counts = new AtomicLongArray(DriverCall.all().length);
     private final StreamEvents events = new CountingEvents();
+    // Handle bookkeeping for handleCounts(), guarded by this object's monitor.
+    private final long[][] handleCounts = new long[DriverCall.all().length][DriverHandleCounts.BUCKETS];
+    private final long[][] handleBytes = new long[DriverCall.all().length][DriverHandleCounts.BUCKETS];
+    private final Long2LongHashMap sizeOfHandle = new Long2LongHashMap(0);
+    private final TreeMap<Long, Long> mappedSizeByVa = new TreeMap<>();
 
     public CountingDriver(VmmDriver delegate) {
         super(delegate);
@@ -21,6 +32,30 @@ public final class CountingDriver extends ForwardingDriver {
             snapshot[i] = counts.get(i);
         }
         return DriverCallCounts.ofOrdinals(snapshot);
+    }
+
+    /** The handles touched so far, by call kind and size. */
+    public synchronized DriverHandleCounts handleCounts() {
+        long[][] counts = new long[handleCounts.length][];
+        long[][] bytes = new long[handleBytes.length][];
+        for (int i = 0; i < counts.length; i++) {
+            counts[i] = handleCounts[i].clone();
+            bytes[i] = handleBytes[i].clone();
+        }
+        return new DriverHandleCounts(counts, bytes);
+    }
+
+    private synchronized void touched(DriverCall call, long bytes) {
+        int bucket = DriverHandleCounts.bucketOf(bytes);
+        handleCounts[call.ordinal()][bucket]++;
+        handleBytes[call.ordinal()][bucket] += bytes;
+    }
+
+    /** Counts the handles mapped in [va, va + size) for {@code call}; removes them when {@code unmapping}. */
+    private synchronized void touchedRange(DriverCall call, long va, long size, boolean unmapping) {
+        Map<Long, Long> inRange = mappedSizeByVa.subMap(va, va + size);
+        for (long bytes : inRange.values()) touched(call, bytes);
+        if (unmapping) inRange.clear();
     }
 
     /** Calls of one kind so far. */
@@ -47,25 +82,38 @@ public final class CountingDriver extends ForwardingDriver {
     @Override
     public long create(long size) {
         counted(DriverCall.CREATE);
-        return delegate.create(size);
+        long handle = delegate.create(size);
+        synchronized (this) {
+            touched(DriverCall.CREATE, size);
+            sizeOfHandle.put(handle, size);
+        }
+        return handle;
     }
 
     @Override
     public void release(long handle) {
         counted(DriverCall.RELEASE);
         delegate.release(handle);
+        synchronized (this) {
+            touched(DriverCall.RELEASE, sizeOfHandle.remove(handle));
+        }
     }
 
     @Override
     public void map(long va, long size, long handle) {
         counted(DriverCall.MAP);
         delegate.map(va, size, handle);
+        synchronized (this) {
+            touched(DriverCall.MAP, size);
+            mappedSizeByVa.put(va, size);
+        }
     }
 
     @Override
     public void setAccess(long va, long size) {
         counted(DriverCall.SET_ACCESS);
         delegate.setAccess(va, size);
+        touchedRange(DriverCall.SET_ACCESS, va, size, false);
     }
 
     @Override
@@ -90,6 +138,7 @@ public final class CountingDriver extends ForwardingDriver {
     public void unmap(long va, long size) {
         counted(DriverCall.UNMAP);
         delegate.unmap(va, size);
+        touchedRange(DriverCall.UNMAP, va, size, true);
     }
 
     @Override

@@ -1,5 +1,11 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.VmmDriver;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -15,7 +21,10 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * The training run behind {@code target/vmmkit.aot}, the AOT cache that cuts the shim's start time
  * (about 60 ms of ~165 ms measured): the build runs this class with {@code -XX:AOTCacheOutput}, and the
  * shim passes {@code -XX:AOTCache} when the file is next to the jar. It does what the shim does on its
- * first call: bootstrap (monitor mode, so no allocator is needed), then calls through the upcall stubs.
+ * first call: bootstrap (monitor mode, so no allocator is needed), then calls through the upcall stubs;
+ * then it allocates and frees through a {@link VmmManager} on the driver {@code auto} finds (CUDA on
+ * the GPU machine, where scripts/build-aot-cache.sh trains the runtime's cache), so the allocator's
+ * classes are in the cache too.
  */
 public final class AotTraining {
 
@@ -42,6 +51,22 @@ public final class AotTraining {
             int notOurs = (int) release.invokeExact(4096L, 0, -1L);
             recordAlloc.invokeExact(4096L + i, 512L, 0L);
             recordFree.invokeExact(4096L + i, 0L);
+        }
+        trainAllocator();
+    }
+
+    /** The allocator's first calls, slow path included; a failure only leaves them out of the cache. */
+    private static void trainAllocator() {
+        try (VmmDriver driver = Drivers.open(DriverKind.AUTO, 0, 256L << 20);
+             VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+            long[] held = new long[16];
+            for (int round = 0; round < 200; round++) {
+                for (int i = 0; i < held.length; i++) held[i] = manager.allocate(512L << (i % 14), round & 1);
+                for (long address : held) manager.deallocate(address, round & 1);
+            }
+            manager.drain();
+        } catch (Throwable e) {
+            System.err.println("AotTraining: allocator not trained: " + e);
         }
     }
 }

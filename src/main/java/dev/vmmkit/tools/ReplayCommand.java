@@ -6,6 +6,7 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.tools.replay.CudaMallocAsyncBackend;
 import dev.vmmkit.tools.replay.PatternCheck;
 import dev.vmmkit.tools.replay.ProgressBar;
 import dev.vmmkit.tools.replay.ReplayBackend;
@@ -67,6 +68,11 @@ public final class ReplayCommand implements Callable<Integer> {
     @Option(names = "--driver", defaultValue = "auto", paramLabel = "host|cuda|auto",
             description = "Driver to replay on: host emulation, a CUDA device, or CUDA when present (default: ${DEFAULT-VALUE}).")
     private DriverKind driver;
+
+    @Option(names = "--backend", defaultValue = "vmm", paramLabel = "vmm|cuda-malloc-async",
+            description = "Allocator to replay through: vmm (vmmkit, on --driver) or cuda-malloc-async (the CUDA "
+                    + "runtime's cudaMallocAsync/cudaFreeAsync on stream 0, for comparison; needs a GPU). Default: ${DEFAULT-VALUE}.")
+    private String backend;
 
     @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
     private int device;
@@ -160,7 +166,7 @@ public final class ReplayCommand implements Callable<Integer> {
             if (htmlFile != null) HtmlReport.write(htmlFile, "vmmkit replay " + String.join(" ", traceNames()), memoryReports);
             return 0;
         } catch (IOException | ReplayException | DriverException | OutOfDeviceMemoryException
-                 | UnsupportedOperationException | IllegalArgumentException e) {
+                 | UnsupportedOperationException | IllegalArgumentException | IllegalStateException e) {
             err.println("vmmkit replay: " + e.getMessage());
             err.flush();
             return 1;
@@ -194,7 +200,7 @@ public final class ReplayCommand implements Callable<Integer> {
         VmmConfig config = VmmConfig.from(environment);
         if (chunkBytes != null) config = config.withChunkBytes(chunkBytes);
         Map<String, ReplayReport> reports = new LinkedHashMap<>();
-        try (ReplayBackend backend = backends.open(driver, device, capacityBytes, config)) {
+        try (ReplayBackend backend = openBackend(config)) {
             PatternCheck check = verify ? patternCheck(backend) : null;
             for (int i = 0; i < traces.size(); i++) {
                 AllocationTrace trace = traces.get(i);
@@ -211,6 +217,15 @@ public final class ReplayCommand implements Callable<Integer> {
             }
         }
         return reports;
+    }
+
+    private ReplayBackend openBackend(VmmConfig config) {
+        return switch (backend) {
+            case "vmm" -> backends.open(driver, device, capacityBytes, config);
+            case "cuda-malloc-async" -> new CudaMallocAsyncBackend(device);
+            default -> throw new CommandLine.ParameterException(spec.commandLine(),
+                    "--backend must be vmm or cuda-malloc-async, not " + backend);
+        };
     }
 
     /** Warm-up runs first, each on a fresh allocator, then the measured run on another fresh one. */

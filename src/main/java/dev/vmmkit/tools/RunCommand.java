@@ -31,6 +31,8 @@ import java.util.concurrent.Callable;
                 "Example: vmmkit run --stats stats.json -- python3 train.py"})
 public final class RunCommand implements Callable<Integer> {
     static final String SHIM = "libvmmkit_preload.so";
+    /** The AOT cache scripts/build-aot-cache.sh trains for a runtime image, kept in that image's home. */
+    static final String AOT_CACHE = "vmmkit.aot";
 
     @Option(names = "--mode", description = "vmm (vmmkit serves allocations, default) or monitor (everything "
             + "passes through; only records). Sets VMM_MODE.")
@@ -175,6 +177,11 @@ public final class RunCommand implements Callable<Integer> {
         String jar = current.get("VMMKIT_JAR");
         env.put("VMMKIT_JAR", jar != null && !jar.isBlank() ? jar : codeSource().toString());
         env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
+        // The AOT cache trained on this very runtime (scripts/build-runtime.sh), unless one is chosen already.
+        Path runtimeCache = Path.of(System.getProperty("java.home"), AOT_CACHE);
+        if (!current.containsKey("VMMKIT_AOT_CACHE") && Files.isReadable(runtimeCache)) {
+            env.put("VMMKIT_AOT_CACHE", runtimeCache.toString());
+        }
         return env;
     }
 

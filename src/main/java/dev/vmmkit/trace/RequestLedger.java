@@ -52,4 +52,12 @@ public final class RequestLedger {
     public synchronized long liveBytes() {
         return liveBytes;
     }
+
+    /** The addresses of the live allocations, in no particular order. */
+    public synchronized long[] liveAddresses() {
+        long[] out = new long[sizeByAddress.size()];
+        int[] i = {0};
+        sizeByAddress.forEach((address, size) -> out[i[0]++] = address);
+        return out;
+    }
 }

@@ -75,15 +75,42 @@ class VmmManagerFaultTest {
                 kind + ": the workload reached only " + injectedSomewhere + " of the fault positions");
     }
 
-    /** Returns true when the planned fault was injected. */
+    /**
+     * The same with handles of up to four pages: runs are backed by few large handles, and only
+     * whole handles are reclaimed, moved or rolled back.
+     */
+    @ParameterizedTest(name = "{0} fails with {1}, handles of up to 4 pages")
+    @MethodSource("kindsAndCodes")
+    void anyFailingDriverCallWithMultiPageHandlesLeavesTheAllocatorConsistent(DriverCall kind, int code) {
+        int injectedSomewhere = 0;
+        for (int n = 1; n <= MAX_N / 2; n++) {
+            long seed = 50_000 + kind.ordinal() * 1000L + code * 100L + n;
+            injectedSomewhere += runWithOneFault(kind, n, code, seed, 4 * PAGE) ? 1 : 0;
+        }
+        // Fewer, larger handles: fewer calls of each kind than with one handle per page.
+        int expected = switch (kind) {
+            case RESERVE -> 2;
+            case UNMAP, RELEASE, CREATE -> 3;
+            default -> 5;
+        };
+        assertTrue(injectedSomewhere >= expected,
+                kind + ": the workload reached only " + injectedSomewhere + " of the fault positions");
+    }
+
     private static boolean runWithOneFault(DriverCall kind, int n, int code, long seed) {
-        String note = kind + " #" + n + " fails with " + CudaResult.name(code) + ", seed=" + seed;
+        return runWithOneFault(kind, n, code, seed, 0);
+    }
+
+    /** Returns true when the planned fault was injected. {@code handleCap} 0: adaptive handle sizes. */
+    private static boolean runWithOneFault(DriverCall kind, int n, int code, long seed, long handleCap) {
+        String note = kind + " #" + n + " fails with " + CudaResult.name(code) + ", seed=" + seed + ", handle cap " + handleCap;
         HostDriver host = hostDriver(8 * MIB);
         try {
             FaultPlan plan = new FaultPlan(seed).failNth(kind, n, code);
             // A small address space per region adds regions (RESERVE) often; a small pool limit
             // releases handles (RELEASE) on the slow path too.
-            VmmConfig config = smallConfig(4 * PAGE).withReserveSlack(1.0).withMaxCachedBytes(2 * PAGE);
+            VmmConfig config = smallConfig(4 * PAGE).withReserveSlack(1.0).withMaxCachedBytes(2 * PAGE)
+                    .withHandleCapBytes(handleCap);
             VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), config);
             SplittableRandom rng = new SplittableRandom(seed);
             LiveModel model = new LiveModel();

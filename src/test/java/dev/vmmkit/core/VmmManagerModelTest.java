@@ -35,6 +35,13 @@ class VmmManagerModelTest {
         run(seed, false, 48 * MIB, false);
     }
 
+    /** The same with handles of up to eight pages, and with the budget set from a remembered peak. */
+    @ParameterizedTest(name = "seed {0}, multi-page handles")
+    @ValueSource(longs = {31, 32, 33})
+    void randomSequencesMatchTheModelWithMultiPageHandles(long seed) {
+        run(seed, seed == 33, 48 * MIB, false, 8 * AllocatorTestSupport.PAGE, seed == 32 ? 4 * MIB : 0);
+    }
+
     /**
      * The same with events held open and completed at random points, as a busy device would, and
      * device-wide frees waiting for the fence's own thread: its synchronisations complete the held
@@ -60,11 +67,16 @@ class VmmManagerModelTest {
 
     /** With {@code backgroundFence} false, device-wide frees synchronise on this thread, so the run repeats exactly. */
     private static void run(long seed, boolean holdEvents, long capacity, boolean backgroundFence) {
-        String note = seedNote(seed);
+        run(seed, holdEvents, capacity, backgroundFence, 0, 0);
+    }
+
+    private static void run(long seed, boolean holdEvents, long capacity, boolean backgroundFence, long handleCap,
+                            long peakHint) {
+        String note = seedNote(seed) + ", handle cap " + handleCap + ", peak hint " + peakHint;
         SplittableRandom rng = new SplittableRandom(seed);
         HostDriver host = hostDriver(capacity);
         try {
-            VmmConfig config = twoRegionConfig(64 * MIB, 32 * 1024);
+            VmmConfig config = twoRegionConfig(64 * MIB, 32 * 1024).withHandleCapBytes(handleCap).withPeakHintBytes(peakHint);
             VmmManager m = backgroundFence ? new VmmManager(host, config) : VmmManager.withFenceOnCallingThread(host, config);
             host.hostEvents().holdCompletion(holdEvents);
             LiveModel model = new LiveModel();

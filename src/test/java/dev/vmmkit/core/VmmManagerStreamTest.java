@@ -261,4 +261,26 @@ class VmmManagerStreamTest {
         long eventsAlive = calls.getOrDefault(DriverCall.EVENT_CREATE, 0L) - calls.getOrDefault(DriverCall.EVENT_DESTROY, 0L);
         assertTrue(eventsAlive <= 2 * (StreamFreeLists.IDLE_STREAMS_KEPT + 2), "events alive: " + eventsAlive + " " + calls);
     }
+
+    /** With large handles, pages that pending work may touch are never unmapped either: only whole free handles move. */
+    @Test
+    void largeHandlesWithPendingWorkAreNeverReclaimed() {
+        open(32 * MIB, smallConfig(64 * MIB).withReserveSlack(1.0).withHandleCapBytes(8 * PAGE));
+        long pending = m.allocate(6 * PAGE, A);
+        fill(host, pending, 6 * PAGE, 77);
+        long done = m.allocate(6 * PAGE, B);
+        m.deallocate(pending, A); // A's work still runs
+        m.deallocate(done, B);
+        events.completeStream(B);
+        SplittableRandom rng = new SplittableRandom(5);
+        for (int i = 0; i < 50; i++) {
+            long size = (1 + rng.nextInt(12)) * PAGE;
+            long c = m.allocate(size, C);
+            assertFalse(overlaps(c, size, pending, 6 * PAGE), "op " + i + ": got A's pending block");
+            assertTrue(host.isAccessible(pending, 6 * PAGE), "op " + i + ": A's pending block was unmapped");
+            m.deallocate(c, C);
+            events.completeStream(C);
+        }
+        assertFullyIntact(host, pending, 6 * PAGE, 77, "A's pending block");
+    }
 }

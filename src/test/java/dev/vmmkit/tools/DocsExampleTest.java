@@ -15,7 +15,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 /**
  * The example output in docs/replay.md is the current build's: the BERT trace replayed on the host
  * emulation gives the same first three lines (counts, memory, driver calls: they do not depend on
- * timing), and a fourth line of the same form.
+ * timing), a fourth line of the same form, and the same fifth (driver handles and their model).
  */
 class DocsExampleTest {
     private static final Path DOC = Path.of("docs", "replay.md");
@@ -37,7 +37,8 @@ class DocsExampleTest {
         assertEquals(0, exit);
         List<String> actual = out.toString().strip().lines().toList();
 
-        assertEquals(4, documented.size(), "four lines documented");
+        assertEquals(5, documented.size(), "five lines documented");
+        assertEquals(actual.get(4), documented.get(4), "docs/replay.md's driver handles line is out of date");
         assertEquals(actual.subList(0, 3), documented.subList(0, 3),
                 "docs/replay.md's example is out of date: paste the output of ./vmmkit replay --driver host " + BERT);
         String timing = "alloc p50 \\S+ \\S+ p99 \\S+ \\S+; free p50 \\S+ \\S+ p99 \\S+ \\S+; wall \\S+ \\S+/op";

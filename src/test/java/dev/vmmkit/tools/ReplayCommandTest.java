@@ -266,4 +266,16 @@ class ReplayCommandTest {
             backendClosed = true;
         }
     }
+
+    @Test
+    void theCudaMallocAsyncBackendWithoutAGpuIsAClearError() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeFalse(dev.vmmkit.driver.cuda.CudaDriver.isAvailable(), "a GPU is present");
+        Path trace = dir.resolve("small.csv");
+        Files.writeString(trace, TRACE);
+        CommandLine cli = VmmkitCli.commandLine();
+        StringWriter err = new StringWriter();
+        cli.setErr(new PrintWriter(err));
+        assertEquals(1, cli.execute("replay", "--backend", "cuda-malloc-async", trace.toString()));
+        assertTrue(err.toString().contains("cuda-malloc-async backend needs"), err.toString());
+    }
 }

@@ -20,9 +20,12 @@ import dev.vmmkit.tools.Percentiles;
  * @param allocNs             latency of {@code allocate}, in nanoseconds
  * @param freeNs              latency of {@code deallocate}, in nanoseconds
  * @param wallNsPerOp         wall time of the whole replay loop over {@code ops}
+ * @param driverHandles       handles the driver calls touched, by kind (setAccess and unmap cost per handle)
+ * @param modelledDriverUsPerOp GPU driver time per op priced by {@link DriverCostModel}: a model, not a measurement
  */
 @JsonPropertyOrder({"ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
-        "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op"})
+        "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op", "driver_handles",
+        "modelled_driver_us_per_op"})
 public record ReplayReport(
         @JsonProperty("ops") long ops,
         @JsonProperty("allocs") long allocs,
@@ -34,7 +37,17 @@ public record ReplayReport(
         @JsonProperty("hit_rate") double hitRate,
         @JsonProperty("alloc_ns") Latency allocNs,
         @JsonProperty("free_ns") Latency freeNs,
-        @JsonProperty("wall_ns_per_op") double wallNsPerOp) {
+        @JsonProperty("wall_ns_per_op") double wallNsPerOp,
+        @JsonProperty("driver_handles") DriverCalls driverHandles,
+        @JsonProperty("modelled_driver_us_per_op") double modelledDriverUsPerOp) {
+
+    /** A report without handle counts (a resource that does not count them). */
+    public ReplayReport(long ops, long allocs, long frees, long peakLiveBytes, long peakReservedBytes,
+                        double fragmentationRatio, DriverCalls driverCalls, double hitRate, Latency allocNs,
+                        Latency freeNs, double wallNsPerOp) {
+        this(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls, hitRate, allocNs,
+                freeNs, wallNsPerOp, new DriverCalls(0, 0, 0, 0, 0, 0, 0), 0.0);
+    }
 
     /** Builds the report of a replay of {@code allocs} allocations and {@code frees} frees. */
     public static ReplayReport of(long allocs, long frees, AllocatorStats stats,
@@ -42,7 +55,8 @@ public record ReplayReport(
         long ops = allocs + frees;
         return new ReplayReport(ops, allocs, frees, stats.peakLiveBytes(), stats.peakReservedBytes(),
                 stats.fragmentationRatio(), DriverCalls.of(stats), stats.hitRate(), allocNs, freeNs,
-                ops == 0 ? 0.0 : (double) wallNs / ops);
+                ops == 0 ? 0.0 : (double) wallNs / ops, DriverCalls.handlesOf(stats),
+                ops == 0 ? 0.0 : DriverCostModel.micros(stats.driverHandles()) / ops);
     }
 
     /** Counts of the virtual memory API's calls; event calls are left out. */
@@ -61,6 +75,14 @@ public record ReplayReport(
                     stats.driverCalls(DriverCall.MAP), stats.driverCalls(DriverCall.SET_ACCESS),
                     stats.driverCalls(DriverCall.UNMAP), stats.driverCalls(DriverCall.RELEASE),
                     stats.driverCalls(DriverCall.ADDRESS_FREE));
+        }
+
+        /** The handles those calls touched, by kind. */
+        public static DriverCalls handlesOf(AllocatorStats stats) {
+            var h = stats.driverHandles();
+            return new DriverCalls(h.handles(DriverCall.RESERVE), h.handles(DriverCall.CREATE),
+                    h.handles(DriverCall.MAP), h.handles(DriverCall.SET_ACCESS), h.handles(DriverCall.UNMAP),
+                    h.handles(DriverCall.RELEASE), h.handles(DriverCall.ADDRESS_FREE));
         }
 
         /** All of them together. */

@@ -31,7 +31,17 @@ public final class ReplaySummary {
                 hitRate(r), driverCalls(calls), callsPerOp(r))
                 + String.format(Locale.ROOT, "alloc p50 %s p99 %s; free p50 %s p99 %s; wall %s/op%n",
                 p50(r.allocNs(), r.allocs()), p99(r.allocNs(), r.allocs()),
-                p50(r.freeNs(), r.frees()), p99(r.freeNs(), r.frees()), wallPerOp(r));
+                p50(r.freeNs(), r.frees()), p99(r.freeNs(), r.frees()), wallPerOp(r))
+                + handles(r);
+    }
+
+    /** The handles line, when the resource counted them: what the GPU driver would charge for. */
+    private static String handles(ReplayReport r) {
+        ReplayReport.DriverCalls h = r.driverHandles();
+        if (h.total() == 0) return "";
+        return String.format(Locale.ROOT, "driver handles: create %,d, map %,d, set_access %,d, unmap %,d, release %,d; "
+                        + "modelled GPU driver time %.2f us/op (a model: GPU-FACTS per-handle costs)%n",
+                h.create(), h.map(), h.setAccess(), h.unmap(), h.release(), r.modelledDriverUsPerOp());
     }
 
     // Each figure as the summary prints it; n/a where the replay has none of the operations it needs.

@@ -3,6 +3,7 @@ package dev.vmmkit.tools.replay;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.BlockMap;
 import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.VmmManager;
 
 /** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
@@ -22,8 +23,8 @@ public interface ReplayTarget extends AutoCloseable {
     @Override
     void close();
 
-    /** vmmkit's own allocator as a target; closing the target closes the manager. */
-    static ReplayTarget of(VmmManager manager) {
+    /** A resource that keeps its own figures as a target; closing the target closes it. */
+    static ReplayTarget of(ManagedMemoryResource manager) {
         return new ReplayTarget() {
             @Override
             public DeviceMemoryResource resource() {
@@ -37,7 +38,7 @@ public interface ReplayTarget extends AutoCloseable {
 
             @Override
             public BlockMap blockMap() {
-                return manager.blockMap();
+                return manager instanceof VmmManager vmm ? vmm.blockMap() : ReplayTarget.super.blockMap();
             }
 
             @Override

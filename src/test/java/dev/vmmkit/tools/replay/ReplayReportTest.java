@@ -30,7 +30,8 @@ class ReplayReportTest {
         JsonNode json = new ObjectMapper().readTree(ReportFiles.toJson(REPORT));
 
         assertEquals(List.of("ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
-                "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op"), names(json));
+                "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op", "driver_handles",
+                "modelled_driver_us_per_op"), names(json));
         assertEquals(List.of("reserve", "create", "map", "set_access", "unmap", "release", "address_free"),
                 names(json.get("driver_calls")));
         assertEquals(List.of("p50", "p99"), names(json.get("alloc_ns")));

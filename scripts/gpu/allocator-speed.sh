@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Allocator speed on the GPU: vmmkit against the CUDA runtime's cudaMallocAsync and PyTorch's caching
+# allocator. Run from the repository root on a machine with an NVIDIA GPU, CUDA 13 and python3 with
+# PyTorch, with runtime/ (scripts/build-runtime.sh) and target/ built:
+#   bash scripts/gpu/allocator-speed.sh [TRACE]
+# TRACE defaults to .device/traces/bert_infer.csv.gz, else ../shared/traces/bert_infer.csv.gz.
+# Steps (logs and JSON in $OUT/allocator-speed/ when OUT is set), about 1-2 minutes in all:
+#   1. aot        trains runtime/vmmkit.aot for this machine's paths when missing (first-call time)
+#   2. replay     the trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:
+#                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op
+#   3. pair       bench_pair.c: one cudaMalloc+cudaFree pair of 4 KiB natively and under `vmmkit run`,
+#                 and the first call (JVM start)
+#   4. torch      torch.empty+del pair: PyTorch's caching allocator vs vmmkit as pluggable allocator
+# Prints a table of numbers; exits non-zero if a step failed. Knobs: PYTHON (python3), VMM_CUDART
+# (path of libcudart when not found), DRIVER (cuda; host replays on the emulation, skipping 2b-4,
+# to test this script without a GPU).
+set -uo pipefail
+root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
+cd "$root"
+
+if [ -n "${OUT:-}" ]; then out="$OUT/allocator-speed"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-speed.XXXXXX")"; fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+py="${PYTHON:-python3}"
+driver="${DRIVER:-cuda}"
+failed=0
+summary=()
+echo "allocator-speed: logs in $out"
+
+trace="${1:-}"
+if [ -z "$trace" ]; then
+  for t in .device/traces/bert_infer.csv.gz ../shared/traces/bert_infer.csv.gz; do
+    [ -f "$t" ] && { trace="$t"; break; }
+  done
+fi
+[ -f "$trace" ] || { echo "allocator-speed: no trace (give its path as the argument)"; exit 2; }
+
+# Runs one step under a time limit, keeping its output in $out/<name>.log.
+step() {
+  local name="$1" limit="$2"; shift 2
+  echo; echo "=== $name: $*"
+  timeout "$limit" "$@" > >(tee "$out/$name.log") 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || { failed=1; echo "=== $name FAILED (exit $rc)"; }
+  return $rc
+}
+
+json() { # json FILE KEY.PATH: one figure from a JSON file
+  "$py" -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d=d[k]
+print(d if not isinstance(d,float) else round(d,3))' "$1" "$2" 2>/dev/null || echo "?"
+}
+
+# libcudart for the cuda-malloc-async backend: the loader's, CUDA's, or PyTorch's wheel's.
+if [ -z "${VMM_CUDART:-}" ]; then
+  for c in $(ldconfig -p 2>/dev/null | awk '/libcudart\.so/ {print $NF}') /usr/local/cuda/lib64/libcudart.so* \
+           $("$py" -c 'import glob,site; [print(p) for s in site.getsitepackages() for p in glob.glob(s+"/nvidia/cu*/lib/libcudart.so*")]' 2>/dev/null); do
+    [ -f "$c" ] && { export VMM_CUDART="$c"; break; }
+  done
+fi
+echo "libcudart: ${VMM_CUDART:-not found}"
+
+# 1. AOT cache for runtime/ at this checkout's path.
+if [ -x runtime/bin/java ] && { [ ! -f runtime/vmmkit.aot ] || [ "$(cat runtime/vmmkit.aot.jar 2>/dev/null)" != "$root/target/vmmkit.jar" ]; }; then
+  step aot 60 bash scripts/build-aot-cache.sh runtime
+fi
+
+# 2. Replays, vmmkit then cudaMallocAsync, in the same run.
+step replay-vmm 90 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-vmm.json"
+summary+=("replay vmm ($driver): ratio $(json "$out/replay-vmm.json" fragmentation_ratio), wall $(json "$out/replay-vmm.json" wall_ns_per_op) ns/op, modelled driver $(json "$out/replay-vmm.json" modelled_driver_us_per_op) us/op, set_access handles $(json "$out/replay-vmm.json" driver_handles.set_access)  [./vmmkit replay $trace --driver $driver --backend vmm]")
+if [ "$driver" = cuda ]; then
+  step replay-async 90 ./vmmkit replay "$trace" --backend cuda-malloc-async --json "$out/replay-async.json"
+  summary+=("replay cudaMallocAsync: ratio $(json "$out/replay-async.json" fragmentation_ratio), wall $(json "$out/replay-async.json" wall_ns_per_op) ns/op  [./vmmkit replay $trace --backend cuda-malloc-async]")
+
+  # 3. Pair cost, native and under vmmkit run.
+  cudart_dir="$(dirname "${VMM_CUDART:-/usr/local/cuda/lib64/libcudart.so}")"
+  if gcc -O2 -o "$out/bench_pair" src/test/c/bench_pair.c -L"$cudart_dir" -l:"$(basename "${VMM_CUDART:-libcudart.so}")" -Wl,-rpath,"$cudart_dir" 2> "$out/bench_pair.build.log"; then
+    step pair-native 60 "$out/bench_pair" 4096 100000
+    step pair-vmmkit 60 ./vmmkit run -- "$out/bench_pair" 4096 100000
+    summary+=("pair native:  $(tail -1 "$out/pair-native.log")")
+    summary+=("pair vmmkit run: $(tail -1 "$out/pair-vmmkit.log")")
+  else
+    failed=1; summary+=("pair: bench_pair.c did not build (see $out/bench_pair.build.log)")
+  fi
+
+  # 4. PyTorch: caching allocator vs vmmkit as pluggable allocator.
+  shim="$root/target/native/libvmmkit_preload.so"
+  export VMMKIT_JAR="$root/target/vmmkit.jar" VMMKIT_JAVA_HOME="$root/runtime"
+  [ -f runtime/vmmkit.aot ] && export VMMKIT_AOT_CACHE="$root/runtime/vmmkit.aot"
+  step torch-caching 90 "$py" scripts/gpu/torch_pair.py caching "$shim"
+  step torch-vmmkit 90 "$py" scripts/gpu/torch_pair.py vmmkit "$shim"
+  summary+=("torch caching allocator: $(tail -1 "$out/torch-caching.log")")
+  summary+=("torch vmmkit pluggable:  $(tail -1 "$out/torch-vmmkit.log")")
+fi
+
+echo; echo "=== allocator-speed summary (trace $trace)"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+exit $failed

@@ -1,0 +1,116 @@
+package dev.vmmkit.bench;
+
+import dev.vmmkit.trace.TraceWriter;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * Writes two synthetic traces in vmmkit's format, so allocator settings are not tuned on the BERT
+ * trace alone: {@code training.csv.gz} (persistent weights and optimizer state; each iteration
+ * allocates activations in the forward pass and frees them in reverse in the backward pass, beside
+ * gradients and temporaries) and {@code generation.csv.gz} (weights; a KV cache that grows by
+ * reallocation every few tokens; many small temporaries per token). Seeded, so they repeat.
+ * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.SyntheticTraces DIR}.
+ */
+public final class SyntheticTraces {
+    private static final long KIB = 1L << 10;
+    private static final long MIB = 1L << 20;
+
+    private long nextAddress = 1L << 32;
+    private TraceWriter out;
+
+    public static void main(String[] args) throws IOException {
+        Path dir = Path.of(args.length > 0 ? args[0] : ".");
+        new SyntheticTraces().training(dir.resolve("training.csv.gz"));
+        new SyntheticTraces().generation(dir.resolve("generation.csv.gz"));
+    }
+
+    private long alloc(long size) throws IOException {
+        long address = nextAddress;
+        nextAddress += (size + 511) & -512L;
+        out.alloc(address, size, 0);
+        return address;
+    }
+
+    private void free(long address, long size) throws IOException {
+        out.free(address, size, 0);
+    }
+
+    void training(Path file) throws IOException {
+        SplittableRandom rng = new SplittableRandom(7);
+        try (TraceWriter w = TraceWriter.open(file, "synthetic training-like trace")) {
+            out = w;
+            List<long[]> weights = new ArrayList<>();
+            for (int i = 0; i < 120; i++) {
+                long size = (1 + rng.nextInt(48)) * MIB + rng.nextInt(1024) * 512L;
+                weights.add(new long[]{alloc(size), size});
+                weights.add(new long[]{alloc(size), size}); // optimizer state
+            }
+            for (int iteration = 0; iteration < 8; iteration++) {
+                Deque<long[]> activations = new ArrayDeque<>();
+                for (int layer = 0; layer < 300; layer++) {
+                    long size = (rng.nextInt(4) == 0 ? 8 + rng.nextInt(56) : 1 + rng.nextInt(8)) * MIB + rng.nextInt(2048) * 512L;
+                    activations.push(new long[]{alloc(size), size});
+                    long tmp = 64 * KIB + rng.nextInt(4096) * 512L;
+                    long t = alloc(tmp);
+                    free(t, tmp);
+                }
+                List<long[]> grads = new ArrayList<>();
+                for (int i = 0; i < weights.size() / 2; i++) {
+                    long[] a = activations.pop();
+                    long size = weights.get(2 * i)[1];
+                    grads.add(new long[]{alloc(size), size});
+                    free(a[0], a[1]);
+                }
+                while (!activations.isEmpty()) {
+                    long[] a = activations.pop();
+                    free(a[0], a[1]);
+                }
+                for (long[] g : grads) free(g[0], g[1]);
+            }
+            for (long[] wt : weights) free(wt[0], wt[1]);
+        }
+    }
+
+    void generation(Path file) throws IOException {
+        SplittableRandom rng = new SplittableRandom(11);
+        try (TraceWriter w = TraceWriter.open(file, "synthetic generation-like trace")) {
+            out = w;
+            List<long[]> weights = new ArrayList<>();
+            for (int i = 0; i < 90; i++) {
+                long size = (1 + rng.nextInt(6)) * MIB;
+                weights.add(new long[]{alloc(size), size});
+            }
+            int layers = 24;
+            long[][] kv = new long[layers][];
+            for (int sequence = 0; sequence < 4; sequence++) {
+                for (int token = 0; token < 512; token++) {
+                    for (int l = 0; l < layers; l++) {
+                        if (token % 32 == 0) { // the cache grows: a larger copy, then the old one goes
+                            long size = (token + 32) * 8 * KIB;
+                            long[] grown = {alloc(size), size};
+                            if (kv[l] != null) free(kv[l][0], kv[l][1]);
+                            kv[l] = grown;
+                        }
+                        for (int t = 0; t < 6; t++) {
+                            long size = 512 + rng.nextInt(64) * 512L + (rng.nextInt(16) == 0 ? 2 * MIB : 0);
+                            long a = alloc(size);
+                            free(a, size);
+                        }
+                    }
+                }
+                for (int l = 0; l < layers; l++) {
+                    free(kv[l][0], kv[l][1]);
+                    kv[l] = null;
+                }
+            }
+            for (long[] wt : weights) free(wt[0], wt[1]);
+        }
+    }
+}
