@@ -4,8 +4,8 @@ import dev.vmmkit.driver.cuda.CudaDriver;
 import dev.vmmkit.driver.host.HostDriver;
 
 /**
- * The one driver opener, used by every command ({@code replay}, {@code run}, {@code driver-bench},
- * {@code driver-check}) and by the interposer: {@code cuda}, {@code host} (the emulation) or
+ * The one driver opener, used by every command that opens a device ({@code replay}, {@code run},
+ * {@code serve}, {@code demo}, {@code driver-bench}, {@code driver-check}) and by the interposer: {@code cuda}, {@code host} (the emulation) or
  * {@code auto} (CUDA when libcuda and a device are present, else host). At {@code VMM_LOG=debug}
  * (see {@link VmmLog}) the driver comes wrapped in a {@link LoggingDriver}.
  */

@@ -23,11 +23,6 @@ final class EngineMetrics {
         evictionsByReason.computeIfAbsent(reason, r -> new LongAdder()).increment();
     }
 
-    long evictions(String reason) {
-        LongAdder count = evictionsByReason.get(reason);
-        return count == null ? 0 : count.sum();
-    }
-
     /** One loaded model's row. */
     record ModelRow(String name, String engine, String version, long deviceBytes, int inFlight) {
     }

@@ -40,6 +40,10 @@ final class DeviceManagers implements AutoCloseable {
         if (resource != null || failed[device]) return resource;
         try {
             resource = factory.open(device);
+            if (resource == null) { // a factory that serves no device (monitor mode): pass through, quietly
+                failed[device] = true;
+                return null;
+            }
             applyRememberedPeers(device, resource);
             byDevice.set(device, resource);
             InterposeLog.info("device " + device + ": allocator ready");

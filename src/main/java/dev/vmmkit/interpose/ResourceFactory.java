@@ -10,6 +10,7 @@ import dev.vmmkit.core.ManagedMemoryResource;
 public interface ResourceFactory {
     String PROPERTY = "vmmkit.interpose.resource";
 
+    /** The allocator of {@code device}, or null when this factory serves none (its calls pass through). */
     ManagedMemoryResource open(int device);
 
     /** The factory named by {@value #PROPERTY}, or the real one. */

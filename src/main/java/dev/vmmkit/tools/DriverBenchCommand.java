@@ -8,11 +8,12 @@ import java.util.concurrent.Callable;
 
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
-import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.cuda.CudaDriver;
 import dev.vmmkit.driver.cuda.CudaMemcpy;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
@@ -37,11 +38,8 @@ public final class DriverBenchCommand implements Callable<Integer> {
     private static final int TRIVIAL_CALLS_PER_SAMPLE = 100;
     private static final int MAX_STITCH_ITERATIONS = 100;
 
-    @Option(names = "--driver", defaultValue = "cuda", description = "Driver: cuda (default), host or auto.")
-    String driverKind;
-
-    @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
-    int device;
+    @Mixin
+    DriverOptions driverOptions = new DriverOptions(DriverKind.CUDA);
 
     @Option(names = "--iterations", defaultValue = "2000", description = "Timed iterations (default: ${DEFAULT-VALUE}).")
     int iterations;
@@ -73,9 +71,9 @@ public final class DriverBenchCommand implements Callable<Integer> {
         }
         VmmDriver driver;
         try {
-            driver = openDriver();
+            driver = driverOptions.open();
         } catch (DriverException e) {
-            System.err.println("driver-bench: cannot open the " + driverKind + " driver: " + e.getMessage());
+            System.err.println("driver-bench: cannot open the " + driverOptions.kindName() + " driver: " + e.getMessage());
             return 1;
         }
         try (driver) {
@@ -101,11 +99,6 @@ public final class DriverBenchCommand implements Callable<Integer> {
             System.err.println("driver-bench: " + e.getMessage());
             return 1;
         }
-    }
-
-    /** The driver to measure. */
-    private VmmDriver openDriver() {
-        return Drivers.open(driverKind, device);
     }
 
     private int warmup() {

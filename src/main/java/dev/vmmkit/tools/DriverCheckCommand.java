@@ -1,12 +1,12 @@
 package dev.vmmkit.tools;
 
 import dev.vmmkit.driver.DriverException;
-import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.conformance.CheckResult;
 import dev.vmmkit.driver.conformance.ConformanceTarget;
 import dev.vmmkit.driver.conformance.DriverConformance;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -29,12 +29,8 @@ public final class DriverCheckCommand implements Callable<Integer> {
     @Spec
     private CommandSpec spec;
 
-    @Option(names = "--driver", defaultValue = "auto", paramLabel = "cuda|host|auto",
-            description = "Driver to check: cuda, host (emulation) or auto (cuda when present). Default: ${DEFAULT-VALUE}.")
-    private String driverKind;
-
-    @Option(names = "--device", defaultValue = "0", paramLabel = "N", description = "Device ordinal. Default: ${DEFAULT-VALUE}.")
-    private int device;
+    @Mixin
+    private DriverOptions driverOptions;
 
     @Option(names = "--oom-probe-limit-gib", defaultValue = "256", paramLabel = "GiB",
             description = "Skip the out-of-memory check when the device has more free than this. Default: ${DEFAULT-VALUE}.")
@@ -46,9 +42,10 @@ public final class DriverCheckCommand implements Callable<Integer> {
         PrintWriter err = spec.commandLine().getErr();
         VmmDriver driver;
         try {
-            driver = Drivers.open(driverKind, device);
+            driver = driverOptions.open();
         } catch (DriverException e) {
-            return cannotOpen(err, "cannot open the " + driverKind + " driver on device " + device + ": " + e.getMessage());
+            return cannotOpen(err, "cannot open the " + driverOptions.kindName() + " driver on device "
+                    + driverOptions.device() + ": " + e.getMessage());
         } catch (IllegalArgumentException e) {
             return cannotOpen(err, e.getMessage());
         }
@@ -58,7 +55,7 @@ public final class DriverCheckCommand implements Callable<Integer> {
         try (driver) {
             ConformanceTarget target;
             try {
-                target = ConformanceTarget.of(driver, () -> Drivers.open(driverKind, device), oomProbeLimitGib << 30);
+                target = ConformanceTarget.of(driver, driverOptions::open, oomProbeLimitGib << 30);
             } catch (IllegalArgumentException e) {
                 return cannotOpen(err, e.getMessage());
             }

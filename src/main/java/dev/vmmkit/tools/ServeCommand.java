@@ -7,6 +7,7 @@ import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.engine.EngineHost;
 import dev.vmmkit.engine.EngineHttpServer;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -41,12 +42,8 @@ public final class ServeCommand implements Callable<Integer> {
             description = "Port on 127.0.0.1; 0 picks a free one. Default: ${DEFAULT-VALUE}.")
     private int port;
 
-    @Option(names = "--driver", defaultValue = "auto", paramLabel = "cuda|host|auto",
-            description = "Device driver: cuda, host (emulation) or auto (cuda when present). Default: ${DEFAULT-VALUE}.")
-    private String driverKind;
-
-    @Option(names = "--device", defaultValue = "0", paramLabel = "N", description = "Device ordinal. Default: ${DEFAULT-VALUE}.")
-    private int device;
+    @Mixin
+    private DriverOptions driverOptions;
 
     @Option(names = "--device-memory", paramLabel = "SIZE", converter = ByteSizeConverter.class,
             description = "Capacity of the host emulation's device (e.g. 512MiB; --driver host only). Default: 80GiB.")
@@ -91,11 +88,10 @@ public final class ServeCommand implements Callable<Integer> {
     }
 
     private VmmDriver openDriver() {
-        DriverKind kind = DriverKind.parse(driverKind);
-        if (deviceMemory != null && kind == DriverKind.CUDA) {
+        if (deviceMemory != null && driverOptions.kind() == DriverKind.CUDA) {
             throw new IllegalArgumentException("--device-memory sets the host emulation's capacity; it does not apply to --driver cuda");
         }
-        return Drivers.open(kind, device, deviceMemory == null ? Drivers.DEFAULT_HOST_CAPACITY : deviceMemory);
+        return driverOptions.open(deviceMemory == null ? Drivers.DEFAULT_HOST_CAPACITY : deviceMemory);
     }
 
     /** Reads {@code 1s}, {@code 250ms}, {@code 2.5s} or a plain number of seconds. */

@@ -22,8 +22,7 @@ class EngineEvictionTest {
     @Test
     void monitorEvictsTheLeastRecentlyUsedIdleModelNeverABusyOne(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
-            bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":3000}");
-            bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
+            installSlowAndFixturePlugins(bed);
             bed.model("a.sl", 8 * MIB);
             bed.model("b.fx", 8 * MIB);
             bed.model("c.fx", 8 * MIB);
@@ -50,8 +49,7 @@ class EngineEvictionTest {
     @Test
     void aLoadWithoutMemoryEvictsIdleModelsThenAnswers503(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
-            bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":3000}");
-            bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
+            installSlowAndFixturePlugins(bed);
             bed.model("a.sl", 8 * MIB);
             bed.model("b.fx", 8 * MIB);
             bed.model("c.fx", 8 * MIB);
@@ -116,5 +114,11 @@ class EngineEvictionTest {
             Thread.sleep(5);
         }
         fail(name + " was never evicted: " + bed.get("/api/models").text());
+    }
+
+    /** The plugins both eviction tests load: "sl" models answer after 3 s (a busy model), "fx" at once. */
+    private static void installSlowAndFixturePlugins(EngineTestBed bed) throws Exception {
+        bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":3000}");
+        bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
     }
 }

@@ -3,18 +3,12 @@ package dev.vmmkit.driver.host;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceCopies;
+import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.DeviceBytesProvider;
 import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
-import dev.vmmkit.driver.DeviceBytes;
-import dev.vmmkit.driver.DeviceBytesProvider;
-import org.agrona.collections.Long2ObjectHashMap;
-
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * CUDA's virtual memory API emulated on Linux virtual memory, so that everything above the driver
@@ -53,6 +47,11 @@ import java.util.TreeMap;
  *
  * <p>Thread-safe: one lock guards the bookkeeping and the OS calls that change it. Bookkeeping is
  * changed only after the OS call succeeded, so it always equals the OS state.
+ *
+ * <p>This class is the facade: it checks the driver is open, takes the lock and hands each call to
+ * the part that does the job: {@link HostReservations} (address ranges), {@link HostHandles}
+ * (physical memory, capacity, export and import), {@link HostMappings} (mappings and access
+ * grants), {@link HostDevices} (the machine's devices), {@link HostEvents} and {@link HostCompute}.
  */
 public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceCopies {
     public static final long DEFAULT_GRANULARITY = 2L << 20;
@@ -63,17 +62,13 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final int device;
     private final int deviceCount;
     private final long granularity;
-    private final long capacity;
     private final HostEvents events;
     private final HostCompute compute = new HostCompute(this);
     private final Object lock = new Object();
 
-    private final TreeMap<Long, Reservation> reservations = new TreeMap<>();
-    private final TreeMap<Long, Mapping> mappings = new TreeMap<>();
-    private final Long2ObjectHashMap<PhysicalMemory> handles = new Long2ObjectHashMap<>();
-    private long nextHandle = 1;
-    /** Bytes of physical handles alive: not yet released, or released but still mapped. */
-    private long aliveBytes;
+    private final HostReservations reservations;
+    private final HostMappings mappings;
+    private final HostHandles handles;
     private volatile boolean closed;
     private final java.util.concurrent.atomic.AtomicLong copies = new java.util.concurrent.atomic.AtomicLong();
 
@@ -81,7 +76,9 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         this.device = builder.device;
         this.deviceCount = builder.deviceCount;
         this.granularity = builder.granularity;
-        this.capacity = builder.capacity;
+        this.reservations = new HostReservations(granularity);
+        this.mappings = new HostMappings(deviceCount);
+        this.handles = new HostHandles(device, granularity, builder.capacity);
         this.events = new HostEvents(this);
         HostDevices.register(this);
     }
@@ -117,43 +114,14 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
 
     /** Bytes of physical memory this emulated device holds in all. */
     public long capacity() {
-        return capacity;
+        return handles.capacity();
     }
 
     @Override
     public long reserve(long size, long alignment) {
         synchronized (lock) {
             requireOpen(CallText.reserve(size, alignment));
-            if (!isPositiveMultiple(size)) {
-                throw invalid("size is not a positive multiple of the granularity " + CallText.hex(granularity),
-                        CallText.reserve(size, alignment));
-            }
-            if (alignment < 0 || Long.bitCount(alignment) > 1) {
-                throw invalid("alignment is not 0 or a power of two", CallText.reserve(size, alignment));
-            }
-            long effectiveAlignment = Math.max(alignment, granularity);
-            // Over-reserve by the alignment, then trim both ends: mmap itself aligns only to pages.
-            long length = size + effectiveAlignment;
-            if (length < 0) {
-                throw invalid("size plus alignment overflows", CallText.reserve(size, alignment));
-            }
-            long raw = LibC.mmap(0, length, LibC.PROT_NONE,
-                    LibC.MAP_PRIVATE | LibC.MAP_ANONYMOUS | LibC.MAP_NORESERVE, -1, 0);
-            if (raw == LibC.MAP_FAILED) {
-                throw osFailure("mmap of reserved space", CallText.reserve(size, alignment));
-            }
-            long va = alignUp(raw, effectiveAlignment);
-            long headBytes = va - raw;
-            long tailBytes = length - headBytes - size;
-            boolean trimmed = (headBytes == 0 || LibC.munmap(raw, headBytes) == 0)
-                    && (tailBytes == 0 || LibC.munmap(va + size, tailBytes) == 0);
-            if (!trimmed) {
-                DriverException failure = osFailure("munmap of alignment slack", CallText.reserve(size, alignment));
-                LibC.munmap(raw, length);
-                throw failure;
-            }
-            reservations.put(va, new Reservation(va, size));
-            return va;
+            return reservations.reserve(size, alignment);
         }
     }
 
@@ -161,19 +129,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     public void addressFree(long va, long size) {
         synchronized (lock) {
             requireOpen(CallText.addressFree(va, size));
-            Reservation reservation = reservations.get(va);
-            if (reservation == null || reservation.size != size) {
-                throw invalid("not exactly one reservation", CallText.addressFree(va, size));
-            }
-            Map.Entry<Long, Mapping> inside = mappings.ceilingEntry(va);
-            if (inside != null && inside.getKey() < va + size) {
-                throw invalid("the reservation still has mappings (first at "
-                        + CallText.hex(inside.getKey()) + ")", CallText.addressFree(va, size));
-            }
-            if (LibC.munmap(va, size) != 0) {
-                throw osFailure("munmap", CallText.addressFree(va, size));
-            }
-            reservations.remove(va);
+            reservations.free(va, size, mappings);
         }
     }
 
@@ -181,28 +137,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     public long create(long size) {
         synchronized (lock) {
             requireOpen(CallText.create(size, device));
-            if (!isPositiveMultiple(size)) {
-                throw invalid("size is not a positive multiple of the granularity " + CallText.hex(granularity),
-                        CallText.create(size, device));
-            }
-            if (size > capacity - aliveBytes) {
-                throw new DriverException(CudaResult.OUT_OF_MEMORY,
-                        CudaResult.describe(CudaResult.OUT_OF_MEMORY) + ": capacity " + CallText.hex(capacity)
-                                + ", in use " + CallText.hex(aliveBytes), CallText.create(size, device));
-            }
-            int fd = LibC.memfdCreate();
-            if (fd < 0) {
-                throw osFailure("memfd_create", CallText.create(size, device));
-            }
-            if (LibC.ftruncate(fd, size) != 0) {
-                DriverException failure = osFailure("ftruncate", CallText.create(size, device));
-                LibC.close(fd);
-                throw failure;
-            }
-            long handle = nextHandle++;
-            handles.put(handle, new PhysicalMemory(fd, size, false));
-            aliveBytes += size;
-            return handle;
+            return handles.create(size);
         }
     }
 
@@ -210,38 +145,17 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     public void release(long handle) {
         synchronized (lock) {
             requireOpen(CallText.release(handle));
-            PhysicalMemory memory = liveHandle(handle, CallText.release(handle));
-            memory.released = true;
-            if (memory.mappingCount == 0) {
-                destroy(handle, memory);
-            }
+            handles.release(handle);
         }
     }
 
     @Override
     public void map(long va, long size, long handle) {
+        String call = CallText.map(va, size, handle);
         synchronized (lock) {
-            requireOpen(CallText.map(va, size, handle));
-            requireRangeInOneReservation(va, size, CallText.map(va, size, handle));
-            PhysicalMemory memory = liveHandle(handle, CallText.map(va, size, handle));
-            if (memory.size != size) {
-                throw invalid("size differs from the handle's size " + CallText.hex(memory.size)
-                        + " (a map takes the whole handle)", CallText.map(va, size, handle));
-            }
-            Mapping overlapping = firstMappingOverlapping(va, size);
-            if (overlapping != null) {
-                throw invalid("the range overlaps the mapping at " + CallText.hex(overlapping.va),
-                        CallText.map(va, size, handle));
-            }
-            long mapped = LibC.mmap(va, size, LibC.PROT_NONE, LibC.MAP_SHARED | LibC.MAP_FIXED, memory.fd, 0);
-            if (mapped == LibC.MAP_FAILED) {
-                DriverException failure = osFailure("mmap of the handle", CallText.map(va, size, handle));
-                // A failed MAP_FIXED may already have replaced the old pages: put reserved space back.
-                backToReserved(va, size, failure);
-                throw failure;
-            }
-            mappings.put(va, new Mapping(va, size, handle));
-            memory.mappingCount++;
+            requireOpen(call);
+            reservations.requireRangeInOne(va, size, call);
+            mappings.map(va, size, handle, handles.live(handle, call));
         }
     }
 
@@ -258,25 +172,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private void changeAccess(long va, long size, long grant, long revoke, String call) {
         synchronized (lock) {
             requireOpen(call);
-            if ((grant & revoke) != 0) {
-                throw invalid("devices " + DeviceSet.toString(grant & revoke) + " are both granted and revoked", call);
-            }
-            long known = deviceCount == DeviceSet.MAX_DEVICES ? -1L : (1L << deviceCount) - 1;
-            if (((grant | revoke) & ~known) != 0) {
-                throw new DriverException(CudaResult.INVALID_DEVICE, CudaResult.describe(CudaResult.INVALID_DEVICE)
-                        + ": the machine has devices 0.." + (deviceCount - 1), call);
-            }
-            List<Mapping> covered = wholeMappings(va, size, call);
-            for (Mapping mapping : covered) {
-                long access = (mapping.access | grant) & ~revoke;
-                int protection = access == 0 ? LibC.PROT_NONE : LibC.PROT_READ | LibC.PROT_WRITE;
-                // Mappings changed before a failing mprotect keep their new access: as with a
-                // partial cuMemSetAccess, the caller undoes the whole range.
-                if (LibC.mprotect(mapping.va, mapping.size, protection) != 0) {
-                    throw osFailure("mprotect", call);
-                }
-                mapping.access = access;
-            }
+            mappings.changeAccess(va, size, grant, revoke, call);
         }
     }
 
@@ -289,36 +185,15 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     public int exportHandle(long handle) {
         synchronized (lock) {
             requireOpen(CallText.exportHandle(handle));
-            PhysicalMemory memory = liveHandle(handle, CallText.exportHandle(handle));
-            int fd = LibC.dup(memory.fd);
-            if (fd < 0) {
-                throw osFailure("dup of the memfd", CallText.exportHandle(handle));
-            }
-            return fd;
+            return handles.exportHandle(handle);
         }
     }
 
     @Override
     public long importHandle(int fd, long size) {
-        String call = CallText.importHandle(fd, size);
         synchronized (lock) {
-            requireOpen(call);
-            if (!isPositiveMultiple(size)) {
-                throw invalid("size is not a positive multiple of the granularity " + CallText.hex(granularity), call);
-            }
-            long fileSize = fd < 0 ? -1 : LibC.fileSize(fd);
-            if (fileSize != size) {
-                throw invalid(fileSize < 0 ? "not an open descriptor of exported memory"
-                        : "the memory behind the descriptor has " + CallText.hex(fileSize) + " bytes", call);
-            }
-            int own = LibC.dup(fd);
-            if (own < 0) {
-                throw osFailure("dup of the descriptor", call);
-            }
-            long handle = nextHandle++;
-            // Imported memory belongs to the exporter's device: it does not count against this one.
-            handles.put(handle, new PhysicalMemory(own, size, true));
-            return handle;
+            requireOpen(CallText.importHandle(fd, size));
+            return handles.importHandle(fd, size);
         }
     }
 
@@ -326,18 +201,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     public void unmap(long va, long size) {
         synchronized (lock) {
             requireOpen(CallText.unmap(va, size));
-            List<Mapping> covered = wholeMappings(va, size, CallText.unmap(va, size));
-            if (!replaceWithReserved(va, size)) {
-                throw osFailure("mmap of reserved space over the mappings", CallText.unmap(va, size));
-            }
-            for (Mapping mapping : covered) {
-                mappings.remove(mapping.va);
-                PhysicalMemory memory = handles.get(mapping.handle);
-                memory.mappingCount--;
-                if (memory.released && memory.mappingCount == 0) {
-                    destroy(mapping.handle, memory);
-                }
-            }
+            mappings.unmap(va, size, handles);
         }
     }
 
@@ -345,7 +209,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     public MemoryInfo memoryInfo() {
         synchronized (lock) {
             requireOpen(CallText.memoryInfo());
-            return new MemoryInfo(capacity - aliveBytes, capacity);
+            return new MemoryInfo(handles.capacity() - handles.aliveBytes(), handles.capacity());
         }
     }
 
@@ -369,7 +233,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         String call = "copy(dst=" + CallText.hex(dst) + ", src=" + CallText.hex(src) + ", bytes=" + CallText.hex(bytes) + ")";
         requireOpen(call);
         if (bytes < 0 || (bytes > 0 && (!isAccessible(dst, bytes) || !isAccessible(src, bytes)))) {
-            throw invalid("both ranges must be mapped with access", call);
+            throw HostErrors.invalid("both ranges must be mapped with access", call);
         }
         if (bytes == 0) return;
         java.lang.foreign.MemorySegment.copy(java.lang.foreign.MemorySegment.ofAddress(src).reinterpret(bytes), 0,
@@ -408,28 +272,14 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     /** True when {@code [va, va + size)} is covered by this driver's mappings granted to {@code toDevice}. */
     public boolean isAccessibleTo(int toDevice, long va, long size) {
         synchronized (lock) {
-            if (closed || size <= 0 || va <= 0 || va + size < va) {
-                return false;
-            }
-            Map.Entry<Long, Mapping> entry = mappings.floorEntry(va);
-            long end = va + size;
-            long covered = va;
-            while (entry != null && covered < end) {
-                Mapping mapping = entry.getValue();
-                if (!DeviceSet.contains(mapping.access, toDevice) || mapping.va > covered || mapping.end() <= covered) {
-                    return false;
-                }
-                covered = mapping.end();
-                entry = mappings.higherEntry(mapping.va);
-            }
-            return covered >= end;
+            return !closed && mappings.isAccessibleTo(toDevice, va, size);
         }
     }
 
     /** What the driver holds now; all zero once everything was given back. */
     public Usage usage() {
         synchronized (lock) {
-            return new Usage(reservations.size(), mappings.size(), handles.size(), aliveBytes);
+            return new Usage(reservations.count(), mappings.count(), handles.count(), handles.aliveBytes());
         }
     }
 
@@ -449,175 +299,17 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
             }
             closed = true;
             HostDevices.unregister(this);
-            for (Reservation reservation : reservations.values()) {
-                LibC.munmap(reservation.va, reservation.size);
-            }
-            handles.forEach((handle, memory) -> LibC.close(memory.fd));
-            reservations.clear();
+            reservations.releaseAll();
             mappings.clear();
-            handles.clear();
-            aliveBytes = 0;
+            handles.releaseAll();
         }
         events.clear();
     }
-
-    // ---- checks shared by the calls ----
 
     /** Throws DEINITIALIZED after close; every call starts with it. */
     void requireOpen(String call) {
         if (closed) {
             throw DriverException.of(CudaResult.DEINITIALIZED, call);
-        }
-    }
-
-    private boolean isPositiveMultiple(long size) {
-        return size > 0 && (size & (granularity - 1)) == 0;
-    }
-
-    private void requireRangeInOneReservation(long va, long size, String call) {
-        if (!isPositiveMultiple(size)) {
-            throw invalid("size is not a positive multiple of the granularity " + CallText.hex(granularity), call);
-        }
-        if (va <= 0 || (va & (granularity - 1)) != 0) {
-            throw invalid("address is not a non-null multiple of the granularity " + CallText.hex(granularity), call);
-        }
-        if (va + size < va) {
-            throw invalid("address plus size overflows", call);
-        }
-        Map.Entry<Long, Reservation> entry = reservations.floorEntry(va);
-        if (entry == null || entry.getValue().end() < va + size || entry.getValue().end() <= va) {
-            throw invalid("the range is not inside one reservation", call);
-        }
-    }
-
-    private PhysicalMemory liveHandle(long handle, String call) {
-        PhysicalMemory memory = handles.get(handle);
-        if (memory == null || memory.released) {
-            throw invalid(memory == null ? "unknown handle" : "the handle was released", call);
-        }
-        return memory;
-    }
-
-    private Mapping firstMappingOverlapping(long va, long size) {
-        Map.Entry<Long, Mapping> before = mappings.floorEntry(va);
-        if (before != null && before.getValue().end() > va) {
-            return before.getValue();
-        }
-        Map.Entry<Long, Mapping> after = mappings.higherEntry(va);
-        if (after != null && after.getKey() < va + size) {
-            return after.getValue();
-        }
-        return null;
-    }
-
-    /** The mappings that make up exactly {@code [va, va + size)}, contiguous and whole, or INVALID_VALUE. */
-    private List<Mapping> wholeMappings(long va, long size, String call) {
-        if (size <= 0 || va <= 0 || va + size < va) {
-            throw invalid("the range is empty, null or overflows", call);
-        }
-        Mapping first = mappings.get(va);
-        if (first == null) {
-            throw invalid("no mapping starts at the address", call);
-        }
-        List<Mapping> covered = new ArrayList<>();
-        long end = va + size;
-        Mapping next = first;
-        while (true) {
-            covered.add(next);
-            if (next.end() == end) {
-                return covered;
-            }
-            if (next.end() > end) {
-                throw invalid("the range ends inside the mapping at " + CallText.hex(next.va)
-                        + " (only whole mappings can be given access or unmapped)", call);
-            }
-            next = mappings.get(next.end());
-            if (next == null) {
-                throw invalid("the range is not fully mapped", call);
-            }
-        }
-    }
-
-    /** Turns a range back into plain reserved space (no access, no backing). */
-    private static boolean replaceWithReserved(long va, long size) {
-        return LibC.mmap(va, size, LibC.PROT_NONE,
-                LibC.MAP_PRIVATE | LibC.MAP_ANONYMOUS | LibC.MAP_NORESERVE | LibC.MAP_FIXED, -1, 0) != LibC.MAP_FAILED;
-    }
-
-    private static void backToReserved(long va, long size, DriverException failure) {
-        if (!replaceWithReserved(va, size)) {
-            failure.addSuppressed(new IllegalStateException(
-                    "could not restore reserved space at " + CallText.hex(va) + ": " + LibC.describeErrno(LibC.errno())));
-        }
-    }
-
-    private void destroy(long handle, PhysicalMemory memory) {
-        LibC.close(memory.fd);
-        handles.remove(handle);
-        if (!memory.imported) {
-            aliveBytes -= memory.size;
-        }
-    }
-
-    private static long alignUp(long value, long alignment) {
-        return (value + alignment - 1) & -alignment;
-    }
-
-    private static DriverException invalid(String why, String call) {
-        return new DriverException(CudaResult.INVALID_VALUE,
-                CudaResult.describe(CudaResult.INVALID_VALUE) + ": " + why, call);
-    }
-
-    /** An OS call failed: out of memory for ENOMEM and descriptor or space exhaustion, else UNKNOWN. */
-    private static DriverException osFailure(String what, String call) {
-        int errno = LibC.errno();
-        int result = switch (errno) {
-            case LibC.ENOMEM, LibC.EMFILE, LibC.ENFILE, LibC.ENOSPC -> CudaResult.OUT_OF_MEMORY;
-            case LibC.EINVAL -> CudaResult.INVALID_VALUE;
-            default -> CudaResult.UNKNOWN;
-        };
-        return new DriverException(result,
-                CudaResult.describe(result) + ": " + what + " failed: " + LibC.describeErrno(errno), call);
-    }
-
-    // ---- bookkeeping records ----
-
-    private record Reservation(long va, long size) {
-        long end() {
-            return va + size;
-        }
-    }
-
-    private static final class Mapping {
-        final long va;
-        final long size;
-        final long handle;
-        /** The devices granted access ({@link DeviceSet}). */
-        long access;
-
-        Mapping(long va, long size, long handle) {
-            this.va = va;
-            this.size = size;
-            this.handle = handle;
-        }
-
-        long end() {
-            return va + size;
-        }
-    }
-
-    private static final class PhysicalMemory {
-        final int fd;
-        final long size;
-        /** Made by importHandle: another device's (or process's) memory, not counted in aliveBytes. */
-        final boolean imported;
-        int mappingCount;
-        boolean released;
-
-        PhysicalMemory(int fd, long size, boolean imported) {
-            this.fd = fd;
-            this.size = size;
-            this.imported = imported;
         }
     }
 

@@ -2,7 +2,6 @@ package dev.vmmkit.tools.demo;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
-import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.lifetime.LeakDetector;
 import dev.vmmkit.lifetime.TensorDevice;
@@ -16,8 +15,8 @@ final class DemoDevice {
     record Opened(TensorDevice device, VmmManager manager, VmmDriver driver, TimedCompute timing) {
     }
 
-    static Opened open(String driverKind, int ordinal) {
-        VmmDriver driver = Drivers.open(driverKind, ordinal);
+    /** Builds the device over {@code driver}, which it then owns (closed here when building fails). */
+    static Opened open(VmmDriver driver) {
         VmmManager manager;
         TimedCompute timing;
         try {

@@ -3,7 +3,9 @@ package dev.vmmkit.tools.demo;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.tools.DriverOptions;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -28,12 +30,8 @@ public final class MlpDemoCommand implements Callable<Integer> {
     @Spec
     private CommandSpec spec;
 
-    @Option(names = "--driver", defaultValue = "auto", paramLabel = "host|cuda|auto",
-            description = "Driver: host (emulation), cuda, or auto (cuda when present). Default: ${DEFAULT-VALUE}.")
-    private String driverKind;
-
-    @Option(names = "--device", defaultValue = "0", paramLabel = "N", description = "Device ordinal. Default: ${DEFAULT-VALUE}.")
-    private int device;
+    @Mixin
+    private DriverOptions driverOptions;
 
     @Option(names = "--steps", defaultValue = "30", paramLabel = "N", description = "Training steps. Default: ${DEFAULT-VALUE}.")
     private int steps;
@@ -66,7 +64,7 @@ public final class MlpDemoCommand implements Callable<Integer> {
             throw new IllegalArgumentException("--steps, --batch, --inputs, --hidden must be at least 1 and --classes at least 2");
         }
         MlpTraining.Settings settings = new MlpTraining.Settings(batch, inputs, hidden, classes, steps, learningRate, seed);
-        DemoDevice.Opened opened = DemoDevice.open(driverKind, device);
+        DemoDevice.Opened opened = DemoDevice.open(driverOptions.open());
         MlpTraining.Result result;
         AllocatorStats allocator;
         try (var tensors = opened.device()) {

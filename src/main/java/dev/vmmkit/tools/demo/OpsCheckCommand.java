@@ -2,12 +2,12 @@ package dev.vmmkit.tools.demo;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
-import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.tools.DriverOptions;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 import java.io.PrintWriter;
@@ -24,21 +24,18 @@ public final class OpsCheckCommand implements Callable<Integer> {
     @Spec
     private CommandSpec spec;
 
-    @Option(names = "--driver", defaultValue = "auto", paramLabel = "host|cuda|auto",
-            description = "Driver whose kernels are checked. Default: ${DEFAULT-VALUE}.")
-    private String driverKind;
-
-    @Option(names = "--device", defaultValue = "0", paramLabel = "N", description = "Device ordinal. Default: ${DEFAULT-VALUE}.")
-    private int device;
+    /** The driver whose kernels are checked. */
+    @Mixin
+    private DriverOptions driverOptions;
 
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
-        try (VmmDriver target = Drivers.open(driverKind, device);
+        try (VmmDriver target = driverOptions.open();
              VmmManager targetMemory = new VmmManager(target, VmmConfig.DEFAULTS);
              HostDriver host = HostDriver.open();
              VmmManager hostMemory = new VmmManager(host, VmmConfig.DEFAULTS)) {
-            out.println("checking the kernels of driver " + target.name() + " (device " + device + ") against the host emulation");
+            out.println("checking the kernels of driver " + target.name() + " (device " + driverOptions.device() + ") against the host emulation");
             out.flush();
             List<OpsCheck.Outcome> outcomes = OpsCheck.run(
                     new OpsCheck.Side("host", hostMemory, host.compute()),
