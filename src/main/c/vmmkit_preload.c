@@ -53,7 +53,7 @@ enum {
 typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
 #define VMMKIT_IPC_MAGIC 0x014350494B4D4D56ULL
 enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-       cudaMemcpyDeviceToDevice, cudaMemcpyDefault }; /* device-to-device: the future remap hook */
+       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 
 /* ---- The table Java fills (layout mirrored by NativeBootstrap.TABLE) ---------------------- */
 
@@ -61,6 +61,7 @@ enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
 #define JAVA_PASS_THROUGH (-1000) /* allocate: vmmkit cannot serve it, use the real runtime */
 #define JAVA_FREED 0              /* release: vmmkit took the pointer back */
 #define JAVA_NOT_OURS 1           /* release: not a vmmkit pointer, give it to the real runtime */
+#define JAVA_REMAPPED 0           /* remap_copy: done by remapping pages, nothing to copy */
 #define DEVICE_WIDE_STREAM (-1)   /* cudaFree: ordered after earlier work on every stream */
 
 struct entry_table {
@@ -83,6 +84,10 @@ struct entry_table {
     int64_t (*ipc_open)(int64_t handle_in, int32_t device);
     /* JAVA_FREED, JAVA_NOT_OURS (not opened by vmmkit), or -cudaError */
     int32_t (*ipc_close)(int64_t address);
+    /* out: the resized allocation's address, or -cudaError */
+    int64_t (*reallocate)(int64_t address, int64_t size, int32_t device, int64_t stream);
+    /* out: JAVA_REMAPPED, or anything else: make the copy */
+    int32_t (*remap_copy)(int64_t dst, int64_t src, int64_t count, int32_t device, int64_t stream);
 };
 
 static struct entry_table java;
@@ -91,6 +96,7 @@ static int monitor_mode;
 static volatile int in_forked_child; /* set by the atfork handler: the JVM's threads are gone */
 static __thread int inside_start;  /* this thread is starting the JVM: pass through */
 static int64_t passthrough_calls;  /* allocation calls served by the real runtime */
+static int zero_copy;              /* VMM_ZERO_COPY=1: device-to-device copies may become remaps */
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 
 static int log_info(void) {
@@ -464,7 +470,11 @@ static void start_vmmkit(void) {
 
 static void mark_forked_child(void) { in_forked_child = 1; }
 
-__attribute__((constructor)) static void on_load(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
+__attribute__((constructor)) static void on_load(void) {
+    pthread_atfork(NULL, NULL, mark_forked_child);
+    const char *opt_in = getenv("VMM_ZERO_COPY");
+    zero_copy = opt_in && strcmp(opt_in, "1") == 0;
+}
 
 /* True when Java is up; starts it on the first call. Forked children and the thread starting
  * the JVM never wait for it. */
@@ -539,14 +549,46 @@ EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
     return rc != CALL_REAL ? rc : freed_by_runtime(REAL(cudaFreeAsync, devPtr, stream));
 }
 
-/* Copies always go to the real runtime. Hook point for the zero-copy remap of device-to-device
- * copies (seed: VmmOptimizer), which is not in scope yet. */
+/* With VMM_ZERO_COPY=1, a device-to-device copy (or cudaMemcpyDefault) between two vmmkit
+ * allocations is offered to Java first (seed: VmmOptimizer). Java remaps the pages when the copy is
+ * a whole-buffer resize, the cost model favours it and the stream's earlier work is done; otherwise,
+ * and for every other copy, the real runtime copies. */
+static int remapped(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
+    if (!zero_copy || count == 0 || count > INT64_MAX) return 0;
+    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return 0;
+    if (!java_up() || monitor_mode) return 0;
+    return java.remap_copy((int64_t) (intptr_t) dst, (int64_t) (intptr_t) src, (int64_t) count, current_device(),
+                           (int64_t) (intptr_t) stream) == JAVA_REMAPPED;
+}
+
 EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
+    if (remapped(dst, src, count, kind, NULL)) return cudaSuccess;
     return REAL(cudaMemcpy, dst, src, count, kind);
 }
 
 EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
+    if (remapped(dst, src, count, kind, stream)) return cudaSuccess;
     return REAL(cudaMemcpyAsync, dst, src, count, kind, stream);
+}
+
+/* ---- vmmkit_realloc ---------------------------------------------------------------------
+ * realloc for device memory: the contents are kept up to the smaller size; the pointer stays the
+ * same when the allocation shrinks or grows in place, and may change otherwise (the old one is then
+ * freed as cudaFree frees). Defined cases:
+ *   devPtr == NULL                    -> cudaErrorInvalidValue
+ *   *devPtr == NULL                   -> as cudaMalloc(devPtr, size)
+ *   size == 0                         -> cudaErrorInvalidValue, nothing changes (free with cudaFree)
+ *   a pointer vmmkit did not hand out -> cudaErrorInvalidValue, nothing changes
+ *   no memory for the new size        -> cudaErrorMemoryAllocation, the old allocation is unchanged */
+EXPORT cudaError_t vmmkit_realloc(void **devPtr, size_t size) {
+    if (!devPtr || size == 0) return cudaErrorInvalidValue;
+    if (!*devPtr) return cudaMalloc(devPtr, size);
+    if (!java_up() || monitor_mode) return cudaErrorInvalidValue; /* vmmkit handed out nothing */
+    if (size > INT64_MAX) return cudaErrorMemoryAllocation;
+    int64_t result = java.reallocate((int64_t) (intptr_t) *devPtr, (int64_t) size, current_device(), DEVICE_WIDE_STREAM);
+    if (result < 0) return (int) -result;
+    *devPtr = (void *) (intptr_t) result;
+    return cudaSuccess;
 }
 
 /* ---- Peer access and IPC ------------------------------------------------------------------ */

@@ -17,17 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int cudaError_t;
-typedef void *cudaStream_t;
-enum { H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
-cudaError_t cudaMalloc(void **, size_t);
-cudaError_t cudaFree(void *);
-cudaError_t cudaMallocAsync(void **, size_t, cudaStream_t);
-cudaError_t cudaFreeAsync(void *, cudaStream_t);
-cudaError_t cudaMemcpy(void *, const void *, size_t, int);
-cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
-cudaError_t cudaSetDevice(int);
-cudaError_t cudaDeviceSynchronize(void);
+#include "cuda_runtime_subset.h"
 typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
 cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int);
 cudaError_t cudaDeviceDisablePeerAccess(int);

@@ -1,7 +1,8 @@
 /*
  * fake_cudart.c: a stand-in CUDA runtime for tests, built as libcudart.so. "Device" memory is host
- * memory, so copies are memcpy. It counts the allocations that reach it (with vmmkit in vmm mode,
- * none should) and refuses to free pointers it did not hand out, as the real runtime does.
+ * memory, so copies are memcpy. It counts the allocations and copies that reach it (with vmmkit in
+ * vmm mode, no allocation should, and with VMM_ZERO_COPY=1 no whole-buffer resize copy should) and
+ * refuses to free pointers it did not hand out, as the real runtime does.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -17,7 +18,7 @@ typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
 #define DEVICE_COUNT 2
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static long malloc_calls, free_calls, ipc_calls;
+static long malloc_calls, free_calls, ipc_calls, device_copies;
 static int peer_enabled[2][2]; /* [device][peer], under the lock */
 static __thread int current_device;
 
@@ -71,6 +72,11 @@ static cudaError_t fake_malloc(void **devPtr, size_t size) {
 static cudaError_t fake_memcpy(void *dst, const void *src, size_t count, int kind) {
     if (kind < 0 || kind > 4) return cudaErrorInvalidMemcpyDirection;
     if (count && (!dst || !src)) return cudaErrorInvalidValue;
+    if (kind == 3 || kind == 4) { /* device to device, or "default" (the pointers say) */
+        pthread_mutex_lock(&lock);
+        device_copies++;
+        pthread_mutex_unlock(&lock);
+    }
     memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -189,6 +195,14 @@ long fake_cudart_malloc_calls(void) {
 long fake_cudart_free_calls(void) {
     pthread_mutex_lock(&lock);
     long calls = free_calls;
+    pthread_mutex_unlock(&lock);
+    return calls;
+}
+
+/* Copies of kind device-to-device or default that reached the stand-in. */
+long fake_cudart_device_copies(void) {
+    pthread_mutex_lock(&lock);
+    long calls = device_copies;
     pthread_mutex_unlock(&lock);
     return calls;
 }

@@ -20,6 +20,7 @@ import java.util.Map;
  * @param outOfMemoryRecoveries times drain-and-retry turned an out-of-memory into a success
  * @param driverCalls           driver calls by kind since the allocator was made
  * @param driverHandles         the handles those calls touched, by kind and size (none when unknown)
+ * @param zeroCopy              remaps that replaced copies, and copies that stayed copies
  */
 public record AllocatorStats(
         long allocations,
@@ -33,11 +34,22 @@ public record AllocatorStats(
         long cacheMisses,
         long outOfMemoryRecoveries,
         Map<DriverCall, Long> driverCalls,
-        DriverHandleCounts driverHandles) {
+        DriverHandleCounts driverHandles,
+        ZeroCopyStats zeroCopy) {
 
     public AllocatorStats {
         driverCalls = Map.copyOf(driverCalls);
         if (driverHandles == null) driverHandles = DriverHandleCounts.none();
+        if (zeroCopy == null) zeroCopy = ZeroCopyStats.NONE;
+    }
+
+    /** Figures of an allocator that never remaps. */
+    public AllocatorStats(long allocations, long frees, long liveBytes, long peakLiveBytes, long reservedBytes,
+                          long peakReservedBytes, long cachedBytes, long cacheHits, long cacheMisses,
+                          long outOfMemoryRecoveries, Map<DriverCall, Long> driverCalls,
+                          DriverHandleCounts driverHandles) {
+        this(allocations, frees, liveBytes, peakLiveBytes, reservedBytes, peakReservedBytes, cachedBytes, cacheHits,
+                cacheMisses, outOfMemoryRecoveries, driverCalls, driverHandles, ZeroCopyStats.NONE);
     }
 
     /** Figures of an allocator that does not count the handles its driver calls touch. */
@@ -45,7 +57,7 @@ public record AllocatorStats(
                           long peakReservedBytes, long cachedBytes, long cacheHits, long cacheMisses,
                           long outOfMemoryRecoveries, Map<DriverCall, Long> driverCalls) {
         this(allocations, frees, liveBytes, peakLiveBytes, reservedBytes, peakReservedBytes, cachedBytes, cacheHits,
-                cacheMisses, outOfMemoryRecoveries, driverCalls, DriverHandleCounts.none());
+                cacheMisses, outOfMemoryRecoveries, driverCalls, DriverHandleCounts.none(), ZeroCopyStats.NONE);
     }
 
     /** Peak physical memory held over peak bytes requested; 1.0 is perfect, 0 before any allocation. */

@@ -19,6 +19,22 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
     /** A consistent snapshot of the resource's figures. */
     AllocatorStats stats();
 
+    /**
+     * Resizes a live allocation with realloc's semantics (see {@link VmmManager#reallocate});
+     * returns its address afterwards.
+     */
+    default long reallocate(long address, long newSize, long stream) {
+        throw new UnsupportedOperationException("this resource cannot resize allocations");
+    }
+
+    /**
+     * Does a device-to-device copy of {@code count} bytes from {@code src} to {@code dst} by
+     * remapping pages when it may (see {@link VmmManager#remapCopy}); false when the caller must copy.
+     */
+    default boolean remapCopy(long dst, long src, long count, long stream) {
+        return false;
+    }
+
     /** Peer access to this resource's memory; null when it has none (then peer calls only reach the runtime). */
     default PeerAccess peerAccess() {
         return null;

@@ -173,6 +173,15 @@ final class PageTable {
         }
     }
 
+    /** Adds the handles mapped in {@code [from, to)} (whole handles) to {@code out}, in address order, changing nothing. */
+    void handlesOf(long from, long to, HandleRun out) {
+        for (long va = from; va < to; ) {
+            long end = handleEnd(va);
+            out.add(handleOfPage[page(va)], end - va);
+            va = end;
+        }
+    }
+
     /** Receives handles that are no longer mapped. */
     @FunctionalInterface
     interface HandleSink {

@@ -47,26 +47,28 @@ final class RegionHeap {
     private final String name;
     private final long base;
     private final long span;
-    private final long pageBytes;
-    private final VmmDriver driver;
+    final long pageBytes;
+    final VmmDriver driver;
     private final PhysicalPool pool;
-    private final MemoryAccounting accounting;
+    final MemoryAccounting accounting;
     private final VmmConfig config;
     private final OtherRegions others;
     /**
      * Placements and reclaims in flight: blocks taken out under the lock whose pages are being
      * mapped or unmapped without it. A peer grant waits until there are none ({@link #forEachMappedRun}).
      */
-    private int inFlight;
+    int inFlight;
 
-    private final ReentrantLock lock = new ReentrantLock();
+    final ReentrantLock lock = new ReentrantLock();
     private final Condition settled = lock.newCondition();
-    private final BlockTable blocks = new BlockTable(1024);
-    private final SizeTree unmapped = new SizeTree(blocks);
-    private final StreamFreeLists freeLists;
-    private final PageTable pages;
+    final BlockTable blocks = new BlockTable(1024);
+    final SizeTree unmapped = new SizeTree(blocks);
+    final StreamFreeLists freeLists;
+    final PageTable pages;
     private final HandleSizer sizer;
-    private final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
+    final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
+    /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
+    final RegionResizer resizer;
     private int[] scratch = new int[64];
 
     // Counters, read under the lock by stats().
@@ -77,7 +79,7 @@ final class RegionHeap {
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
                MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
-               PeerAccess access) {
+               PeerAccess access, AliasedHandles aliasedHandles) {
         this.name = name;
         this.base = base;
         this.span = span;
@@ -90,6 +92,7 @@ final class RegionHeap {
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
         this.pages = new PageTable(driver, access, base, span, pageBytes);
         this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
+        this.resizer = new RegionResizer(this, aliasedHandles);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -109,6 +112,7 @@ final class RegionHeap {
                 return carveLive(id, bytes, requested);
             }
             cacheMisses++;
+            resizer.unmapRetiredAliases();
             if (freeLists.promoteCompleted()) {
                 id = freeLists.bestFit(bytes, stream);
                 if (id != NONE) return carveLive(id, bytes, requested);
@@ -131,6 +135,7 @@ final class RegionHeap {
             long requested = blocks.requestedOrStream[id];
             frees++;
             accounting.freed(requested);
+            if (resizer.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
             blocks.freeSequence[id] = freeLists.nextFreeSequence();
@@ -299,6 +304,7 @@ final class RegionHeap {
                         || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream))
                     && blocks.size[below] < bytes; // a block below that holds it all is not extended
             if (!extend) below = NONE;
+            if (!extend) u = resizer.leaveHeadroom(u, roundUpToPage(bytes));
             long start = extend ? blocks.address[below] : blocks.address[u];
             mapFrom = blocks.address[u];
             mapTo = roundUpToPage(start + bytes);
@@ -353,7 +359,7 @@ final class RegionHeap {
     }
 
     /** Splits UNMAPPED block {@code u} (in no tree) at {@code at}; the part after it goes back to the tree. */
-    private void splitOffUnmappedTail(int u, long at) {
+    void splitOffUnmappedTail(int u, long at) {
         long uEnd = blocks.end(u);
         if (uEnd > at) {
             int rest = blocks.newBlock(UNMAPPED, at, uEnd - at);
@@ -367,7 +373,7 @@ final class RegionHeap {
      * After a failed placement: pools (or releases) every handle of {@code run} that is not mapped.
      * False when one is still mapped, because its rollback unmap failed too.
      */
-    private boolean giveBackUnmapped(long from, HandleRun run) {
+    boolean giveBackUnmapped(long from, HandleRun run) {
         boolean clean = true;
         long va = from;
         for (int i = 0; i < run.count(); i++) {
@@ -382,13 +388,13 @@ final class RegionHeap {
     }
 
     /** Gives back a block taken for a placement, merging it with neighbours freed meanwhile. Lock held. */
-    private void reattachFree(int id) {
+    void reattachFree(int id) {
         blocks.kind[id] = FREE;
         freeLists.add(id);
     }
 
     /** Returns IN_FLIGHT block {@code id} to the unmapped tree. Lock held. */
-    private void restoreUnmapped(int id) {
+    void restoreUnmapped(int id) {
         blocks.kind[id] = UNMAPPED;
         unmapped.insert(coalesceUnmapped(id));
     }
@@ -399,7 +405,7 @@ final class RegionHeap {
      * region's, then the others'); then new ones, each as large as the rest of the run and the
      * {@link HandleSizer}'s cap allow. Lock not held.
      */
-    private void acquireHandles(long runBytes, long requested, HandleRun out) {
+    void acquireHandles(long runBytes, long requested, HandleRun out) {
         try {
             long[] size = new long[1];
             while (out.totalBytes() < runBytes) {
@@ -440,7 +446,8 @@ final class RegionHeap {
         return pageBytes >= config.fragRatio() * requested;
     }
 
-    private void poolOrRelease(long handle, long bytes) {
+    void poolOrRelease(long handle, long bytes) {
+        if (resizer.keepsWhileAliased(handle, bytes)) return;
         if (!pool.push(bytes, handle)) release(handle, bytes);
     }
 
@@ -449,6 +456,7 @@ final class RegionHeap {
      * so that a later drain or close retries, rather than losing it halfway through a loop.
      */
     private void release(long handle, long bytes) {
+        if (resizer.keepsWhileAliased(handle, bytes)) return;
         try {
             driver.release(handle);
             accounting.physicalReleased(bytes);
@@ -564,7 +572,7 @@ final class RegionHeap {
         return middle;
     }
 
-    private int coalesceUnmapped(int id) {
+    int coalesceUnmapped(int id) {
         int n = blocks.next[id];
         if (n != NONE && blocks.kind[n] == UNMAPPED) {
             unmapped.remove(n);
@@ -601,6 +609,12 @@ final class RegionHeap {
                 lock.unlock();
             }
         }
+        lock.lock();
+        try {
+            resizer.unmapRetiredAliases();
+        } finally {
+            lock.unlock();
+        }
         HandleRun freed = new HandleRun();
         reclaimFreeHandles(Long.MAX_VALUE, freed, false);
         for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
@@ -622,6 +636,7 @@ final class RegionHeap {
                     // Closing anyway, as with a failing unmap below.
                 }
             }
+            resizer.unmapAllAliases();
             pages.unmapAll(this::release);
             try {
                 freeLists.close();
@@ -646,7 +661,7 @@ final class RegionHeap {
     }
 
     /** One placement or reclaim has finished (lock held): wakes a grant waiting for none to be in flight. */
-    private void settle() {
+    void settle() {
         if (--inFlight == 0) settled.signalAll();
     }
 
@@ -722,7 +737,7 @@ final class RegionHeap {
         T visit(long firstPage, long[] handles, long[] sizes, long requested);
     }
 
-    private long roundUpToPage(long bytes) {
+    long roundUpToPage(long bytes) {
         return (bytes + pageBytes - 1) & -pageBytes;
     }
 

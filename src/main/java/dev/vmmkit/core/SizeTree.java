@@ -62,6 +62,14 @@ final class SizeTree {
         return best;
     }
 
+    /** The largest block (the highest address among equals), or NONE when empty. */
+    int largest() {
+        int node = root;
+        if (node == NONE) return NONE;
+        while (right[node] != NONE) node = right[node];
+        return node;
+    }
+
     /** Writes the ids in descending (size, address) order into {@code out}; returns how many. */
     int descending(int[] out) {
         return descending(root, out, 0);

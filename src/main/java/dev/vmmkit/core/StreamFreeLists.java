@@ -112,6 +112,14 @@ final class StreamFreeLists {
         return id;
     }
 
+    /**
+     * Frees on {@code stream} up to the returned sequence number have completed (-1: none known
+     * yet); records an event if none is in flight, so a later call can answer. Never waits.
+     */
+    long completedUpTo(long stream) {
+        return waitList.completedUpTo(stream, freeSequence);
+    }
+
     /** Promotes the blocks of every stream whose work has completed, without waiting. True if any moved. */
     boolean promoteCompleted() {
         boolean promoted = false;

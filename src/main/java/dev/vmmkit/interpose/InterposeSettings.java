@@ -10,14 +10,15 @@ import java.util.Set;
 
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
- * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER} and
- * {@code VMM_HOST_CAPACITY}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
+ * {@code VMM_ZERO_COPY} and {@code VMM_HOST_CAPACITY}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
 public final class InterposeSettings {
     private static final Set<String> MODES = Set.of("vmm", "monitor");
     private static final Set<String> DRIVERS = Set.of("cuda", "host");
+    private static final Set<String> SWITCHES = Set.of("0", "1");
 
     private InterposeSettings() {
     }
@@ -27,6 +28,7 @@ public final class InterposeSettings {
         List<String> problems = new ArrayList<>();
         oneOf(env, "VMM_MODE", MODES, problems);
         oneOf(env, "VMM_DRIVER", DRIVERS, problems);
+        oneOf(env, "VMM_ZERO_COPY", SWITCHES, problems);
         String capacity = env.get("VMM_HOST_CAPACITY");
         if (capacity != null && !capacity.isBlank()) {
             long bytes;

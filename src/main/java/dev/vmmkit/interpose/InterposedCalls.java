@@ -36,6 +36,10 @@ public final class InterposedCalls {
     public static final int FREED = 0;
     /** {@link #release}: not a vmmkit pointer; the shim gives it to the real runtime. */
     public static final int NOT_OURS = 1;
+    /** {@link #remapCopy}: the copy was done by remapping pages; the shim returns success. */
+    public static final int REMAPPED = 0;
+    /** {@link #remapCopy}: the shim must make the copy through the real runtime. */
+    public static final int COPY_IT_YOURSELF = 1;
 
     static final int CUDA_ERROR_INVALID_VALUE = 1;
     static final int CUDA_ERROR_MEMORY_ALLOCATION = 2;
@@ -111,6 +115,34 @@ public final class InterposedCalls {
     }
 
     /**
+     * {@code vmmkit_realloc}: the address of the resized allocation, or -cudaError. A pointer that no
+     * device's allocator handed out is {@code cudaErrorInvalidValue} and nothing happens. The old
+     * memory is freed as cudaFree frees ({@link DeviceMemoryResource#DEVICE_WIDE_STREAM}), the copy (if any) runs on the
+     * default stream.
+     */
+    public static long reallocate(long address, long size, int device, long stream) {
+        ManagedMemoryResource owner;
+        try {
+            owner = session.managers.owner(address, device);
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("owns", "ownership check failed inside vmmkit", e);
+            return -CUDA_ERROR_INVALID_VALUE;
+        }
+        if (owner == null || size <= 0) return -CUDA_ERROR_INVALID_VALUE;
+        try {
+            return owner.reallocate(address, size, stream);
+        } catch (OutOfDeviceMemoryException e) {
+            InterposeLog.info("device " + device + ": " + e.getMessage());
+            return -CUDA_ERROR_MEMORY_ALLOCATION;
+        } catch (IllegalArgumentException e) { // an InvalidAddressException too: not the start of a live allocation
+            return -CUDA_ERROR_INVALID_VALUE;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("reallocate", "resize failed inside vmmkit; the allocation is unchanged", e);
+            return -CUDA_ERROR_MEMORY_ALLOCATION;
+        }
+    }
+
+    /**
      * cudaDeviceEnablePeerAccess ({@code enable} 1) or cudaDeviceDisablePeerAccess (0), called on
      * {@code device} for {@code peer}, after the real runtime accepted it: device {@code device} gets
      * (or loses) access to every vmmkit allocation of {@code peer}. 0 or -cudaError.
@@ -129,6 +161,21 @@ public final class InterposedCalls {
         } catch (Throwable e) {
             InterposeLog.warnOnce("peer", "peer access failed inside vmmkit", e);
             return -CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * An interposed device-to-device copy (VMM_ZERO_COPY=1): {@link #REMAPPED} when it was done by
+     * remapping pages, else {@link #COPY_IT_YOURSELF}. Both pointers must belong to one allocator.
+     */
+    public static int remapCopy(long dst, long src, long count, int device, long stream) {
+        try {
+            ManagedMemoryResource owner = session.managers.owner(dst, device);
+            if (owner == null || !owner.owns(src)) return COPY_IT_YOURSELF;
+            return owner.remapCopy(dst, src, count, stream) ? REMAPPED : COPY_IT_YOURSELF;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("remap", "remap failed inside vmmkit; copying instead", e);
+            return COPY_IT_YOURSELF;
         }
     }
 

@@ -36,7 +36,9 @@ public final class NativeBootstrap {
             ADDRESS.withName("peer_access"),
             ADDRESS.withName("ipc_get_handle"),
             ADDRESS.withName("ipc_open"),
-            ADDRESS.withName("ipc_close"));
+            ADDRESS.withName("ipc_close"),
+            ADDRESS.withName("reallocate"),
+            ADDRESS.withName("remap_copy"));
 
     private NativeBootstrap() {
     }
@@ -77,6 +79,9 @@ public final class NativeBootstrap {
             set(table, "ipc_get_handle", "ipcGetHandle", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "ipc_open", "ipcOpen", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
             set(table, "ipc_close", "ipcClose", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+            set(table, "reallocate", "reallocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "remap_copy", "remapCopy",
+                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

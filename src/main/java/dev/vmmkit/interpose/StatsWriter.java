@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.ZeroCopyStats;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.trace.AtomicFile;
 import dev.vmmkit.trace.RequestLedger;
@@ -13,7 +14,7 @@ import java.util.Locale;
 /**
  * The stats file of {@code vmmkit run --stats}: one JSON object with the keys {@code mode},
  * {@code complete}, {@code allocs}, {@code frees}, {@code passthrough_calls}, {@code peak_live_bytes},
- * {@code peak_reserved_bytes}, {@code fragmentation_ratio} and {@code devices}. Written by hand (no
+ * {@code peak_reserved_bytes}, {@code fragmentation_ratio}, {@code zero_copy} and {@code devices}. Written by hand (no
  * JSON library), so the exit path loads nothing new, and always whole (through a temporary file and a
  * move).
  *
@@ -24,6 +25,11 @@ import java.util.Locale;
  * monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot see:
  * {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null} and {@code devices}
  * is empty. {@code passthrough_calls} counts allocation and free calls served by the real runtime.
+ *
+ * <p>{@code zero_copy} is {@code {"remaps":N,"bytes":N,"copies_fallen_back":N}}: device-to-device
+ * copies (VMM_ZERO_COPY=1) and {@code vmmkit_realloc} moves done by remapping pages, the bytes they
+ * did not copy, and copies between two vmmkit allocations that stayed copies (summed over devices;
+ * all zero in monitor mode).
  *
  * <p>{@code complete} is false in the file written when vmmkit starts in the program: it stays so,
  * with every figure {@code null}, when the program ends without running its exit handlers (killed
@@ -40,7 +46,7 @@ public final class StatsWriter {
     }
 
     static String vmmJson(List<DeviceFigures> devices, long passthroughCalls) {
-        long allocs = 0, frees = 0, peakLive = 0, peakReserved = 0;
+        long allocs = 0, frees = 0, peakLive = 0, peakReserved = 0, remaps = 0, remappedBytes = 0, fellBack = 0;
         StringBuilder each = new StringBuilder();
         for (DeviceFigures d : devices) {
             AllocatorStats s = d.stats();
@@ -48,6 +54,9 @@ public final class StatsWriter {
             frees += s.frees();
             peakLive += s.peakLiveBytes();
             peakReserved += s.peakReservedBytes();
+            remaps += s.zeroCopy().remaps();
+            remappedBytes += s.zeroCopy().bytes();
+            fellBack += s.zeroCopy().copiesFallenBack();
             if (!each.isEmpty()) each.append(',');
             each.append("{\"device\":").append(d.device()).append(",\"allocs\":").append(s.allocations())
                     .append(",\"frees\":").append(s.frees()).append(",\"live_bytes\":").append(s.liveBytes())
@@ -58,12 +67,13 @@ public final class StatsWriter {
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;
         return json("vmm", true, allocs, frees, passthroughCalls, peakLive,
-                Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio), each.toString());
+                Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio),
+                zeroCopyJson(new ZeroCopyStats(remaps, remappedBytes, fellBack)), each.toString());
     }
 
     static String monitorJson(RequestLedger ledger, long passthroughCalls) {
         return json("monitor", true, ledger.allocations(), ledger.frees(), passthroughCalls, ledger.peakLiveBytes(),
-                "null", "null", "");
+                "null", "null", zeroCopyJson(ZeroCopyStats.NONE), "");
     }
 
     /** The file of a program that made no CUDA allocation call: zero counts. */
@@ -75,15 +85,20 @@ public final class StatsWriter {
     static String unfinishedJson(boolean monitorMode) {
         return "{\"mode\":\"" + (monitorMode ? "monitor" : "vmm") + "\",\"complete\":false,\"allocs\":null,"
                 + "\"frees\":null,\"passthrough_calls\":null,\"peak_live_bytes\":null,"
-                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"devices\":[]}\n";
+                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"zero_copy\":null,\"devices\":[]}\n";
     }
 
     private static String json(String mode, boolean complete, long allocs, long frees, long passthrough,
-                               long peakLive, String peakReserved, String ratio, String devices) {
+                               long peakLive, String peakReserved, String ratio, String zeroCopy, String devices) {
         return "{\"mode\":\"" + mode + "\",\"complete\":" + complete + ",\"allocs\":" + allocs
                 + ",\"frees\":" + frees + ",\"passthrough_calls\":" + passthrough
                 + ",\"peak_live_bytes\":" + peakLive + ",\"peak_reserved_bytes\":" + peakReserved
-                + ",\"fragmentation_ratio\":" + ratio + ",\"devices\":[" + devices + "]}\n";
+                + ",\"fragmentation_ratio\":" + ratio + ",\"zero_copy\":" + zeroCopy
+                + ",\"devices\":[" + devices + "]}\n";
+    }
+
+    private static String zeroCopyJson(ZeroCopyStats z) {
+        return "{\"remaps\":" + z.remaps() + ",\"bytes\":" + z.bytes() + ",\"copies_fallen_back\":" + z.copiesFallenBack() + "}";
     }
 
     /** Writes {@code json} to {@code file} whole. */

@@ -14,7 +14,7 @@ import java.util.Map;
  * The real allocator: one {@link VmmManager} per device, over the driver named by
  * {@code VMM_DRIVER} ({@code cuda}, the default, or {@code host}, the emulation used by tests, whose
  * capacity comes from {@code VMM_HOST_CAPACITY}, e.g. {@code 64M}), configured by
- * {@link VmmConfig#fromEnvironment()}.
+ * {@link VmmConfig#fromEnvironment()}; with {@code VMM_ZERO_COPY=1}, every large request gets whole pages.
  */
 public final class VmmManagerFactory implements ResourceFactory {
     private final Map<String, String> env;
@@ -39,7 +39,11 @@ public final class VmmManagerFactory implements ResourceFactory {
                 throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
                         + device + "'s allocation granularity (" + driver.granularity() + " bytes)");
             }
-            return new VmmManager(driver, config);
+            VmmManager manager = new VmmManager(driver, config);
+            // Opting into zero-copy copies: every large buffer gets whole pages, so any whole-buffer
+            // copy of one may become a remap (a little more memory; see docs/zero-copy.md).
+            if ("1".equals(env.get("VMM_ZERO_COPY"))) manager.useWholePagesFrom(0);
+            return manager;
         } catch (RuntimeException e) {
             driver.close();
             throw e;

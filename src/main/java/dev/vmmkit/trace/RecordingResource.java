@@ -41,6 +41,23 @@ public final class RecordingResource implements ManagedMemoryResource {
         resource.deallocate(address, stream);
     }
 
+    /** A resize is recorded as a free of the old allocation and an allocation of the new one. */
+    @Override
+    public long reallocate(long address, long newSize, long stream) {
+        long oldSize = recorder.isRecording() ? resource.sizeOf(address) : -1;
+        long moved = resource.reallocate(address, newSize, stream);
+        if (oldSize >= 0) {
+            recorder.freed(address, oldSize, stream);
+            recorder.allocated(moved, newSize, stream);
+        }
+        return moved;
+    }
+
+    @Override
+    public boolean remapCopy(long dst, long src, long count, long stream) {
+        return resource.remapCopy(dst, src, count, stream);
+    }
+
     @Override
     public boolean owns(long address) {
         return resource.owns(address);

@@ -37,10 +37,11 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
+    private static final Path RESIZE_TEST = NATIVE.resolve("resize_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
             "by_handle", "peer", "device_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
-            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "devices");
+            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "zero_copy", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir
@@ -227,6 +228,42 @@ class InterposeEndToEndTest {
         Result result = vmmkitRun("stand-in", env, "--", ALLOC_TEST.toString(), "errors", "foreign");
         assertScenariosPassed(result, List.of("errors", "foreign"));
         assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
+    }
+
+    /** The seed's pattern with VMM_ZERO_COPY=1: the whole-buffer copies become remaps and never reach the runtime. */
+    @Test
+    void wholeBufferCopiesBecomeRemapsThatNeverReachTheRuntime() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of("VMM_ZERO_COPY", "1", "EXPECT_NO_RUNTIME_COPIES", "1"),
+                "--driver", "host", "--stats", stats.toString(), "--", RESIZE_TEST.toString(), "pattern");
+        assertScenariosPassed(result, List.of("pattern"));
+        JsonNode zeroCopy = stats(stats).get("zero_copy");
+        assertEquals(15, zeroCopy.get("remaps").asLong(), zeroCopy::toString);
+        assertEquals(0, zeroCopy.get("copies_fallen_back").asLong(), zeroCopy::toString);
+        long bytes = 3 * (4 + 6 + 64) * (1L << 20) + 3 * (long) (40.5 * (1 << 20)) + 3 * (long) (1.5 * (1 << 20));
+        assertEquals(bytes, zeroCopy.get("bytes").asLong(), zeroCopy::toString);
+    }
+
+    /** Without the opt-in every copy goes to the runtime, with the same data. */
+    @Test
+    void withoutTheOptInCopiesStayCopies() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(),
+                "--", RESIZE_TEST.toString(), "pattern", "4");
+        assertScenariosPassed(result, List.of("pattern"));
+        assertEquals(0, stats(stats).get("zero_copy").get("remaps").asLong());
+    }
+
+    /** vmmkit_realloc: grows in place, moves by remap, shrinks in place, refuses what it must. */
+    @Test
+    void vmmkitReallocKeepsTheContentsAndRefusesForeignPointers() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(),
+                "--", RESIZE_TEST.toString(), "realloc");
+        assertScenariosPassed(result, List.of("realloc"));
+        JsonNode zeroCopy = stats(stats).get("zero_copy");
+        assertEquals(1, zeroCopy.get("remaps").asLong(), zeroCopy::toString);
+        assertEquals(0, zeroCopy.get("copies_fallen_back").asLong(), "no copy at all, not even the emulation's");
     }
 
     @Test

@@ -85,7 +85,8 @@ class InterposedCallsTest {
         InterposedCalls.atExit(5);
         InterposedCalls.atExit(6); // once only
         assertEquals("{\"mode\":\"vmm\",\"complete\":true,\"allocs\":1,\"frees\":1,\"passthrough_calls\":5,\"peak_live_bytes\":1000,"
-                + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000,\"devices\":[{\"device\":0,\"allocs\":1,"
+                + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000,"
+                + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"devices\":[{\"device\":0,\"allocs\":1,"
                 + "\"frees\":1,\"live_bytes\":0,\"peak_live_bytes\":1000,\"peak_reserved_bytes\":1024,\"peers\":[]}]}\n",
                 Files.readString(stats));
         assertEquals(List.of("# action,addr,size,stream  (vmmkit trace, vmmkit run, mode=vmm)", "alloc," + a + ",1000,7",
@@ -102,7 +103,8 @@ class InterposedCallsTest {
         InterposedCalls.recordFree(0x9000, 0); // never seen: not counted
         InterposedCalls.atExit(4);
         assertEquals("{\"mode\":\"monitor\",\"complete\":true,\"allocs\":2,\"frees\":1,\"passthrough_calls\":4,\"peak_live_bytes\":500,"
-                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"devices\":[]}\n", Files.readString(stats));
+                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,"
+                + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"devices\":[]}\n", Files.readString(stats));
     }
 
     /** What the shim does, with the table in Java memory and the stubs called through downcalls. */

@@ -120,6 +120,7 @@ final class CudaApi {
         // Copies (tests and benchmarks only).
         static final MethodHandle cuMemcpyHtoD = bind("cuMemcpyHtoD_v2", JAVA_LONG, ADDRESS, JAVA_LONG);
         static final MethodHandle cuMemcpyDtoH = bind("cuMemcpyDtoH_v2", ADDRESS, JAVA_LONG, JAVA_LONG);
+        static final MethodHandle cuMemcpyDtoDAsync = bind("cuMemcpyDtoDAsync_v2", JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG);
 
         // Kernels (DeviceCompute): a module of PTX, its functions, launches.
         static final MethodHandle cuModuleLoadDataEx =
@@ -368,6 +369,14 @@ final class CudaApi {
             return (int) Calls.cuMemcpyDtoH.invokeExact(dst, srcVa, bytes);
         } catch (Throwable t) {
             throw unexpected("cuMemcpyDtoH_v2", t);
+        }
+    }
+
+    static int cuMemcpyDtoDAsync(long dstVa, long srcVa, long bytes, long stream) {
+        try {
+            return (int) Calls.cuMemcpyDtoDAsync.invokeExact(dstVa, srcVa, bytes, stream);
+        } catch (Throwable t) {
+            throw unexpected("cuMemcpyDtoDAsync_v2", t);
         }
     }
 

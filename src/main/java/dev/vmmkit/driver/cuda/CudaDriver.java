@@ -15,6 +15,7 @@ import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.driver.DeviceBytesProvider;
+import dev.vmmkit.driver.DeviceCopies;
 
 /**
  * {@link VmmDriver} on the real CUDA driver ({@code libcuda.so.1}), called through the FFM API.
@@ -30,7 +31,7 @@ import dev.vmmkit.driver.DeviceBytesProvider;
  * </ol>
  * {@link #mapWithAccess} is the interface's default (map, set access, undo the map on failure).
  */
-public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
+public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceCopies {
 
     /** Prop and access descriptor live as long as the driver object; the GC frees them after. */
     private final Arena structs = Arena.ofAuto();
@@ -370,5 +371,16 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider {
     @Override
     public DeviceBytes deviceBytes() {
         return new CudaMemcpy(this);
+    }
+
+    /** cuMemcpyDtoDAsync_v2 on {@code stream}. */
+    @Override
+    public void copy(long dst, long src, long bytes, long stream) {
+        prepare("cuMemcpyDtoDAsync_v2");
+        int result = CudaApi.cuMemcpyDtoDAsync(dst, src, bytes, stream);
+        if (result != CudaResult.SUCCESS) {
+            throw failure(result, "cuMemcpyDtoDAsync_v2(dst=" + hex(dst) + ", src=" + hex(src) + ", bytes=" + hex(bytes)
+                    + ", stream=" + hex(stream) + ")");
+        }
     }
 }

@@ -2,6 +2,7 @@ package dev.vmmkit.driver.host;
 
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DeviceCopies;
 import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.driver.DeviceBytesProvider;
 import dev.vmmkit.driver.DeviceCompute;
@@ -52,7 +53,7 @@ import dev.vmmkit.driver.VmmDriver;
  * (physical memory, capacity, export and import), {@link HostMappings} (mappings and access
  * grants), {@link HostDevices} (the machine's devices), {@link HostEvents} and {@link HostCompute}.
  */
-public final class HostDriver implements VmmDriver, DeviceBytesProvider {
+public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceCopies {
     public static final long DEFAULT_GRANULARITY = 2L << 20;
     public static final long DEFAULT_CAPACITY = 80L << 30;
 
@@ -69,6 +70,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     private final HostMappings mappings;
     private final HostHandles handles;
     private volatile boolean closed;
+    private final java.util.concurrent.atomic.AtomicLong copies = new java.util.concurrent.atomic.AtomicLong();
 
     private HostDriver(Builder builder) {
         this.device = builder.device;
@@ -220,6 +222,28 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider {
     /** Same as {@link #events()}, named for tests that drive completion by hand. */
     public HostEvents hostEvents() {
         return events;
+    }
+
+    /**
+     * A memory copy, done at once (the emulation runs no work behind the caller's back, so stream
+     * order holds). Refused with INVALID_VALUE unless both ranges are mapped with access.
+     */
+    @Override
+    public void copy(long dst, long src, long bytes, long stream) {
+        String call = "copy(dst=" + CallText.hex(dst) + ", src=" + CallText.hex(src) + ", bytes=" + CallText.hex(bytes) + ")";
+        requireOpen(call);
+        if (bytes < 0 || (bytes > 0 && (!isAccessible(dst, bytes) || !isAccessible(src, bytes)))) {
+            throw HostErrors.invalid("both ranges must be mapped with access", call);
+        }
+        if (bytes == 0) return;
+        java.lang.foreign.MemorySegment.copy(java.lang.foreign.MemorySegment.ofAddress(src).reinterpret(bytes), 0,
+                java.lang.foreign.MemorySegment.ofAddress(dst).reinterpret(bytes), 0, bytes);
+        copies.incrementAndGet();
+    }
+
+    /** Copies made through {@link #copy} so far (tests check that a remap made none). */
+    public long copies() {
+        return copies.get();
     }
 
     /** Kernels as Java loops over the mapped bytes, checked against the mappings first. */
