@@ -69,6 +69,8 @@ final class RegionHeap {
     final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
     /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
     final RegionResizer resizer;
+    /** Read-only views taken under the lock: an allocation's handles for export, every block for reports. */
+    final RegionViews views;
     private int[] scratch = new int[64];
 
     // Counters, read under the lock by stats().
@@ -93,6 +95,7 @@ final class RegionHeap {
         this.pages = new PageTable(driver, access, base, span, pageBytes);
         this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
         this.resizer = new RegionResizer(this, aliasedHandles);
+        this.views = new RegionViews(this, name, base, span);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -683,58 +686,6 @@ final class RegionHeap {
         } finally {
             lock.unlock();
         }
-    }
-
-    /**
-     * The handles under the live allocation that starts at {@code address}, for export to another
-     * process; null when no live allocation starts there. The visitor runs under the region's lock:
-     * the handles of a live allocation do not change meanwhile.
-     */
-    <T> T withPagesOf(long address, PagesVisitor<T> visitor) {
-        lock.lock();
-        try {
-            int id = (int) liveByAddress.get(address);
-            if (id == NONE) return null;
-            long first = pages.handleStart(address & -pageBytes);
-            long end = pages.handleEnd((address + blocks.requestedOrStream[id] - 1) & -pageBytes);
-            HandleRun run = new HandleRun();
-            for (long va = first; va < end; va = pages.handleEnd(va)) run.add(pages.handleAt(va), pages.handleEnd(va) - va);
-            long[] handles = new long[run.count()];
-            long[] sizes = new long[run.count()];
-            for (int i = 0; i < run.count(); i++) {
-                handles[i] = run.handle(i);
-                sizes[i] = run.bytes(i);
-            }
-            return visitor.visit(first, handles, sizes, blocks.requestedOrStream[id]);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** Every block, in address order, read under the lock (for reports; allocates). */
-    BlockMap.Region blockMap() {
-        lock.lock();
-        try {
-            java.util.List<BlockMap.Block> out = new java.util.ArrayList<>();
-            for (int id = 0; id < blocks.kind.length; id++) {
-                byte kind = blocks.kind[id];
-                if (kind == 0) continue; // never used, or recycled
-                // IN_FLIGHT (a slow path's driver calls in progress, off the lock) shows as unmapped:
-                // it holds no live data. A single-threaded replay never sees one between operations.
-                out.add(new BlockMap.Block(blocks.address[id], blocks.size[id],
-                        kind == LIVE ? BlockMap.Kind.LIVE : kind == FREE ? BlockMap.Kind.FREE_MAPPED : BlockMap.Kind.UNMAPPED,
-                        kind == LIVE ? blocks.requestedOrStream[id] : 0));
-            }
-            out.sort(java.util.Comparator.comparingLong(BlockMap.Block::address));
-            return new BlockMap.Region(name, base, span, out);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** Receives the handles under one live allocation: where the first starts, each handle and its size, the allocation's size. */
-    interface PagesVisitor<T> {
-        T visit(long firstPage, long[] handles, long[] sizes, long requested);
     }
 
     long roundUpToPage(long bytes) {

@@ -234,8 +234,8 @@ public final class VmmManager implements ManagedMemoryResource {
     /** Every block of every region, each region read under its lock (for reports: it allocates). */
     public BlockMap blockMap() {
         java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
-        for (RegionHeap r : smallRegions) regions.add(r.blockMap());
-        for (RegionHeap r : largeRegions) regions.add(r.blockMap());
+        for (RegionHeap r : smallRegions) regions.add(r.views.blockMap());
+        for (RegionHeap r : largeRegions) regions.add(r.views.blockMap());
         return new BlockMap(regions);
     }
 
