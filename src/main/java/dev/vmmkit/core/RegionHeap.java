@@ -4,7 +4,6 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import org.agrona.collections.Long2LongHashMap;
 
-import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.vmmkit.core.BlockTable.FREE;
@@ -53,14 +52,10 @@ final class RegionHeap {
     final MemoryAccounting accounting;
     private final VmmConfig config;
     private final OtherRegions others;
-    /**
-     * Placements and reclaims in flight: blocks taken out under the lock whose pages are being
-     * mapped or unmapped without it. A peer grant waits until there are none ({@link #forEachMappedRun}).
-     */
-    int inFlight;
 
     final ReentrantLock lock = new ReentrantLock();
-    private final Condition settled = lock.newCondition();
+    /** Placements and reclaims whose driver calls run off the lock; a peer grant waits for none. */
+    final InFlightWork inFlight = new InFlightWork(lock);
     final BlockTable blocks = new BlockTable(1024);
     final SizeTree unmapped = new SizeTree(blocks);
     final StreamFreeLists freeLists;
@@ -319,7 +314,7 @@ final class RegionHeap {
                 freeLists.remove(below);
                 blocks.kind[below] = IN_FLIGHT;
             }
-            inFlight++;
+            inFlight.begin();
         } finally {
             lock.unlock();
         }
@@ -336,7 +331,7 @@ final class RegionHeap {
                     restoreUnmapped(u);
                 } // else: the placement's pages stay IN_FLIGHT for good, in no tree (set aside)
                 if (below != NONE) reattachFree(below);
-                settle();
+                inFlight.end();
             } finally {
                 lock.unlock();
             }
@@ -354,7 +349,7 @@ final class RegionHeap {
             }
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = NO_PENDING_WORK;
-            settle();
+            inFlight.end();
             return takeLive(id, bytes, requested);
         } finally {
             lock.unlock();
@@ -484,7 +479,7 @@ final class RegionHeap {
             if (promoteFirst) freeLists.promoteCompleted();
             pieces = new int[freeLists.noPendingWork().size()];
             n = detachReclaimable(wantedBytes, pieces);
-            if (n > 0) inFlight++;
+            if (n > 0) inFlight.begin();
         } finally {
             lock.unlock();
         }
@@ -510,7 +505,7 @@ final class RegionHeap {
                     reattachFree(pieces[i]);
                 }
             }
-            settle();
+            inFlight.end();
         } finally {
             lock.unlock();
         }
@@ -663,11 +658,6 @@ final class RegionHeap {
         }
     }
 
-    /** One placement or reclaim has finished (lock held): wakes a grant waiting for none to be in flight. */
-    void settle() {
-        if (--inFlight == 0) settled.signalAll();
-    }
-
     /** Receives one run of contiguously mapped pages. */
     interface RunVisitor {
         void visit(long va, long size);
@@ -681,7 +671,7 @@ final class RegionHeap {
     void forEachMappedRun(RunVisitor visitor) {
         lock.lock();
         try {
-            while (inFlight > 0) settled.awaitUninterruptibly();
+            inFlight.awaitNone();
             pages.forEachMappedRun(visitor);
         } finally {
             lock.unlock();
