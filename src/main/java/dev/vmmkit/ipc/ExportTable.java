@@ -1,6 +1,7 @@
 package dev.vmmkit.ipc;
 
 import dev.vmmkit.driver.Descriptors;
+import dev.vmmkit.driver.LibC;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -50,10 +51,10 @@ final class ExportTable implements AutoCloseable {
     static ExportTable create(long exportId, int pid, int device, long offset, long size, int[] pageFds,
                               long[] pageSizes) throws IpcException {
         long bytes = (HEADER + PAGE_ENTRY * pageFds.length + 4095) & -4096L;
-        int fd = Posix.memfd(NAME, bytes);
-        MemorySegment table = fd < 0 ? null : Posix.mapShared(fd, bytes);
+        int fd = LibC.memfdCreate(NAME);
+        MemorySegment table = fd >= 0 && LibC.ftruncate(fd, bytes) == 0 ? mapShared(fd, bytes) : null;
         if (table == null) {
-            int errno = Posix.errno();
+            int errno = LibC.errno();
             Descriptors.close(fd);
             throw new IpcException(IpcException.MAP_FAILED, "cannot make an export table (errno " + errno + ")");
         }
@@ -86,8 +87,8 @@ final class ExportTable implements AutoCloseable {
         } catch (IOException | UnsupportedOperationException e) {
             target = "";
         }
-        long bytes = Posix.fileSize(fd);
-        MemorySegment table = target.startsWith("/memfd:" + NAME) && bytes >= HEADER ? Posix.mapShared(fd, bytes) : null;
+        long bytes = LibC.fileSize(fd);
+        MemorySegment table = target.startsWith("/memfd:" + NAME) && bytes >= HEADER ? mapShared(fd, bytes) : null;
         if (table == null) {
             Descriptors.close(fd);
             throw stale(handle, "descriptor " + handle.tableFd() + " of process " + handle.pid() + " is not a vmmkit export");
@@ -145,7 +146,7 @@ final class ExportTable implements AutoCloseable {
         for (int i = 0; i < MAX_IMPORTERS; i++) {
             long at = SLOTS + 4L * i;
             int holder = (int) INT.getVolatile(table, at);
-            if ((holder == 0 || !Posix.isAlive(holder)) && INT.compareAndSet(table, at, holder, pid)) return i;
+            if ((holder == 0 || !isAlive(holder)) && INT.compareAndSet(table, at, holder, pid)) return i;
         }
         return -1;
     }
@@ -163,7 +164,7 @@ final class ExportTable implements AutoCloseable {
     boolean hasImporters() {
         for (int i = 0; i < MAX_IMPORTERS; i++) {
             int holder = (int) INT.getVolatile(table, SLOTS + 4L * i);
-            if (holder != 0 && Posix.isAlive(holder)) return true;
+            if (holder != 0 && isAlive(holder)) return true;
         }
         return false;
     }
@@ -171,7 +172,18 @@ final class ExportTable implements AutoCloseable {
     /** Unmaps the table and closes its descriptor. */
     @Override
     public void close() {
-        Posix.unmap(table);
+        LibC.munmap(table.address(), table.byteSize());
         Descriptors.close(fd);
+    }
+
+    /** {@code size} bytes of {@code fd} mapped shared and writable; null on failure. */
+    private static MemorySegment mapShared(int fd, long size) {
+        long address = LibC.mmap(0L, size, LibC.PROT_READ | LibC.PROT_WRITE, LibC.MAP_SHARED, fd, 0L);
+        return address == LibC.MAP_FAILED ? null : MemorySegment.ofAddress(address).reinterpret(size);
+    }
+
+    /** True while process {@code pid} exists (it may belong to another user). */
+    private static boolean isAlive(int pid) {
+        return LibC.kill(pid, 0) == 0 || LibC.errno() == LibC.EPERM;
     }
 }

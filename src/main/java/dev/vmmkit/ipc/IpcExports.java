@@ -5,6 +5,7 @@ import dev.vmmkit.core.InvalidAddressException;
 import dev.vmmkit.core.SharedPages;
 import dev.vmmkit.driver.Descriptors;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -123,8 +124,8 @@ public final class IpcExports {
             throw new IpcException(IpcException.MAP_FAILED, "export failed: " + e.getMessage());
         }
         if (!takersAllowed) {
-            Posix.allowDescriptorTakers();
-            Posix.raiseDescriptorLimit();
+            LibC.allowDescriptorTakers();
+            LibC.raiseDescriptorLimit();
             takersAllowed = true;
         }
         long id = ThreadLocalRandom.current().nextLong() | 1;

@@ -3,6 +3,7 @@ package dev.vmmkit.ipc;
 import dev.vmmkit.core.SharedPages;
 import dev.vmmkit.driver.Descriptors;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 
 import java.lang.foreign.MemorySegment;
 import java.util.HashMap;
@@ -53,11 +54,11 @@ public final class IpcImports {
      * tried on this process); else why not (an old kernel, or a seccomp filter refusing them).
      */
     public static String whyDescriptorsCannotBeTaken() {
-        int self = Posix.pidfdOpen((int) ProcessHandle.current().pid());
-        if (self < 0) return "pidfd_open failed, errno " + Posix.errno() + " (Linux 5.6 or later is needed)";
+        int self = LibC.pidfdOpen((int) ProcessHandle.current().pid());
+        if (self < 0) return "pidfd_open failed, errno " + LibC.errno() + " (Linux 5.6 or later is needed)";
         try {
-            int copy = Posix.pidfdGetfd(self, self);
-            if (copy < 0) return "pidfd_getfd failed, errno " + Posix.errno() + " (refused by the kernel or a seccomp filter)";
+            int copy = LibC.pidfdGetfd(self, self);
+            if (copy < 0) return "pidfd_getfd failed, errno " + LibC.errno() + " (refused by the kernel or a seccomp filter)";
             Descriptors.close(copy);
             return null;
         } finally {
@@ -83,13 +84,13 @@ public final class IpcImports {
             return already.pointer;
         }
         if (!limitRaised) {
-            Posix.raiseDescriptorLimit(); // the pages' descriptors are held while they are mapped
+            LibC.raiseDescriptorLimit(); // the pages' descriptors are held while they are mapped
             limitRaised = true;
         }
-        int process = Posix.pidfdOpen(h.pid());
+        int process = LibC.pidfdOpen(h.pid());
         if (process < 0) {
-            int errno = Posix.errno();
-            if (errno == Posix.ESRCH) throw ExportTable.stale(h, "process " + h.pid() + " has ended");
+            int errno = LibC.errno();
+            if (errno == LibC.ESRCH) throw ExportTable.stale(h, "process " + h.pid() + " has ended");
             throw new IpcException(IpcException.MAP_FAILED, "pidfd_open(" + h.pid() + ") failed, errno " + errno
                     + " (Linux 5.6 or later is needed)");
         }
@@ -161,11 +162,11 @@ public final class IpcImports {
 
     /** Descriptor {@code fd} of the exporter, copied into this process. */
     private static int take(int process, int fd, IpcHandle h) throws IpcException {
-        int mine = Posix.pidfdGetfd(process, fd);
+        int mine = LibC.pidfdGetfd(process, fd);
         if (mine >= 0) return mine;
-        int errno = Posix.errno();
-        if (errno == Posix.EBADF) throw ExportTable.stale(h, "descriptor " + fd + " is closed in process " + h.pid());
+        int errno = LibC.errno();
+        if (errno == LibC.EBADF) throw ExportTable.stale(h, "descriptor " + fd + " is closed in process " + h.pid());
         throw new IpcException(IpcException.MAP_FAILED, "pidfd_getfd of descriptor " + fd + " in process " + h.pid()
-                + " failed, errno " + errno + (errno == Posix.EPERM ? " (not permitted: same user and ptrace rights needed)" : ""));
+                + " failed, errno " + errno + (errno == LibC.EPERM ? " (not permitted: same user and ptrace rights needed)" : ""));
     }
 }

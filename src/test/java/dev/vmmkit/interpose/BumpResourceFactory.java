@@ -5,19 +5,12 @@ import dev.vmmkit.core.InvalidAddressException;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
 import dev.vmmkit.core.ByteSize;
+import dev.vmmkit.driver.LibC;
 import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.Long2ObjectHashMap;
 import org.agrona.collections.LongArrayList;
 
-import java.lang.foreign.FunctionDescriptor;
-import java.lang.foreign.Linker;
-import java.lang.foreign.MemorySegment;
-import java.lang.invoke.MethodHandle;
 import java.util.Map;
-
-import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * TEST ONLY: a stand-in allocator so the native path can be exercised before the real allocator
@@ -26,11 +19,6 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * bytes per device (default 1 GiB); freed blocks are kept per size and reused (a cache hit).
  */
 public final class BumpResourceFactory implements ResourceFactory {
-    private static final MethodHandle MMAP = Linker.nativeLinker().downcallHandle(
-            Linker.nativeLinker().defaultLookup().find("mmap").orElseThrow(),
-            FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG));
-    private static final int PROT_READ_WRITE = 0x3;
-    private static final int MAP_PRIVATE_ANONYMOUS_NORESERVE = 0x02 | 0x20 | 0x4000;
 
     private final Map<String, String> env;
 
@@ -50,14 +38,10 @@ public final class BumpResourceFactory implements ResourceFactory {
     }
 
     private static long map(long bytes) {
-        try {
-            long base = ((MemorySegment) MMAP.invokeExact(MemorySegment.NULL, bytes, PROT_READ_WRITE,
-                    MAP_PRIVATE_ANONYMOUS_NORESERVE, -1, 0L)).address();
-            if (base == -1L) throw new IllegalStateException("mmap of " + bytes + " bytes failed");
-            return base;
-        } catch (Throwable e) {
-            throw new IllegalStateException(e);
-        }
+        long base = LibC.mmap(0L, bytes, LibC.PROT_READ | LibC.PROT_WRITE,
+                LibC.MAP_PRIVATE | LibC.MAP_ANONYMOUS | LibC.MAP_NORESERVE, -1, 0L);
+        if (base == LibC.MAP_FAILED) throw new IllegalStateException("mmap of " + bytes + " bytes failed");
+        return base;
     }
 
     /** Bump allocation over [base, base + capacity), with exact-size free lists. Not for production. */

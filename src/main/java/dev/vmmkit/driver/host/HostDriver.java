@@ -8,6 +8,7 @@ import dev.vmmkit.driver.DeviceBytesProvider;
 import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 import dev.vmmkit.driver.VmmDriver;
 
 /**

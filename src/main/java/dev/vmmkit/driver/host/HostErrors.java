@@ -3,6 +3,7 @@ package dev.vmmkit.driver.host;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 
 /** The errors of the host emulation, with CUDA's codes (see {@link HostDriver} for which call gets which). */
 final class HostErrors {

@@ -3,6 +3,7 @@ package dev.vmmkit.driver.host;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 import org.agrona.collections.Long2ObjectHashMap;
 
 import static dev.vmmkit.driver.host.HostErrors.invalid;

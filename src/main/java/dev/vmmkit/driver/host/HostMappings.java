@@ -4,6 +4,7 @@ import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 
 import java.util.ArrayList;
 import java.util.List;

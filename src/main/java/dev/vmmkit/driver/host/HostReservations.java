@@ -2,6 +2,7 @@ package dev.vmmkit.driver.host;
 
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.LibC;
 
 import java.util.Map;
 import java.util.TreeMap;

@@ -1,18 +1,14 @@
 package dev.vmmkit.tools.run;
 
+import dev.vmmkit.driver.LibC;
 import sun.misc.Signal;
 import sun.misc.SignalHandler;
 
 import java.io.IOException;
-import java.lang.foreign.FunctionDescriptor;
-import java.lang.foreign.Linker;
-import java.lang.invoke.MethodHandle;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
-
-import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 /**
  * Makes {@code vmmkit run} behave like {@code env} or {@code timeout}: SIGINT, SIGTERM and SIGHUP sent
@@ -25,11 +21,8 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
  * therefore not sent a second time (a program that exits on its second Ctrl-C would otherwise skip
  * its clean-up); SIGTERM always is.
  */
-@SuppressWarnings("restricted") // kill(2) through the FFM API: the JDK can send only SIGTERM and SIGKILL
 public final class SignalForwarding implements AutoCloseable {
     private static final String[] FORWARDED = {"INT", "TERM", "HUP"};
-    private static final MethodHandle KILL = Linker.nativeLinker().downcallHandle(
-            Linker.nativeLinker().defaultLookup().findOrThrow("kill"), FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT));
 
     private final Map<Signal, SignalHandler> previous = new LinkedHashMap<>();
     private long pid;
@@ -72,13 +65,12 @@ public final class SignalForwarding implements AutoCloseable {
         if (!fromTerminal) send(pid, signal.getNumber());
     }
 
-    /** Sends signal {@code number} to {@code pid}; false when the process is gone. */
+    /**
+     * Sends signal {@code number} to {@code pid} with kill(2) (the JDK can send only SIGTERM and
+     * SIGKILL); false when the process is gone.
+     */
     static boolean send(long pid, int number) {
-        try {
-            return (int) KILL.invokeExact((int) pid, number) == 0;
-        } catch (Throwable e) {
-            return false;
-        }
+        return LibC.kill((int) pid, number) == 0;
     }
 
     /**

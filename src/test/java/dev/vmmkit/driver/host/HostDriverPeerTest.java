@@ -4,6 +4,7 @@ import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.LibC;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
