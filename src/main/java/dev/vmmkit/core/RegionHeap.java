@@ -4,7 +4,6 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 import org.agrona.collections.Long2LongHashMap;
 
-import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.vmmkit.core.BlockTable.FREE;
@@ -53,14 +52,10 @@ final class RegionHeap {
     final MemoryAccounting accounting;
     private final VmmConfig config;
     private final OtherRegions others;
-    /**
-     * Placements and reclaims in flight: blocks taken out under the lock whose pages are being
-     * mapped or unmapped without it. A peer grant waits until there are none ({@link #forEachMappedRun}).
-     */
-    int inFlight;
 
     final ReentrantLock lock = new ReentrantLock();
-    private final Condition settled = lock.newCondition();
+    /** Placements and reclaims whose driver calls run off the lock; a peer grant waits for none. */
+    final InFlightWork inFlight = new InFlightWork(lock);
     final BlockTable blocks = new BlockTable(1024);
     final SizeTree unmapped = new SizeTree(blocks);
     final StreamFreeLists freeLists;
@@ -69,6 +64,8 @@ final class RegionHeap {
     final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
     /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
     final RegionResizer resizer;
+    /** Read-only views taken under the lock: an allocation's handles for export, every block for reports. */
+    final RegionViews views;
     private int[] scratch = new int[64];
 
     // Counters, read under the lock by stats().
@@ -93,6 +90,7 @@ final class RegionHeap {
         this.pages = new PageTable(driver, access, base, span, pageBytes);
         this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
         this.resizer = new RegionResizer(this, aliasedHandles);
+        this.views = new RegionViews(this, name, base, span);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -316,7 +314,7 @@ final class RegionHeap {
                 freeLists.remove(below);
                 blocks.kind[below] = IN_FLIGHT;
             }
-            inFlight++;
+            inFlight.begin();
         } finally {
             lock.unlock();
         }
@@ -333,7 +331,7 @@ final class RegionHeap {
                     restoreUnmapped(u);
                 } // else: the placement's pages stay IN_FLIGHT for good, in no tree (set aside)
                 if (below != NONE) reattachFree(below);
-                settle();
+                inFlight.end();
             } finally {
                 lock.unlock();
             }
@@ -351,7 +349,7 @@ final class RegionHeap {
             }
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = NO_PENDING_WORK;
-            settle();
+            inFlight.end();
             return takeLive(id, bytes, requested);
         } finally {
             lock.unlock();
@@ -481,7 +479,7 @@ final class RegionHeap {
             if (promoteFirst) freeLists.promoteCompleted();
             pieces = new int[freeLists.noPendingWork().size()];
             n = detachReclaimable(wantedBytes, pieces);
-            if (n > 0) inFlight++;
+            if (n > 0) inFlight.begin();
         } finally {
             lock.unlock();
         }
@@ -507,7 +505,7 @@ final class RegionHeap {
                     reattachFree(pieces[i]);
                 }
             }
-            settle();
+            inFlight.end();
         } finally {
             lock.unlock();
         }
@@ -660,11 +658,6 @@ final class RegionHeap {
         }
     }
 
-    /** One placement or reclaim has finished (lock held): wakes a grant waiting for none to be in flight. */
-    void settle() {
-        if (--inFlight == 0) settled.signalAll();
-    }
-
     /** Receives one run of contiguously mapped pages. */
     interface RunVisitor {
         void visit(long va, long size);
@@ -678,63 +671,11 @@ final class RegionHeap {
     void forEachMappedRun(RunVisitor visitor) {
         lock.lock();
         try {
-            while (inFlight > 0) settled.awaitUninterruptibly();
+            inFlight.awaitNone();
             pages.forEachMappedRun(visitor);
         } finally {
             lock.unlock();
         }
-    }
-
-    /**
-     * The handles under the live allocation that starts at {@code address}, for export to another
-     * process; null when no live allocation starts there. The visitor runs under the region's lock:
-     * the handles of a live allocation do not change meanwhile.
-     */
-    <T> T withPagesOf(long address, PagesVisitor<T> visitor) {
-        lock.lock();
-        try {
-            int id = (int) liveByAddress.get(address);
-            if (id == NONE) return null;
-            long first = pages.handleStart(address & -pageBytes);
-            long end = pages.handleEnd((address + blocks.requestedOrStream[id] - 1) & -pageBytes);
-            HandleRun run = new HandleRun();
-            for (long va = first; va < end; va = pages.handleEnd(va)) run.add(pages.handleAt(va), pages.handleEnd(va) - va);
-            long[] handles = new long[run.count()];
-            long[] sizes = new long[run.count()];
-            for (int i = 0; i < run.count(); i++) {
-                handles[i] = run.handle(i);
-                sizes[i] = run.bytes(i);
-            }
-            return visitor.visit(first, handles, sizes, blocks.requestedOrStream[id]);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** Every block, in address order, read under the lock (for reports; allocates). */
-    BlockMap.Region blockMap() {
-        lock.lock();
-        try {
-            java.util.List<BlockMap.Block> out = new java.util.ArrayList<>();
-            for (int id = 0; id < blocks.kind.length; id++) {
-                byte kind = blocks.kind[id];
-                if (kind == 0) continue; // never used, or recycled
-                // IN_FLIGHT (a slow path's driver calls in progress, off the lock) shows as unmapped:
-                // it holds no live data. A single-threaded replay never sees one between operations.
-                out.add(new BlockMap.Block(blocks.address[id], blocks.size[id],
-                        kind == LIVE ? BlockMap.Kind.LIVE : kind == FREE ? BlockMap.Kind.FREE_MAPPED : BlockMap.Kind.UNMAPPED,
-                        kind == LIVE ? blocks.requestedOrStream[id] : 0));
-            }
-            out.sort(java.util.Comparator.comparingLong(BlockMap.Block::address));
-            return new BlockMap.Region(name, base, span, out);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** Receives the handles under one live allocation: where the first starts, each handle and its size, the allocation's size. */
-    interface PagesVisitor<T> {
-        T visit(long firstPage, long[] handles, long[] sizes, long requested);
     }
 
     long roundUpToPage(long bytes) {

@@ -107,7 +107,7 @@ final class RegionResizer {
             // Out of the live table meanwhile: a concurrent free of this address (the program's
             // bug) is refused instead of freeing a block that is changing.
             region.liveByAddress.remove(address);
-            region.inFlight++; // a peer grant waits until the new pages are mapped
+            region.inFlight.begin(); // a peer grant waits until the new pages are mapped
         } finally {
             region.lock.unlock();
         }
@@ -123,7 +123,7 @@ final class RegionResizer {
                 if (clean) region.restoreUnmapped(u); // else: set aside, as a failed placement's pages are
                 if (free != NONE) region.reattachFree(free);
                 region.liveByAddress.put(address, id);
-                region.settle();
+                region.inFlight.end();
             } finally {
                 region.lock.unlock();
             }
@@ -148,7 +148,7 @@ final class RegionResizer {
                 region.freeLists.add(tail);
             }
             region.liveByAddress.put(address, id);
-            region.settle();
+            region.inFlight.end();
             return true;
         } finally {
             region.lock.unlock();

@@ -46,7 +46,7 @@ public final class SharedPages {
      */
     public ExportedPages export(long address) {
         RegionHeap region = regionOf.apply(address);
-        ExportedPages pages = region == null ? null : region.withPagesOf(address, (first, handles, handleSizes, size) -> {
+        ExportedPages pages = region == null ? null : region.views.withPagesOf(address, (first, handles, handleSizes, size) -> {
             int[] fds = new int[handles.length];
             long[] sizes = new long[handles.length];
             int made = 0;

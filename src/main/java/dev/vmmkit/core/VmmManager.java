@@ -1,12 +1,8 @@
 package dev.vmmkit.core;
 
 import dev.vmmkit.driver.CountingDriver;
-import dev.vmmkit.driver.DeviceCopies;
 import dev.vmmkit.driver.DriverException;
-import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
-
-import java.util.concurrent.atomic.AtomicLong;
 
 
 /**
@@ -24,16 +20,6 @@ import java.util.concurrent.atomic.AtomicLong;
  * provides that wait on a thread of its own.
  */
 public final class VmmManager implements ManagedMemoryResource {
-    /**
-     * By default no request is rounded to whole pages: an allocation may start in the last page of
-     * the one before it, which keeps memory tight (the BERT trace's ratio, one handle per page: 1.020 unrounded, 1.023
-     * when requests of 32 pages and more are rounded, 1.026 from 4 pages) but means such a pair
-     * cannot be remapped (see {@link #remapCopy}): pages may only move whole. {@link #useWholePagesFrom}
-     * changes it; the shim's {@code VMM_ZERO_COPY=1} rounds every large request (0), so that every
-     * large whole-buffer copy may become a remap.
-     */
-    static final int WHOLE_PAGES_NEVER = Integer.MAX_VALUE;
-
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
     private final VmmConfig config;
@@ -52,15 +38,9 @@ public final class VmmManager implements ManagedMemoryResource {
     private long regionSpan;
     private long deviceBytes;
 
-    // Zero-copy resizing: the cost model, one event to ask whether a stream is idle, the counters.
-    private volatile ResizeCostModel resizeCosts;
-    private volatile int wholePagesFrom = WHOLE_PAGES_NEVER;
     private final AliasedHandles aliasedHandles = new AliasedHandles();
-    private final Object idleEventLock = new Object();
-    private long idleEvent;
-    private final AtomicLong remaps = new AtomicLong();
-    private final AtomicLong remappedBytes = new AtomicLong();
-    private final AtomicLong copiesFallenBack = new AtomicLong();
+    /** Reallocation and remap-instead-of-copy: the zero-copy decisions and their counters. */
+    private final ManagerResizing resizing;
 
     /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
@@ -71,12 +51,12 @@ public final class VmmManager implements ManagedMemoryResource {
         this.driver = new CountingDriver(driver);
         this.config = config;
         this.pool = new PhysicalPool(config.maxCachedBytes());
-        this.resizeCosts = ResizeCostModel.forDriver(driver.name());
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
         this.peerAccess = new PeerAccess(this.driver, this::allRegions);
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
+        this.resizing = new ManagerResizing(this, this.driver);
     }
 
     /** Which peer devices may access this manager's memory (cudaDeviceEnablePeerAccess). */
@@ -138,12 +118,21 @@ public final class VmmManager implements ManagedMemoryResource {
         region.free(address, stream);
     }
 
-    /** True when {@code address} lies in address space this manager reserved (live or not). */
     /** The block a request of {@code size} gets: aligned, and whole pages for large requests when asked (see {@link #useWholePagesFrom}). */
-    private long blockBytes(long size, boolean small) {
+    long blockBytes(long size, boolean small) {
         long alignment = config.alignmentBytes();
         long bytes = (size + alignment - 1) & -alignment;
-        return !small && size >= wholePagesFrom * pageBytes ? (bytes + pageBytes - 1) & -pageBytes : bytes;
+        return !small && resizing.wantsWholePages(size, pageBytes) ? (bytes + pageBytes - 1) & -pageBytes : bytes;
+    }
+
+    /** True when a request of {@code size} bytes belongs to the small size class. */
+    boolean isSmallSize(long size) {
+        return size <= config.smallLimitBytes();
+    }
+
+    /** True when {@code size} bytes are no more than the device holds (a manager initialised by an allocation). */
+    boolean fitsDevice(long size) {
+        return size <= deviceBytes;
     }
 
     /**
@@ -164,44 +153,7 @@ public final class VmmManager implements ManagedMemoryResource {
      */
     @Override
     public long reallocate(long address, long newSize, long stream) {
-        if (newSize <= 0) throw new IllegalArgumentException("new size must be positive, got " + newSize + " (to free, deallocate)");
-        if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
-        RegionHeap region = regionOf(address);
-        long oldSize = region == null ? -1 : region.sizeOf(address);
-        if (oldSize < 0) throw new InvalidAddressException(address, "not a live allocation vmmkit returned");
-        boolean small = newSize <= config.smallLimitBytes();
-        if (small == isSmall(region) && newSize <= deviceBytes) {
-            try {
-                if (resizeInPlace(region, address, newSize, small, stream)) return address;
-            } catch (DriverException e) {
-                if (!e.isOutOfMemory()) throw e;
-                // As an allocation does (seed 001, 5.2): release what is cached, then retry once.
-                drain(true);
-                try {
-                    if (resizeInPlace(region, address, newSize, small, stream)) return address;
-                } catch (DriverException again) {
-                    if (!again.isOutOfMemory()) throw again;
-                    throw region.outOfMemory(newSize, again);
-                }
-            }
-        }
-        long moved = allocate(newSize, stream);
-        long orderStream = stream == DEVICE_WIDE_STREAM ? 0 : stream;
-        try {
-            if (newSize < oldSize || !tryRemap(moved, address, oldSize, orderStream)) {
-                copiesFallenBack.incrementAndGet();
-                copies().copy(moved, address, Math.min(oldSize, newSize), orderStream);
-            }
-        } catch (RuntimeException e) {
-            deallocate(moved, stream);
-            throw e;
-        }
-        deallocate(address, stream);
-        return moved;
-    }
-
-    private boolean resizeInPlace(RegionHeap region, long address, long newSize, boolean small, long stream) {
-        return region.resizer.resizeInPlace(address, blockBytes(newSize, small), newSize, stream);
+        return resizing.reallocate(address, newSize, stream);
     }
 
     /**
@@ -216,70 +168,25 @@ public final class VmmManager implements ManagedMemoryResource {
      */
     @Override
     public boolean remapCopy(long dst, long src, long count, long stream) {
-        if (regionOf(dst) == null || regionOf(src) == null) return false;
-        if (tryRemap(dst, src, count, stream == DEVICE_WIDE_STREAM ? 0 : stream)) return true;
-        copiesFallenBack.incrementAndGet();
-        return false;
+        return resizing.remapCopy(dst, src, count, stream);
     }
 
     /**
      * Large requests of at least {@code pages} pages get blocks of whole pages, starting on a page,
-     * from now on (see {@link #WHOLE_PAGES_NEVER}); 0 rounds every large request, which lets every whole-buffer copy of
+     * from now on (see {@link ManagerResizing#WHOLE_PAGES_NEVER}); 0 rounds every large request, which lets every whole-buffer copy of
      * a large buffer be remapped, at some cost in memory.
      */
     public void useWholePagesFrom(int pages) {
-        if (pages < 0) throw new IllegalArgumentException("pages must not be negative: " + pages);
-        this.wholePagesFrom = pages;
+        resizing.useWholePagesFrom(pages);
     }
 
     /** Replaces the figures the remap-or-copy decision uses, e.g. with latencies measured on this device. */
     public void useResizeCosts(ResizeCostModel costs) {
-        this.resizeCosts = java.util.Objects.requireNonNull(costs, "costs");
+        resizing.useResizeCosts(costs);
     }
 
-    private boolean tryRemap(long dst, long src, long count, long stream) {
-        RegionHeap region = regionOf(dst);
-        if (region == null || region != regionOf(src)) return false;
-        ResizeCostModel costs = resizeCosts;
-        region.lock.lock();
-        try {
-            if (!region.resizer.canRemap(dst, src, count, costs)) return false;
-        } finally {
-            region.lock.unlock();
-        }
-        if (!earlierWorkIsDone(stream)) return false;
-        region.lock.lock();
-        try {
-            if (!region.resizer.remap(dst, src, count, costs)) return false;
-        } finally {
-            region.lock.unlock();
-        }
-        remaps.incrementAndGet();
-        remappedBytes.addAndGet(count);
-        return true;
-    }
-
-    /** True when all work queued on {@code stream} so far has completed; asks an event, never waits. */
-    private boolean earlierWorkIsDone(long stream) {
-        StreamEvents events = driver.events();
-        try {
-            synchronized (idleEventLock) {
-                if (idleEvent == 0) idleEvent = events.create();
-                events.record(idleEvent, stream);
-                return events.isComplete(idleEvent);
-            }
-        } catch (DriverException e) {
-            return false; // unknown: copy, which keeps stream order by itself
-        }
-    }
-
-    private DeviceCopies copies() {
-        DeviceCopies copies = DeviceCopies.of(driver);
-        if (copies == null) throw new UnsupportedOperationException("driver '" + driver.name() + "' cannot copy device memory");
-        return copies;
-    }
-
-    private boolean isSmall(RegionHeap region) {
+    /** True when {@code region} is one of the small size class's. */
+    boolean isSmall(RegionHeap region) {
         for (RegionHeap r : smallRegions) if (r == region) return true;
         return false;
     }
@@ -313,7 +220,7 @@ public final class VmmManager implements ManagedMemoryResource {
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
                 hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(), driver.handleCounts(),
-                new ZeroCopyStats(remaps.get(), remappedBytes.get(), copiesFallenBack.get()));
+                resizing.stats());
     }
 
     /** Each region's counters, small regions first. */
@@ -327,8 +234,8 @@ public final class VmmManager implements ManagedMemoryResource {
     /** Every block of every region, each region read under its lock (for reports: it allocates). */
     public BlockMap blockMap() {
         java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
-        for (RegionHeap r : smallRegions) regions.add(r.blockMap());
-        for (RegionHeap r : largeRegions) regions.add(r.blockMap());
+        for (RegionHeap r : smallRegions) regions.add(r.views.blockMap());
+        for (RegionHeap r : largeRegions) regions.add(r.views.blockMap());
         return new BlockMap(regions);
     }
 
@@ -375,16 +282,7 @@ public final class VmmManager implements ManagedMemoryResource {
                 }
                 smallRegions = new RegionHeap[0];
                 largeRegions = new RegionHeap[0];
-                synchronized (idleEventLock) {
-                    if (idleEvent != 0) {
-                        try {
-                            driver.events().destroy(idleEvent);
-                        } catch (DriverException ignored) {
-                            // closing anyway
-                        }
-                        idleEvent = 0;
-                    }
-                }
+                resizing.close();
             } finally {
                 deviceFence.close(); // after the regions: their close waits on it
             }
@@ -392,7 +290,8 @@ public final class VmmManager implements ManagedMemoryResource {
     }
 
 
-    private RegionHeap regionOf(long address) {
+    /** The region whose reserved range holds {@code address}, or null. */
+    RegionHeap regionOf(long address) {
         for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
         for (RegionHeap r : smallRegions) if (r.contains(address)) return r;
         return null;
