@@ -1,0 +1,62 @@
+package dev.vmmkit.interpose;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+
+/**
+ * What makes two runs "the same program" for a peak profile: the executable (links resolved), its
+ * arguments and the working directory. {@code python3 train.py --batch 32} in one folder is one
+ * program; another batch size or another folder is another. The key is a hash of the three, a file
+ * name in the profile cache.
+ *
+ * @param executable the resolved path of the running executable ({@code /proc/self/exe})
+ * @param arguments  its arguments, without argv[0] (which is only how the executable was named)
+ * @param directory  the working directory when vmmkit started in the program
+ */
+record ProgramIdentity(String executable, List<String> arguments, String directory) {
+
+    ProgramIdentity {
+        arguments = List.copyOf(arguments);
+    }
+
+    /** This process, as Linux describes it in {@code /proc/self}. */
+    static ProgramIdentity current() throws IOException {
+        String executable = Path.of("/proc/self/exe").toRealPath().toString();
+        byte[] raw = Files.readAllBytes(Path.of("/proc/self/cmdline"));
+        List<String> argv = new ArrayList<>();
+        int start = 0;
+        for (int i = 0; i < raw.length; i++) {
+            if (raw[i] != 0) continue;
+            argv.add(new String(raw, start, i - start, StandardCharsets.UTF_8));
+            start = i + 1;
+        }
+        List<String> arguments = argv.isEmpty() ? List.of() : argv.subList(1, argv.size());
+        String directory = Path.of("/proc/self/cwd").toRealPath().toString();
+        return new ProgramIdentity(executable, arguments, directory);
+    }
+
+    /** 16 hex digits of SHA-256 over the three parts, each ended by a NUL (no part holds one). */
+    String key() {
+        try {
+            MessageDigest sha = MessageDigest.getInstance("SHA-256");
+            update(sha, executable);
+            update(sha, directory);
+            for (String argument : arguments) update(sha, argument);
+            return HexFormat.of().formatHex(sha.digest(), 0, 8);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is part of every Java runtime", e);
+        }
+    }
+
+    private static void update(MessageDigest sha, String part) {
+        sha.update(part.getBytes(StandardCharsets.UTF_8));
+        sha.update((byte) 0);
+    }
+}

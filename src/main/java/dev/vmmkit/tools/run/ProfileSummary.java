@@ -1,0 +1,46 @@
+package dev.vmmkit.tools.run;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.vmmkit.core.ByteSize;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The line {@code vmmkit run} prints about the program's peak profile, from the run's stats file:
+ * which file, whether its peaks were the allocators' hints (and how large), whether this run's peaks
+ * were saved. Empty when the stats file has no profile (profiles off, monitor mode, a program that
+ * made no CUDA call or was killed).
+ */
+public final class ProfileSummary {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private ProfileSummary() {
+    }
+
+    public static Optional<String> of(Path statsFile, int exitStatus) {
+        JsonNode stats;
+        try {
+            stats = JSON.readTree(statsFile.toFile());
+        } catch (IOException | RuntimeException e) {
+            return Optional.empty();
+        }
+        JsonNode profile = stats == null ? null : stats.get("profile");
+        if (profile == null || !profile.isObject()) return Optional.empty();
+        List<String> hints = new ArrayList<>(), peaks = new ArrayList<>();
+        for (JsonNode device : stats.path("devices")) {
+            String name = "device " + device.path("device").asInt();
+            long hint = device.path("peak_hint_bytes").asLong();
+            if (hint > 0) hints.add(name + ": " + ByteSize.format(hint));
+            peaks.add(name + ": " + ByteSize.format(device.path("peak_live_bytes").asLong()));
+        }
+        String used = profile.path("used").asBoolean() ? "used, peak hint " + String.join(", ", hints) : "not used";
+        String saved = profile.path("saved").asBoolean() ? "saved this run's peak " + String.join(", ", peaks)
+                : exitStatus != 0 ? "not saved (exit status " + exitStatus + ")" : "not saved";
+        return Optional.of("peak profile " + profile.path("file").asText() + ": " + used + "; " + saved);
+    }
+}
