@@ -118,10 +118,10 @@ final class PeakProfileUse {
         }
     }
 
-    /** The stats file's {@code profile} value: {@code null} without a profile, else file, used and saved. */
+    /** The stats file's {@code profile} value: {@code null} without a profile, else file, read, used and saved. */
     String statsJson() {
         if (store == null) return "null";
-        return "{\"file\":\"" + StatsWriter.escape(store.file().toString()) + "\",\"used\":" + used()
-                + ",\"saved\":" + saved + "}";
+        return "{\"file\":\"" + StatsWriter.escape(store.file().toString()) + "\",\"read\":" + (loaded != null)
+                + ",\"used\":" + used() + ",\"saved\":" + saved + "}";
     }
 }

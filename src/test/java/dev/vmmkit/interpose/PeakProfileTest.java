@@ -195,7 +195,7 @@ class PeakProfileTest {
         assertTrue(use.statsJson().contains("\"saved\":false"));
         assertTrue(use.save(List.of(figures(0, 5000), figures(1, 0)), 0));
         assertEquals(List.of(0), PeakProfile.parse(Files.readString(file)).devices().stream().map(PeakProfile.DeviceFigures::device).toList());
-        assertEquals("{\"file\":\"" + file + "\",\"used\":false,\"saved\":true}", use.statsJson());
+        assertEquals("{\"file\":\"" + file + "\",\"read\":false,\"used\":false,\"saved\":true}", use.statsJson());
         assertEquals("null", PeakProfileUse.NONE.statsJson());
     }
 }

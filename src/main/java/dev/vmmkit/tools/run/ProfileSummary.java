@@ -13,7 +13,9 @@ import java.util.Optional;
 /**
  * The line {@code vmmkit run} prints about the program's peak profile, from the run's stats file:
  * which file, whether its peaks were the allocators' hints (and how large), whether this run's peaks
- * were saved. Empty when the stats file has no profile (profiles off, monitor mode, a program that
+ * were saved, e.g. {@code peak profile ~/.cache/vmmkit/profiles/5f88cd41ccdac8e9.json: used as the
+ * peak hint (device 0: 32 MiB); saved this run's peak (device 0: 32 MiB)}. "read, not used": VMM_PEAK_HINT
+ * was set, or the profile's peak was above the device's memory. Empty when the stats file has no profile (profiles off, monitor mode, a program that
  * made no CUDA call or was killed).
  */
 public final class ProfileSummary {
@@ -38,8 +40,9 @@ public final class ProfileSummary {
             if (hint > 0) hints.add(name + ": " + ByteSize.format(hint));
             peaks.add(name + ": " + ByteSize.format(device.path("peak_live_bytes").asLong()));
         }
-        String used = profile.path("used").asBoolean() ? "used, peak hint " + String.join(", ", hints) : "not used";
-        String saved = profile.path("saved").asBoolean() ? "saved this run's peak " + String.join(", ", peaks)
+        String used = profile.path("used").asBoolean() ? "used as the peak hint (" + String.join(", ", hints) + ")"
+                : profile.path("read").asBoolean() ? "read, not used" : "none yet";
+        String saved = profile.path("saved").asBoolean() ? "saved this run's peak (" + String.join(", ", peaks) + ")"
                 : exitStatus != 0 ? "not saved (exit status " + exitStatus + ")" : "not saved";
         return Optional.of("peak profile " + profile.path("file").asText() + ": " + used + "; " + saved);
     }
