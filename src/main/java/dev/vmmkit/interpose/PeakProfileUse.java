@@ -8,6 +8,9 @@ import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 import java.util.function.LongSupplier;
 
 /**
@@ -24,20 +27,27 @@ import java.util.function.LongSupplier;
  */
 final class PeakProfileUse {
     /** No profile at all: {@code VMM_PROFILE=off}, monitor mode, or a stand-in allocator's tests. */
-    static final PeakProfileUse NONE = new PeakProfileUse(null, null, null, false);
+    static final PeakProfileUse NONE = new PeakProfileUse(null, null, (PeakProfile) null, false);
 
     private final PeakProfileStore store;
     private final ProgramIdentity program;
-    private final PeakProfile loaded;
+    /** The profile as read (null: none); read on a thread of its own while vmmkit's start goes on. */
+    private final FutureTask<PeakProfile> loading;
     private final boolean explicitHint;
     private final long[] hintOf = new long[DeviceManagers.MAX_DEVICES];
     private final boolean[] fromProfile = new boolean[DeviceManagers.MAX_DEVICES];
     private volatile boolean saved;
 
+    /** A use of {@code loaded}, already read (null: none). */
     PeakProfileUse(PeakProfileStore store, ProgramIdentity program, PeakProfile loaded, boolean explicitHint) {
+        this(store, program, () -> loaded, explicitHint);
+        loading.run();
+    }
+
+    private PeakProfileUse(PeakProfileStore store, ProgramIdentity program, Callable<PeakProfile> reader, boolean explicitHint) {
         this.store = store;
         this.program = program;
-        this.loaded = loaded;
+        this.loading = new FutureTask<>(reader);
         this.explicitHint = explicitHint;
     }
 
@@ -53,11 +63,28 @@ final class PeakProfileUse {
         }
         PeakProfileStore store = PeakProfileStore.fromEnvironment(env, program);
         if (store == null) return NONE;
-        PeakProfile loaded = store.load(program, (message, cause) -> InterposeLog.warnOnce("profile", message, cause));
         String hint = env.get("VMM_PEAK_HINT");
-        PeakProfileUse use = new PeakProfileUse(store, program, loaded, hint != null && !hint.isBlank());
-        InterposeLog.info("peak profile " + store.file() + (loaded == null ? ": none yet" : ": read"));
+        PeakProfileUse use = new PeakProfileUse(store, program, () -> {
+            PeakProfile loaded = store.load(program, (message, cause) -> InterposeLog.warnOnce("profile", message, cause));
+            InterposeLog.info("peak profile " + store.file() + (loaded == null ? ": none yet" : ": read"));
+            return loaded;
+        }, hint != null && !hint.isBlank());
+        // Reading (and parsing) overlaps the rest of the start: upcall stubs, opening the driver.
+        Thread.ofPlatform().daemon().name("vmmkit-profile").start(use.loading);
         return use;
+    }
+
+    /** The profile read, waiting for the read to end; null when there is none. */
+    private PeakProfile loaded() {
+        try {
+            return loading.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return null;
+        } catch (ExecutionException e) {
+            InterposeLog.warnOnce("profile", "cannot read the peak profile " + store.file(), e.getCause());
+            return null;
+        }
     }
 
     /**
@@ -67,7 +94,8 @@ final class PeakProfileUse {
      */
     synchronized long hintFor(int device, long configuredHint, LongSupplier deviceMemory) {
         long hint = configuredHint;
-        PeakProfile.DeviceFigures figures = loaded == null || explicitHint ? null : loaded.device(device);
+        PeakProfile loaded = explicitHint ? null : loaded();
+        PeakProfile.DeviceFigures figures = loaded == null ? null : loaded.device(device);
         if (configuredHint == 0 && figures != null && figures.peakLiveBytes() > 0) {
             long deviceBytes = deviceMemory.getAsLong();
             if (deviceBytes > 0 && figures.peakLiveBytes() > deviceBytes) {
@@ -121,7 +149,7 @@ final class PeakProfileUse {
     /** The stats file's {@code profile} value: {@code null} without a profile, else file, read, used and saved. */
     String statsJson() {
         if (store == null) return "null";
-        return "{\"file\":\"" + StatsWriter.escape(store.file().toString()) + "\",\"read\":" + (loaded != null)
+        return "{\"file\":\"" + StatsWriter.escape(store.file().toString()) + "\",\"read\":" + (loaded() != null)
                 + ",\"used\":" + used() + ",\"saved\":" + saved + "}";
     }
 }

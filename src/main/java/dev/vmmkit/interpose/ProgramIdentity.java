@@ -4,8 +4,6 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -42,21 +40,22 @@ record ProgramIdentity(String executable, List<String> arguments, String directo
         return new ProgramIdentity(executable, arguments, directory);
     }
 
-    /** 16 hex digits of SHA-256 over the three parts, each ended by a NUL (no part holds one). */
+    /**
+     * 16 hex digits of a 64-bit FNV-1a hash over the three parts, each ended by a NUL (no part holds
+     * one). Not a cryptographic hash: the file holds the identity, which a reader compares, so a
+     * collision only makes two programs share a file; and this runs on the program's first CUDA call,
+     * where a message digest's set-up would cost tens of milliseconds.
+     */
     String key() {
-        try {
-            MessageDigest sha = MessageDigest.getInstance("SHA-256");
-            update(sha, executable);
-            update(sha, directory);
-            for (String argument : arguments) update(sha, argument);
-            return HexFormat.of().formatHex(sha.digest(), 0, 8);
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException("SHA-256 is part of every Java runtime", e);
-        }
+        long hash = 0xcbf29ce484222325L;
+        hash = update(hash, executable);
+        hash = update(hash, directory);
+        for (String argument : arguments) hash = update(hash, argument);
+        return HexFormat.of().toHexDigits(hash);
     }
 
-    private static void update(MessageDigest sha, String part) {
-        sha.update(part.getBytes(StandardCharsets.UTF_8));
-        sha.update((byte) 0);
+    private static long update(long hash, String part) {
+        for (byte b : part.getBytes(StandardCharsets.UTF_8)) hash = (hash ^ (b & 0xff)) * 0x100000001b3L;
+        return hash * 0x100000001b3L; // the NUL that ends the part
     }
 }
