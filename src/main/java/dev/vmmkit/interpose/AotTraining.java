@@ -58,7 +58,7 @@ public final class AotTraining {
 
     /** A peak profile written and read back, as a run does at its exit and its successor at its start. */
     private static void trainPeakProfile() throws java.io.IOException {
-        ProgramIdentity program = ProgramIdentity.current();
+        ProgramIdentity program = ProgramIdentity.current(System.getenv());
         PeakProfile profile = new PeakProfile("2026-01-01T00:00:00Z", program,
                 java.util.List.of(new PeakProfile.DeviceFigures(0, 1L << 30, 1L << 30, 1)));
         if (PeakProfile.parse(profile.toJson()).device(0) == null || program.key().isEmpty()) {

@@ -15,7 +15,8 @@ import java.util.List;
  * the same program to size its allocator's budget from the start. Small and versioned:
  * <pre>
  * {"format":"vmmkit-peak-profile","version":1,"saved_at":"2026-11-23T15:40:00Z",
- *  "program":{"executable":"/usr/bin/python3.12","arguments":["train.py","--batch","32"],"directory":"/home/me/proj"},
+ *  "program":{"executable":"/usr/bin/python3.12","arguments":["train.py","--batch","32"],"directory":"/home/me/proj",
+ *             "environment":["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]},
  *  "devices":[{"device":0,"peak_live_bytes":N,"peak_reserved_bytes":N,"allocs":N}]}
  * </pre>
  * Jackson's streaming parser reads it (not the object mapper: this runs on a program's first CUDA
@@ -66,6 +67,9 @@ record PeakProfile(String savedAt, ProgramIdentity program, List<DeviceFigures> 
             for (String argument : program.arguments()) out.writeString(argument);
             out.writeEndArray();
             out.writeStringField("directory", program.directory());
+            out.writeArrayFieldStart("environment");
+            for (String variable : program.environment()) out.writeString(variable);
+            out.writeEndArray();
             out.writeEndObject();
             out.writeArrayFieldStart("devices");
             for (DeviceFigures d : devices) {
@@ -122,24 +126,28 @@ record PeakProfile(String savedAt, ProgramIdentity program, List<DeviceFigures> 
     private static ProgramIdentity program(JsonParser in) throws IOException {
         expect(in.currentToken() == JsonToken.START_OBJECT, "program is not an object");
         String executable = null, directory = null;
-        List<String> arguments = null;
+        List<String> arguments = null, environment = List.of();
         while (in.nextToken() == JsonToken.FIELD_NAME) {
             String key = in.currentName();
-            JsonToken value = in.nextToken();
+            in.nextToken();
             switch (key) {
                 case "executable" -> executable = in.getValueAsString();
                 case "directory" -> directory = in.getValueAsString();
-                case "arguments" -> {
-                    expect(value == JsonToken.START_ARRAY, "program.arguments is not an array");
-                    arguments = new ArrayList<>();
-                    while (in.nextToken() == JsonToken.VALUE_STRING) arguments.add(in.getText());
-                    expect(in.currentToken() == JsonToken.END_ARRAY, "program.arguments holds a non-string");
-                }
+                case "arguments" -> arguments = strings(in, "program.arguments");
+                case "environment" -> environment = strings(in, "program.environment");
                 default -> in.skipChildren();
             }
         }
         expect(executable != null && directory != null && arguments != null, "program lacks a field");
-        return new ProgramIdentity(executable, arguments, directory);
+        return new ProgramIdentity(executable, arguments, directory, environment);
+    }
+
+    private static List<String> strings(JsonParser in, String what) throws IOException {
+        expect(in.currentToken() == JsonToken.START_ARRAY, what + " is not an array");
+        List<String> strings = new ArrayList<>();
+        while (in.nextToken() == JsonToken.VALUE_STRING) strings.add(in.getText());
+        expect(in.currentToken() == JsonToken.END_ARRAY, what + " holds a non-string");
+        return strings;
     }
 
     private static List<DeviceFigures> devices(JsonParser in) throws IOException {

@@ -56,7 +56,7 @@ final class PeakProfileUse {
         if ("off".equals(env.getOrDefault(PeakProfileStore.KEY, "").trim())) return NONE;
         ProgramIdentity program;
         try {
-            program = ProgramIdentity.current();
+            program = ProgramIdentity.current(env);
         } catch (Exception e) {
             InterposeLog.warnOnce("profile", "cannot tell which program this is; no peak profile", e);
             return NONE;

@@ -57,7 +57,7 @@ public final class RunCommand implements Callable<Integer> {
 
     @Option(names = "--profile", paramLabel = "off|auto|FILE", description = "The program's peak profile: its peak "
             + "memory per device, saved when it exits with status 0 and used by its next run as the allocator's peak hint "
-            + "(VMM_PEAK_HINT wins when set). auto (default): one file per program (executable, arguments, folder) in "
+            + "(VMM_PEAK_HINT wins when set). auto (default): one file per program (executable, arguments, folder, PyTorch's memory variables) in "
             + "$XDG_CACHE_HOME/vmmkit/profiles; off: none; FILE: this file. Sets VMM_PROFILE.")
     String profile;
 

@@ -40,7 +40,8 @@ class PeakProfileTest {
 
     @Test
     void aProfileReadsBackAsWritten() throws IOException {
-        PeakProfile written = profile(new ProgramIdentity("/bin/a \"b\"", List.of("x\ty", ""), "/d\\e"), device(0, 5L << 30), device(3, 7));
+        PeakProfile written = profile(new ProgramIdentity("/bin/a \"b\"", List.of("x\ty", ""), "/d\\e", List.of("CUDA_VISIBLE_DEVICES=1")),
+                device(0, 5L << 30), device(3, 7));
         assertEquals(written, PeakProfile.parse(written.toJson()));
     }
 
@@ -75,11 +76,15 @@ class PeakProfileTest {
         assertNotEquals(key, new ProgramIdentity(TRAIN.executable(), TRAIN.arguments(), "/home/other").key());
         assertNotEquals(key, new ProgramIdentity("/usr/bin/python3.13", TRAIN.arguments(), "/home/me").key());
         assertNotEquals(new ProgramIdentity("/a", List.of("b c"), "/").key(), new ProgramIdentity("/a", List.of("b", "c"), "/").key());
+        assertNotEquals(key, new ProgramIdentity(TRAIN.executable(), TRAIN.arguments(), TRAIN.directory(),
+                List.of("PYTORCH_NO_CUDA_MEMORY_CACHING=1")).key(), "PyTorch's cache off: another program");
+        assertNotEquals(new ProgramIdentity("/a", List.of("X=1"), "/").key(), new ProgramIdentity("/a", List.of(), "/", List.of("X=1")).key());
     }
 
     @Test
     void thisProcessHasAnIdentity() throws IOException {
-        ProgramIdentity self = ProgramIdentity.current();
+        ProgramIdentity self = ProgramIdentity.current(Map.of("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", "OTHER", "x"));
+        assertEquals(List.of("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), self.environment());
         assertTrue(self.executable().endsWith("java"), self::toString);
         assertEquals(Path.of("").toAbsolutePath().toRealPath().toString(), self.directory());
         assertFalse(self.arguments().isEmpty());
