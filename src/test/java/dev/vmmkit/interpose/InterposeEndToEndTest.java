@@ -415,14 +415,20 @@ class InterposeEndToEndTest {
         assertNotEquals(file.toString(), s3.get("profile").get("file").asText());
     }
 
-    @Test
-    void anExplicitPeakHintWinsOverTheProfile() throws Exception {
-        Path profile = dir.resolve("profile.json"), stats = dir.resolve("stats.json");
+    /** {@code alloc_test basic} under {@code vmmkit run --profile PROFILE --stats STATS}, the profile saying device 0 peaked at {@code peak}. */
+    private Result runWithProfile(Path profile, Path stats, long peak, Map<String, String> env) throws Exception {
         Files.writeString(profile, new PeakProfile("2026-01-01T00:00:00Z", new ProgramIdentity("/x", List.of(), "/"),
-                List.of(new PeakProfile.DeviceFigures(0, 40L << 20, 42L << 20, 10))).toJson());
-        Result result = vmmkitRun("real", Map.of("VMM_PEAK_HINT", "64M"), "--driver", "host", "--profile", profile.toString(),
+                List.of(new PeakProfile.DeviceFigures(0, peak, peak, 10))).toJson());
+        Result result = vmmkitRun("real", env, "--driver", "host", "--profile", profile.toString(),
                 "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
+        return result;
+    }
+
+    @Test
+    void anExplicitPeakHintWinsOverTheProfile() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = runWithProfile(dir.resolve("profile.json"), stats, 40L << 20, Map.of("VMM_PEAK_HINT", "64M"));
         JsonNode s = stats(stats);
         assertEquals(64L << 20, s.get("devices").get(0).get("peak_hint_bytes").asLong(), s::toString);
         assertTrue(s.get("profile").get("read").asBoolean() && !s.get("profile").get("used").asBoolean(), s::toString);
@@ -464,12 +470,8 @@ class InterposeEndToEndTest {
 
     @Test
     void aProfilePeakAboveTheDevicesMemoryIsNotUsed() throws Exception {
-        Path profile = dir.resolve("profile.json"), stats = dir.resolve("stats.json");
-        Files.writeString(profile, new PeakProfile("2026-01-01T00:00:00Z", new ProgramIdentity("/x", List.of(), "/"),
-                List.of(new PeakProfile.DeviceFigures(0, 1L << 40, 1L << 40, 10))).toJson());
-        Result result = vmmkitRun("real", Map.of("VMM_HOST_CAPACITY", "1G"), "--driver", "host", "--profile", profile.toString(),
-                "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
-        assertScenariosPassed(result, List.of("basic"));
+        Path stats = dir.resolve("stats.json");
+        Result result = runWithProfile(dir.resolve("profile.json"), stats, 1L << 40, Map.of("VMM_HOST_CAPACITY", "1G"));
         assertTrue(result.stderr().contains("says device 0 peaked at 1 TiB, above its memory (1 GiB); not used"), result::toString);
         assertEquals(0, stats(stats).get("devices").get(0).get("peak_hint_bytes").asLong());
     }
