@@ -437,6 +437,32 @@ static void call_java_at_exit(void) {
     if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED));
 }
 
+/* A process's first CUDA call initialises the driver and the device's primary context (about
+ * 200 ms on an H200), and starting the JVM takes about as long: this thread does the first while
+ * the bootstrap thread does the second. It retains the primary context of the device the program
+ * is using (the one its own first call would initialise) through the driver API, which leaves the
+ * runtime's error state alone. The reference is kept for the process's life, as the runtime keeps
+ * its own: Java opens its allocator on the first allocation, after the JVM is up, and a release
+ * before that would destroy the context just made. Skipped when vmmkit runs on its host emulation
+ * (VMM_DRIVER=host) or without libcuda. */
+typedef int (*cu_init_fn)(unsigned int);
+typedef int (*cu_device_get_fn)(int *, int);
+typedef int (*cu_ctx_retain_fn)(void **, int);
+
+static void init_cuda_while_java_starts(void) {
+    const char *driver = getenv("VMM_DRIVER");
+    if (driver && *driver && strcmp(driver, "cuda") != 0 && strcmp(driver, "auto") != 0) return;
+    void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!libcuda) return;
+    cu_init_fn init = (cu_init_fn) dlsym(libcuda, "cuInit");
+    cu_device_get_fn device_get = (cu_device_get_fn) dlsym(libcuda, "cuDeviceGet");
+    cu_ctx_retain_fn retain = (cu_ctx_retain_fn) dlsym(libcuda, "cuDevicePrimaryCtxRetain");
+    int device;
+    void *context;
+    if (init && device_get && retain && init(0) == 0 && device_get(&device, current_device()) == 0)
+        retain(&context, device);
+}
+
 static void start_vmmkit(void) {
     const char *mode = getenv("VMM_MODE");
     monitor_mode = mode && *mode && strcmp(mode, "vmm") != 0;
@@ -454,7 +480,10 @@ static void start_vmmkit(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8 << 20);
-    if (pthread_create(&thread, &attr, bootstrap, &started) == 0) pthread_join(thread, NULL);
+    if (pthread_create(&thread, &attr, bootstrap, &started) == 0) {
+        init_cuda_while_java_starts();
+        pthread_join(thread, NULL);
+    }
     pthread_attr_destroy(&attr);
     double total_ms = ms_since(&t0);
     if (!started) {
