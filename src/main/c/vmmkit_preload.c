@@ -98,6 +98,7 @@ static __thread int inside_start;  /* this thread is starting the JVM: pass thro
 static int64_t passthrough_calls;  /* allocation calls served by the real runtime */
 static int zero_copy;              /* VMM_ZERO_COPY=1: device-to-device copies may become remaps */
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static int started_at_load;        /* loaded with dlopen: the JVM starts at once, in the background */
 
 static int log_info(void) {
     const char *level = getenv("VMM_LOG");
@@ -481,7 +482,7 @@ static void start_vmmkit(void) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8 << 20);
     if (pthread_create(&thread, &attr, bootstrap, &started) == 0) {
-        init_cuda_while_java_starts();
+        if (!started_at_load) init_cuda_while_java_starts();
         pthread_join(thread, NULL);
     }
     pthread_attr_destroy(&attr);
@@ -499,18 +500,48 @@ static void start_vmmkit(void) {
 
 static void mark_forked_child(void) { in_forked_child = 1; }
 
-__attribute__((constructor)) static void on_load(void) {
-    pthread_atfork(NULL, NULL, mark_forked_child);
-    const char *opt_in = getenv("VMM_ZERO_COPY");
-    zero_copy = opt_in && strcmp(opt_in, "1") == 0;
-}
-
 /* True when Java is up; starts it on the first call. Forked children and the thread starting
  * the JVM never wait for it. */
 static int java_up(void) {
     if (in_forked_child || inside_start) return 0;
     pthread_once(&start_once, start_vmmkit);
     return __atomic_load_n(&java_ready, __ATOMIC_ACQUIRE);
+}
+
+/* True when this library came in through LD_PRELOAD (vmmkit run), false when a program loaded it
+ * with dlopen, as PyTorch's CUDAPluggableAllocator does. */
+static int loaded_by_preload(void) {
+    Dl_info self;
+    const char *preload = getenv("LD_PRELOAD");
+    if (!preload || !dladdr((void *) loaded_by_preload, &self) || !self.dli_fname) return 0;
+    const char *name = strrchr(self.dli_fname, '/');
+    return strstr(preload, name ? name + 1 : self.dli_fname) != NULL;
+}
+
+static void *start_in_background(void *unused) {
+    (void) unused;
+    java_up();
+    return NULL;
+}
+
+__attribute__((constructor)) static void on_load(void) {
+    pthread_atfork(NULL, NULL, mark_forked_child);
+    const char *opt_in = getenv("VMM_ZERO_COPY");
+    zero_copy = opt_in && strcmp(opt_in, "1") == 0;
+    /* Preloaded, the library is in every process of the command, most of which never touch CUDA:
+     * the JVM starts on the first intercepted call. Loaded on purpose (a pluggable allocator), it
+     * will serve allocations soon: start the JVM now, beside the program's own start-up (CUDA's
+     * initialisation, model building), so the first allocation does not wait for it. The CUDA
+     * warm-up is left to the program here: its device is not chosen yet. */
+    if (!loaded_by_preload()) {
+        started_at_load = 1;
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&thread, &attr, start_in_background, NULL) != 0) started_at_load = 0;
+        pthread_attr_destroy(&attr);
+    }
 }
 
 /* ---- The two decisions: serve with vmmkit, or forward (CALL_REAL) ----------------------- */
