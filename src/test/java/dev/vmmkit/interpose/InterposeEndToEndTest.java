@@ -294,12 +294,17 @@ class InterposeEndToEndTest {
         env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
         env.put("VMM_DRIVER", "host");
         env.put("VMM_LOG", "info");
+        env.put("XDG_CACHE_HOME", dir.resolve("cache").toString());
+        env.remove("VMM_PROFILE");
         Process process = builder.start();
         assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the pluggable scenario timed out");
         Result result = new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
                 Files.readString(dir.resolve("stderr.txt")));
         assertScenariosPassed(result, List.of("pluggable"));
         assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
+        try (var profiles = Files.list(profileCache())) {
+            assertEquals(1, profiles.filter(f -> f.toString().endsWith(".json")).count(), "without vmmkit run, the peak profile is kept too");
+        }
     }
 
     @Test
