@@ -97,7 +97,12 @@ final class PeakProfileUse {
         PeakProfile loaded = explicitHint ? null : loaded();
         PeakProfile.DeviceFigures figures = loaded == null ? null : loaded.device(device);
         if (configuredHint == 0 && figures != null && figures.peakLiveBytes() > 0) {
-            long deviceBytes = deviceMemory.getAsLong();
+            long deviceBytes;
+            try {
+                deviceBytes = deviceMemory.getAsLong();
+            } catch (RuntimeException unknown) {
+                deviceBytes = 0; // the check is a guard against a wrong profile; it must not cost the allocator
+            }
             if (deviceBytes > 0 && figures.peakLiveBytes() > deviceBytes) {
                 InterposeLog.warnOnce("profile-" + device, "the peak profile " + store.file() + " says device " + device
                         + " peaked at " + ByteSize.format(figures.peakLiveBytes()) + ", above its memory ("
@@ -141,7 +146,8 @@ final class PeakProfileUse {
             saved = true;
             return true;
         } catch (Exception e) {
-            InterposeLog.warnOnce("profile-save", "cannot save the peak profile " + store.file(), e);
+            InterposeLog.warnOnce("profile-save", "cannot save the peak profile " + store.file()
+                    + " (VMM_PROFILE=off turns profiles off)", e);
             return false;
         }
     }

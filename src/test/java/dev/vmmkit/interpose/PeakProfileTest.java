@@ -180,6 +180,9 @@ class PeakProfileTest {
         assertEquals(100 << 20, use.hintFor(0, 0, () -> 80L << 30));
         assertEquals(0, use.hintFor(1, 0, () -> 80L << 30), "a peak above the device's memory is not used");
         assertEquals(0, use.hintFor(2, 0, () -> 80L << 30), "no entry, no hint");
+        assertEquals(100 << 20, new PeakProfileUse(store, TRAIN, saved, false).hintFor(0, 0, () -> {
+            throw new dev.vmmkit.driver.DriverException(dev.vmmkit.driver.CudaResult.UNKNOWN, "unknown", "cuMemGetInfo");
+        }), "a device whose memory cannot be asked still gets its hint, and its allocator");
         assertTrue(use.used());
         assertEquals(100 << 20, use.hintOf(0));
 

@@ -38,7 +38,8 @@ public final class ProfileSummary {
             String name = "device " + device.path("device").asInt();
             long hint = device.path("peak_hint_bytes").asLong();
             if (hint > 0) hints.add(name + ": " + ByteSize.format(hint));
-            peaks.add(name + ": " + ByteSize.format(device.path("peak_live_bytes").asLong()));
+            long peak = device.path("peak_live_bytes").asLong();
+            if (peak > 0) peaks.add(name + ": " + ByteSize.format(peak));
         }
         String used = profile.path("used").asBoolean() ? "used as the peak hint (" + String.join(", ", hints) + ")"
                 : profile.path("read").asBoolean() ? "read, not used" : "none yet";
