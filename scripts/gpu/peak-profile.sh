@@ -5,8 +5,8 @@
 #   2. second run  reads that profile: its allocator's peak hint is the first run's peak
 #   3. --profile off  neither reads nor writes one
 # Run from the repository root on the GPU machine (runtime/ and target/ built); logs under $OUT.
-# Prints one row per run (wall time, peak live and reserved, ratio, the hint, vmmkit run's profile
-# line) and one line per check; exits non-zero if a check failed. About 30 s.
+# Prints one row per run (wall time, vmmkit's start in the program as VMM_LOG=info reports it (the
+# profile is read beside it, on a thread of its own), peak live and reserved, ratio, the hint, vmmkit run's profile line) and one line per check; exits non-zero if a check failed. About 30 s.
 # DRIVER=host runs the stand-in program target/test-native/alloc_test on the host emulation instead,
 # to test this script without a GPU.
 set -uo pipefail
@@ -54,12 +54,13 @@ rows=()
 run() { # NAME [vmmkit run options...]
   local name="$1"; shift
   local t0=$(date +%s%N)
-  ./vmmkit run --driver "$driver" --stats "$out/$name.json" "$@" -- "${program[@]}" > "$out/$name.log" 2>&1
+  VMM_LOG=info ./vmmkit run --driver "$driver" --stats "$out/$name.json" "$@" -- "${program[@]}" > "$out/$name.log" 2>&1
   local rc=$?
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   check "$name-exit" "exit $rc" "$rc"
-  local line; line="$(grep -o 'peak profile .*' "$out/$name.log" | head -1)"
-  rows+=("$(printf '%-12s %8s %12s %14s %8s %12s  %s' "$name" "$ms" \
+  local line; line="$(grep '^vmmkit run: peak profile' "$out/$name.log" | head -1 | sed 's/^vmmkit run: //')"
+  local ready; ready="$(grep -o 'mode ready in [0-9.]* ms' "$out/$name.log" | head -1 | grep -o '[0-9.]*')"
+  rows+=("$(printf '%-12s %8s %9s %12s %14s %8s %12s  %s' "$name" "$ms" "${ready:-?}" \
     "$(stat_of "$out/$name.json" "s['peak_live_bytes'] >> 20")" \
     "$(stat_of "$out/$name.json" "s['peak_reserved_bytes'] >> 20")" \
     "$(stat_of "$out/$name.json" "s['fragmentation_ratio']")" \
@@ -78,6 +79,6 @@ check second-used "peak hint $(stat_of "$out/second.json" "s['devices'][0]['peak
 check off "profile $(stat_of "$out/off.json" "s['profile']"), hint $(stat_of "$out/off.json" "s['devices'][0]['peak_hint_bytes']")" \
   "$([ "$(stat_of "$out/off.json" "s['profile'] is None and s['devices'][0]['peak_hint_bytes'] == 0")" = True ] && echo 0 || echo 1)"
 echo
-printf '%-12s %8s %12s %14s %8s %12s  %s\n' run wall_ms peak_live_MiB peak_reserved_MiB ratio hint_MiB "vmmkit run's profile line"
+printf '%-12s %8s %9s %12s %14s %8s %12s  %s\n' run wall_ms ready_ms peak_live_MiB peak_reserved_MiB ratio hint_MiB "vmmkit run's profile line"
 printf '%s\n' "${rows[@]}"
 exit $failed
