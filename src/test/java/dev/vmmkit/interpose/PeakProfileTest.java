@@ -143,6 +143,17 @@ class PeakProfileTest {
     }
 
     @Test
+    void aProfileThatCannotBeReadIsOneWarningAndASaveThatFailsThrows() throws IOException {
+        PeakProfileStore store = PeakProfileStore.fromEnvironment(Map.of("XDG_CACHE_HOME", dir.toString()), TRAIN);
+        Files.createDirectories(store.file()); // a folder where the file should be
+        List<String> warnings = new ArrayList<>();
+        assertNull(store.load(TRAIN, (m, e) -> warnings.add(m)));
+        assertEquals(List.of("cannot read the peak profile " + store.file() + "; running without it"), warnings);
+        assertThrows(IOException.class, () -> store.save(profile(TRAIN, device(0, 100))));
+        assertTrue(Files.isDirectory(store.file()), "left as it was");
+    }
+
+    @Test
     void concurrentSavesOfOneProgramKeepEveryDevice() throws Exception {
         PeakProfileStore store = PeakProfileStore.fromEnvironment(Map.of("XDG_CACHE_HOME", dir.toString()), TRAIN);
         int devices = 16;
