@@ -56,9 +56,10 @@ public final class RunCommand implements Callable<Integer> {
     Path html;
 
     @Option(names = "--profile", paramLabel = "off|auto|FILE", description = "The program's peak profile: its peak "
-            + "memory per device, saved when it exits with status 0 and used by its next run as the allocator's peak hint "
-            + "(VMM_PEAK_HINT wins when set). auto (default): one file per program (executable, arguments, folder, PyTorch's memory variables) in "
-            + "$XDG_CACHE_HOME/vmmkit/profiles; off: none; FILE: this file. Sets VMM_PROFILE.")
+            + "memory per device, saved when it exits with status 0 and used by its next run as the allocator's peak "
+            + "hint (VMM_PEAK_HINT wins when set). auto (default): one file per program (executable, arguments, "
+            + "folder, PyTorch's memory variables) in $XDG_CACHE_HOME/vmmkit/profiles; off: none; FILE: this file. "
+            + "Sets VMM_PROFILE.")
     String profile;
 
     @Parameters(arity = "1..*", paramLabel = "CMD", description = "The program and its arguments (after --).")
@@ -114,7 +115,9 @@ public final class RunCommand implements Callable<Integer> {
         try {
             int status = runProgram(env);
             if (statsFile != null) finishStats(statsFile, monitorMode, status);
-            if (profileLine) ProfileSummary.of(summaryStats, status).ifPresent(line -> System.err.println("vmmkit run: " + line));
+            if (profileLine) {
+                ProfileSummary.of(summaryStats, status).ifPresent(line -> System.err.println("vmmkit run: " + line));
+            }
             if (html != null) writeReport(reportTrace, monitorMode);
             return status;
         } finally {
@@ -193,7 +196,8 @@ public final class RunCommand implements Callable<Integer> {
         if (trace != null) env.put("VMM_TRACE_FILE", trace.toAbsolutePath().toString());
         if (profile != null) {
             String choice = profile.trim();
-            env.put("VMM_PROFILE", choice.equals("off") || choice.equals("auto") ? choice : Path.of(choice).toAbsolutePath().toString());
+            boolean file = !choice.equals("off") && !choice.equals("auto");
+            env.put("VMM_PROFILE", file ? Path.of(choice).toAbsolutePath().toString() : choice);
         }
         // A VMMKIT_JAR already set wins: it lets tests and developers choose what the embedded JVM loads.
         String jar = current.get("VMMKIT_JAR");
