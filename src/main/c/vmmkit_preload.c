@@ -75,7 +75,8 @@ struct entry_table {
     int32_t (*release)(int64_t address, int32_t device, int64_t stream);
     void (*record_alloc)(int64_t address, int64_t size, int64_t stream); /* monitor mode */
     void (*record_free)(int64_t address, int64_t stream);                /* monitor mode */
-    void (*at_exit)(int64_t passthrough_calls);                          /* writes stats, trace */
+    /* writes stats, trace, and (exit status 0) the peak profile */
+    void (*at_exit)(int64_t passthrough_calls, int32_t exit_status);
     /* after the runtime agreed: device gets (enable 1) or loses (0) access to peer's memory; 0 or -cudaError */
     int32_t (*peer_access)(int32_t device, int32_t peer, int32_t enable);
     /* 0 (handle written), JAVA_NOT_OURS, or -cudaError */
@@ -434,8 +435,10 @@ static void *bootstrap(void *result) {
     return NULL;
 }
 
-static void call_java_at_exit(void) {
-    if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED));
+/* on_exit (glibc) rather than atexit: the exit status decides whether the run's peak profile is saved. */
+static void call_java_at_exit(int status, void *unused) {
+    (void) unused;
+    if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED), status);
 }
 
 /* A process's first CUDA call initialises the driver and the device's primary context (about
@@ -491,7 +494,7 @@ static void start_vmmkit(void) {
         fprintf(stderr, "vmmkit: passing every CUDA call through to the real runtime\n");
         return;
     }
-    if (java.owns_jvm) atexit(call_java_at_exit); /* a host JVM writes stats in a shutdown hook */
+    if (java.owns_jvm) on_exit(call_java_at_exit, NULL); /* a host JVM writes stats in a shutdown hook */
     __atomic_store_n(&java_ready, 1, __ATOMIC_RELEASE);
     if (log_info())
         fprintf(stderr, "vmmkit: %s mode ready in %.1f ms (JVM %s in %.1f ms)\n", monitor_mode ? "monitor" : "vmm",

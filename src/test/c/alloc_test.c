@@ -2,7 +2,8 @@
  * alloc_test.c: a CUDA program, linked against the stand-in runtime (fake_cudart.c), run under
  * `vmmkit run` by InterposeEndToEndTest. Each argument names a scenario; `all` runs every scenario
  * except `oom` (which needs a small VMM_HOST_CAPACITY) and the IPC ones (`ipc`, `ipc_errors`, which
- * need vmmkit's own allocator: the stand-in runtime has no IPC). With VMM_MODE=monitor the program expects
+ * need vmmkit's own allocator: the stand-in runtime has no IPC). `die` ends the program by SIGTERM,
+ * `fail` by exit(3). With VMM_MODE=monitor the program expects
  * every allocation to reach the stand-in; otherwise (vmm) it expects none to.
  * Prints "ok <scenario>" for each, and exits 1 at the first failure.
  */
@@ -495,6 +496,10 @@ int main(int argc, char **argv) {
         if (strcmp(argv[a], "die") == 0) { /* ends by SIGTERM, so no exit handler runs */
             fflush(stdout);
             raise(SIGTERM);
+        }
+        if (strcmp(argv[a], "fail") == 0) { /* exits with status 3: exit handlers run */
+            fflush(stdout);
+            exit(3);
         }
         for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
             int all = strcmp(argv[a], "all") == 0 && !only_by_name(scenarios[i].name);
