@@ -1,10 +1,18 @@
 /*
  * bench_pair.c: cost of one intercepted cudaMalloc + cudaFree pair on a cache hit (the same size
  * freed and asked again), and of the first call, which starts vmmkit's JVM.
- * Usage: bench_pair [SIZE] [SAMPLES]. Run under `vmmkit run` (or LD_PRELOAD by hand).
+ * Usage: bench_pair [SIZE] [SAMPLES] [cuda|torch] [STREAM]. Run under `vmmkit run` (or LD_PRELOAD by
+ * hand). cuda (the default): cudaMalloc + cudaFree. torch: the shim's PyTorch pluggable-allocator
+ * entry points (vmmkit_torch_alloc/free, found in the preloaded shim) on STREAM (default 0), as
+ * PyTorch calls them for torch.empty + del.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 typedef int cudaError_t;
@@ -22,8 +30,17 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static void *(*torch_alloc)(ssize_t, int, void *);
+static void (*torch_free)(void *, ssize_t, int, void *);
+static void *stream;
+
 static int pair(size_t size) {
     void *p = NULL;
+    if (torch_alloc) {
+        p = torch_alloc((ssize_t) size, 0, stream);
+        torch_free(p, (ssize_t) size, 0, stream);
+        return p == NULL;
+    }
     return cudaMalloc(&p, size) != 0 || cudaFree(p) != 0;
 }
 
@@ -31,6 +48,12 @@ int main(int argc, char **argv) {
     size_t size = argc > 1 ? strtoull(argv[1], NULL, 0) : 4096;
     int samples = argc > 2 ? atoi(argv[2]) : 200000;
     enum { BATCH = 1000 };
+    if (argc > 3 && strcmp(argv[3], "torch") == 0) {
+        torch_alloc = (void *(*)(ssize_t, int, void *)) dlsym(RTLD_DEFAULT, "vmmkit_torch_alloc");
+        torch_free = (void (*)(void *, ssize_t, int, void *)) dlsym(RTLD_DEFAULT, "vmmkit_torch_free");
+        if (!torch_alloc || !torch_free) { fprintf(stderr, "bench_pair: no vmmkit shim preloaded\n"); return 2; }
+        stream = (void *) (intptr_t) (argc > 4 ? strtoll(argv[4], NULL, 0) : 0);
+    }
 
     double start = now_ns();
     if (pair(size)) { fprintf(stderr, "bench_pair: first pair failed\n"); return 1; }
