@@ -285,6 +285,31 @@ class InterposeEndToEndTest {
         assertTrue(seen.contains("first_call_ms"), result::toString);
     }
 
+    /**
+     * PyTorch's pluggable-allocator entry points, on the default stream and on a stream of the
+     * program's own: after the first allocation, half a million cache-hit pairs make no driver call
+     * at all (no event record or query per free), and the stats file says so per device.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"0", "0x1234"})
+    void cacheHitPairsThroughThePluggableEntryPointsMakeNoDriverCall(String stream) throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                NATIVE.resolve("bench_pair").toString(), "4096", "2000", "torch", stream);
+        assertEquals(0, result.exitCode(), result::toString);
+        assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
+        JsonNode device = stats(stats).get("devices").get(0);
+        assertTrue(device.get("allocs").asLong() > 500_000, device::toString);
+        assertEquals(1, device.get("cache_misses").asLong(), device::toString);
+        assertEquals(device.get("allocs").asLong() - 1, device.get("cache_hits").asLong(), device::toString);
+        long calls = 0;
+        for (JsonNode count : device.get("driver_calls")) calls += count.asLong();
+        // The first allocation: reserve the two regions, memory_info, create + map + set_access one handle.
+        assertTrue(calls <= 8, "driver calls after the first allocation: " + device);
+        device.get("driver_calls").fieldNames().forEachRemaining(call ->
+                assertFalse(call.startsWith("event_") || call.equals("device_synchronize"), device::toString));
+    }
+
     @Test
     void aProgramWithoutCudaCallsStillGetsAStatsFileWithZeroCounts() throws Exception {
         Path stats = dir.resolve("stats.json");
