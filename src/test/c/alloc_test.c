@@ -361,6 +361,26 @@ static void torch(void) {
     CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
 }
 
+/* The same pair with the shim loaded by dlopen (VMMKIT_SHIM), not preloaded, as PyTorch loads a
+ * pluggable allocator: vmmkit starts its JVM at load and serves the pair. */
+static void pluggable(void) {
+    const char *path = getenv("VMMKIT_SHIM");
+    CHECK(path != NULL);
+    void *shim = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECK(shim != NULL);
+    void *(*alloc)(long, int, cudaStream_t) = (void *(*)(long, int, cudaStream_t)) dlsym(shim, "vmmkit_torch_alloc");
+    void (*release)(void *, long, int, cudaStream_t) =
+        (void (*)(void *, long, int, cudaStream_t)) dlsym(shim, "vmmkit_torch_free");
+    CHECK(alloc && release);
+    long before = fake_cudart_malloc_calls();
+    void *a = alloc(1 << 20, 0, NULL), *b = alloc(4096, 0, NULL);
+    CHECK(a && b && a != b);
+    round_trip(a, b, 4096, 5, NULL);
+    release(a, 1 << 20, 0, NULL);
+    release(b, 4096, 0, NULL);
+    CHECK(fake_cudart_malloc_calls() == before);
+}
+
 enum { THREADS = 8, ROUNDS = 2000, KEEP = 16 };
 static volatile int thread_failed;
 
@@ -458,12 +478,12 @@ static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
     {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"peer", peer},
     {"device_threads", device_threads},
-    {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors},
+    {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
 };
 
 /* Scenarios that `all` leaves out. */
 static int only_by_name(const char *name) {
-    return strcmp(name, "oom") == 0 || strncmp(name, "ipc", 3) == 0;
+    return strcmp(name, "oom") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0;
 }
 
 int main(int argc, char **argv) {

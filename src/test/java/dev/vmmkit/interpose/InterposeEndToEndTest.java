@@ -273,6 +273,30 @@ class InterposeEndToEndTest {
         assertTrue(result.stdout().contains("libvmmkit_preload.so"), result::toString);
     }
 
+    /** A program that loads the shim with dlopen, as PyTorch loads a pluggable allocator: no LD_PRELOAD. */
+    @Test
+    void aShimLoadedWithDlopenStartsAtLoadAndServesThePluggablePair() throws Exception {
+        assumeTrue(RealAllocator.present(), "the real allocator has not landed in this build");
+        String classPath = System.getProperty("java.class.path");
+        ProcessBuilder builder = new ProcessBuilder(ALLOC_TEST.toString(), "pluggable")
+                .redirectOutput(dir.resolve("stdout.txt").toFile())
+                .redirectError(dir.resolve("stderr.txt").toFile());
+        Map<String, String> env = builder.environment();
+        env.remove("LD_PRELOAD");
+        env.remove("VMM_MODE");
+        env.put("VMMKIT_SHIM", Path.of("target", "native", "libvmmkit_preload.so").toAbsolutePath().toString());
+        env.put("VMMKIT_JAR", classPath);
+        env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
+        env.put("VMM_DRIVER", "host");
+        env.put("VMM_LOG", "info");
+        Process process = builder.start();
+        assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the pluggable scenario timed out");
+        Result result = new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+                Files.readString(dir.resolve("stderr.txt")));
+        assertScenariosPassed(result, List.of("pluggable"));
+        assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
+    }
+
     @Test
     void benchmarkRuns() throws Exception {
         Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
