@@ -44,7 +44,7 @@ def parse_args():
     p.add_argument("--target-allocs", type=int, default=32000)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=7)
-    p.add_argument("--pairs", type=int, default=100000, help="torch.empty+del pairs per size (0: none)")
+    p.add_argument("--pairs", type=int, default=50000, help="torch.empty+del pairs per size (0: none)")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--device", default="cuda", help="cuda; cpu only to check the model code")
     p.add_argument("--json", help="also write the JSON line here")

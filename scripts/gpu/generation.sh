@@ -11,14 +11,17 @@
 #   trivial      a minimal pluggable allocator (trivial_alloc.c, built here: per-size free lists over
 #                cudaMalloc): the cost of PyTorch's pluggable-allocator path itself
 #   vmmkit       vmmkit's shim as PyTorch's pluggable allocator
+#   vmmkit-nocarry  the same with VMM_CARRY_FREES=0 (one upcall per free instead of riding on the
+#                next allocation's)
 #   vmm-run      `vmmkit run`: PyTorch's caching allocator over vmmkit's cudaMalloc
 #   expandable   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   native-again the first run once more: how far two native runs differ (noise)
 # Prints, per configuration: median step time, ratio to native, torch.empty+del pair cost (4 KiB and
 # 1 MiB), peak reserved memory (max_memory_reserved; vmmkit's stats file; the trivial allocator's
 # cudaMalloc bytes), device memory in use after the run (cudaMemGetInfo, less the context),
-# allocations per step; then where the time goes per allocate+free pair. Logs and JSON in
-# $OUT/generation/ when OUT is set. About 2 minutes; exits non-zero if a run failed.
+# allocations per step, vmmkit's cache hits, misses and driver calls; then where the time goes per
+# allocate+free pair. Logs and JSON in $OUT/generation/ when OUT is set. About 2-3 minutes; exits
+# non-zero if a run failed.
 # Knobs: PYTHON (python3), TARGET_ALLOCS (32000), GEN_ARGS (more generation.py options, e.g.
 # "--layers 16 --batch 1"), RUN_LIMIT (seconds per run, 90).
 set -uo pipefail
@@ -64,6 +67,8 @@ tokens="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"
 fixed=(--tokens "$tokens" "${extra[@]}")
 run trivial env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" trivial --so "$trivial" "${fixed[@]}"
 run vmmkit env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/vmmkit.stats.json" "${gen[@]}" vmmkit --so "$shim" "${fixed[@]}"
+run vmmkit-nocarry env -u PYTORCH_CUDA_ALLOC_CONF VMM_CARRY_FREES=0 VMM_STATS_FILE="$out/vmmkit-nocarry.stats.json" \
+  "${gen[@]}" vmmkit --so "$shim" "${fixed[@]}"
 run vmm-run env -u PYTORCH_CUDA_ALLOC_CONF ./vmmkit run --stats "$out/vmm-run.stats.json" -- "${gen[@]}" vmm-run "${fixed[@]}"
 run expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${gen[@]}" expandable "${fixed[@]}"
 run native-again env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native "${fixed[@]}"
@@ -72,7 +77,7 @@ echo
 "$py" - "$out" <<'EOF' | tee "$out/summary.txt"
 import json, os, sys
 out = sys.argv[1]
-names = ["native", "trivial", "vmmkit", "vmm-run", "expandable", "native-again"]
+names = ["native", "trivial", "vmmkit", "vmmkit-nocarry", "vmm-run", "expandable", "native-again"]
 runs = {}
 for n in names:
     try:
@@ -103,7 +108,7 @@ for n in names:
         print(f"{n:<13}  FAILED"); continue
     ratio = r["step_ms_median"] / base if base else None
     reserved = r.get("max_reserved_mib", r.get("vmm_peak_reserved_mib"))
-    if n == "vmmkit":
+    if n.startswith("vmmkit"):
         reserved = r.get("vmm_peak_reserved_mib")
     print(f"{n:<13}{r['step_ms_median']:>10.2f}{f(ratio, '{:.3f}'):>10}{f(r.get('pair_ns_4k')):>12}"
           f"{f(r.get('pair_ns_1m')):>12}{f(reserved):>19}{f(r.get('device_used_mib')):>17}"
@@ -111,7 +116,7 @@ for n in names:
 if "vmm-run" in runs and "vmm_peak_reserved_mib" in runs["vmm-run"]:
     print(f"vmm-run: vmmkit served {runs['vmm-run'].get('vmm_allocs')} allocations (PyTorch's segments), "
           f"{runs['vmm-run']['vmm_peak_reserved_mib']} MiB peak physical")
-for n in ("vmmkit", "vmm-run"):
+for n in ("vmmkit", "vmmkit-nocarry", "vmm-run"):
     if "vmm_device" in runs.get(n, {}):
         print(f"{n}: vmmkit's cache hits, misses and driver calls over the whole process: {runs[n]['vmm_device']}")
 print("where the time goes, per allocate+free pair (ns):")
@@ -119,13 +124,16 @@ def per_alloc(n):  # the extra step time over native, spread over the step's all
     r = runs.get(n)
     if not r or not base or not allocs: return None
     return (r["step_ms_median"] - base) * 1e6 / allocs
-for n in ("trivial", "vmmkit", "vmm-run", "expandable", "native-again"):
+for n in ("trivial", "vmmkit", "vmmkit-nocarry", "vmm-run", "expandable", "native-again"):
     print(f"  {n:<13} step time over native / allocations per step: {f(per_alloc(n))}")
-t, v, nat = runs.get("trivial", {}), runs.get("vmmkit", {}), native
+t, v, nc, nat = runs.get("trivial", {}), runs.get("vmmkit", {}), runs.get("vmmkit-nocarry", {}), native
 for size in ("4k", "1m"):
     k = "pair_ns_" + size
     if k in t and k in v and k in nat:
-        print(f"  pair {size}: native {nat[k]:.0f}; PyTorch's pluggable path (trivial - native) {t[k] - nat[k]:.0f}; "
-              f"vmmkit (shim + FFM upcall + Java, vmmkit - trivial) {v[k] - t[k]:.0f}")
+        line = (f"  pair {size}: native {nat[k]:.0f}; PyTorch's pluggable path (trivial - native) {t[k] - nat[k]:.0f}; "
+                f"vmmkit (shim + FFM upcall + Java, vmmkit - trivial) {v[k] - t[k]:.0f}")
+        if k in nc:
+            line += f"; one upcall saved per pair (vmmkit-nocarry - vmmkit) {nc[k] - v[k]:.0f}"
+        print(line)
 EOF
 exit $failed

@@ -88,6 +88,9 @@ struct entry_table {
     int64_t (*reallocate)(int64_t address, int64_t size, int32_t device, int64_t stream);
     /* out: JAVA_REMAPPED, or anything else: make the copy */
     int32_t (*remap_copy)(int64_t dst, int64_t src, int64_t count, int32_t device, int64_t stream);
+    /* release(free_address, free_device, free_stream), then allocate(size, device, stream): one upcall */
+    int64_t (*allocate_after_free)(int64_t size, int32_t device, int64_t stream,
+                                   int64_t free_address, int32_t free_device, int64_t free_stream);
 };
 
 static struct entry_table java;
@@ -97,6 +100,7 @@ static volatile int in_forked_child; /* set by the atfork handler: the JVM's thr
 static __thread int inside_start;  /* this thread is starting the JVM: pass through */
 static int64_t passthrough_calls;  /* allocation calls served by the real runtime */
 static int zero_copy;              /* VMM_ZERO_COPY=1: device-to-device copies may become remaps */
+static int carry_frees = 1;        /* VMM_CARRY_FREES=0: the pluggable path's frees never wait */
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static int started_at_load;        /* loaded with dlopen: the JVM starts at once, in the background */
 
@@ -434,8 +438,12 @@ static void *bootstrap(void *result) {
     return NULL;
 }
 
+static void send_waiting_frees(void);
+
 static void call_java_at_exit(void) {
-    if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED));
+    if (in_forked_child) return;
+    send_waiting_frees(); /* the pluggable path's: the stats count every free */
+    java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED));
 }
 
 /* A process's first CUDA call initialises the driver and the device's primary context (about
@@ -528,6 +536,8 @@ __attribute__((constructor)) static void on_load(void) {
     pthread_atfork(NULL, NULL, mark_forked_child);
     const char *opt_in = getenv("VMM_ZERO_COPY");
     zero_copy = opt_in && strcmp(opt_in, "1") == 0;
+    const char *carry = getenv("VMM_CARRY_FREES");
+    carry_frees = !(carry && carry[strspn(carry, " \t")] == '0');
     /* Preloaded, the library is in every process of the command, most of which never touch CUDA:
      * the JVM starts on the first intercepted call. Loaded on purpose (a pluggable allocator), it
      * will serve allocations soon: start the JVM now, beside the program's own start-up (CUDA's
@@ -548,13 +558,20 @@ __attribute__((constructor)) static void on_load(void) {
 
 #define CALL_REAL (-1)
 
-static int vmmkit_malloc(void **ptr, size_t size, int device, cudaStream_t stream) {
+/* A free of the pluggable path that waits for its thread's next allocation (see vmmkit_torch_free). */
+struct carried_free { int64_t address; int64_t stream; int32_t device; };
+
+/* carried: a free Java takes back first, in the same upcall (only with size > 0, Java up, vmm mode). */
+static int vmmkit_malloc(void **ptr, size_t size, int device, cudaStream_t stream, const struct carried_free *carried) {
     if (!java_up() || monitor_mode) return CALL_REAL;
     if (!ptr) return cudaErrorInvalidValue;
     if (size == 0) { *ptr = NULL; return cudaSuccess; }
     if (size > INT64_MAX) return cudaErrorMemoryAllocation;
-    int64_t result = java.allocate((int64_t) size, device < 0 ? current_device() : device,
-                                   (int64_t) (intptr_t) stream);
+    if (device < 0) device = current_device();
+    int64_t result = carried
+        ? java.allocate_after_free((int64_t) size, device, (int64_t) (intptr_t) stream,
+                                   carried->address, carried->device, carried->stream)
+        : java.allocate((int64_t) size, device, (int64_t) (intptr_t) stream);
     if (result == JAVA_PASS_THROUGH) return CALL_REAL;
     if (result < 0) return (int) -result;
     *ptr = (void *) (intptr_t) result;
@@ -587,12 +604,12 @@ static cudaError_t freed_by_runtime(cudaError_t rc) {
 /* ---- Exported CUDA runtime functions ----------------------------------------------------- */
 
 EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
-    int rc = vmmkit_malloc(devPtr, size, -1, NULL);
+    int rc = vmmkit_malloc(devPtr, size, -1, NULL, NULL);
     return rc != CALL_REAL ? rc : served_by_runtime(REAL(cudaMalloc, devPtr, size), devPtr, size, NULL);
 }
 
 EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
-    int rc = vmmkit_malloc(devPtr, size, -1, stream);
+    int rc = vmmkit_malloc(devPtr, size, -1, stream, NULL);
     return rc != CALL_REAL ? rc
         : served_by_runtime(REAL(cudaMallocAsync, devPtr, size, stream), devPtr, size, stream);
 }
@@ -712,16 +729,102 @@ EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
 
 /* ---- PyTorch CUDAPluggableAllocator ------------------------------------------------------ */
 
+/* Each crossing into Java (an FFM upcall) costs about as much as the allocator's own bookkeeping.
+ * So a free here waits, in a one-entry slot of its thread, for the thread's next allocation, and
+ * both cross in one upcall, the free first (its memory may serve the allocation, as before). A
+ * second free before then sends the first on alone; an allocate+free pair, PyTorch's commonest
+ * pattern, crosses once instead of twice. Frees wait only when that is harmless:
+ *   - at most CARRIED_FREE_MAX bytes: memory another thread may need is never held back;
+ *   - never once an allocation here was served by the real runtime (carrying_off): Java then can
+ *     no longer take back every pointer, and a carried free has no way back to the runtime.
+ * A thread that ends with a free waiting leaves it to the next allocation of any thread (orphans);
+ * the process's exit sends the exiting thread's and those, before the stats are written.
+ * VMM_CARRY_FREES=0 sends every free at once (one upcall each). */
+#define CARRIED_FREE_MAX ((ssize_t) 1 << 20)
+#define ORPHANS 64
+static __thread struct carried_free waiting;  /* address 0: no free waiting */
+static __thread int thread_end_registered;
+static int carrying_off;
+static struct carried_free orphans[ORPHANS];
+static int orphan_count;                       /* read without the lock as a hint */
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t thread_end_key;
+static pthread_once_t thread_end_once = PTHREAD_ONCE_INIT;
+
+static void send_free(struct carried_free f) {
+    if (java.release(f.address, f.device, f.stream) == JAVA_NOT_OURS)
+        freed_by_runtime(REAL(cudaFreeAsync, (void *) (intptr_t) f.address, (cudaStream_t) (intptr_t) f.stream));
+}
+
+/* Runs as a thread ends (no upcall there: the JVM may be detaching the thread). A free that finds
+ * no room is leaked (at most CARRIED_FREE_MAX bytes, after ORPHANS threads ended between two
+ * allocations). */
+static void orphan_at_thread_end(void *unused) {
+    (void) unused;
+    if (!waiting.address) return;
+    pthread_mutex_lock(&orphan_lock);
+    if (orphan_count < ORPHANS) {
+        orphans[orphan_count] = waiting;
+        __atomic_store_n(&orphan_count, orphan_count + 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&orphan_lock);
+    waiting.address = 0;
+}
+
+static void make_thread_end_key(void) {
+    pthread_key_create(&thread_end_key, orphan_at_thread_end);
+}
+
+static void send_orphans(void) {
+    if (!__atomic_load_n(&orphan_count, __ATOMIC_RELAXED)) return;
+    struct carried_free taken[ORPHANS];
+    pthread_mutex_lock(&orphan_lock);
+    int count = orphan_count;
+    memcpy(taken, orphans, sizeof taken[0] * (size_t) count);
+    __atomic_store_n(&orphan_count, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&orphan_lock);
+    for (int i = 0; i < count; i++) send_free(taken[i]);
+}
+
+static void send_waiting_frees(void) {
+    struct carried_free mine = waiting;
+    waiting.address = 0;
+    if (mine.address) send_free(mine);
+    send_orphans();
+}
+
 EXPORT void *vmmkit_torch_alloc(ssize_t size, int device, cudaStream_t stream) {
     void *ptr = NULL;
     if (size < 0) return NULL;
-    int rc = vmmkit_malloc(&ptr, (size_t) size, device, stream);
-    if (rc == CALL_REAL) rc = served_by_runtime(REAL(cudaMallocAsync, &ptr, (size_t) size, stream), &ptr, size, stream);
+    send_orphans();
+    struct carried_free carried = waiting;
+    waiting.address = 0;
+    if (carried.address && size == 0) { /* no upcall to carry it: send it alone */
+        send_free(carried);
+        carried.address = 0;
+    }
+    int rc = vmmkit_malloc(&ptr, (size_t) size, device, stream, carried.address ? &carried : NULL);
+    if (rc == CALL_REAL) {
+        __atomic_store_n(&carrying_off, 1, __ATOMIC_RELAXED);
+        rc = served_by_runtime(REAL(cudaMallocAsync, &ptr, (size_t) size, stream), &ptr, size, stream);
+    }
     return rc == cudaSuccess ? ptr : NULL;
 }
 
 EXPORT void vmmkit_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream) {
-    (void) size;
+    if (carry_frees && ptr && size > 0 && size <= CARRIED_FREE_MAX && !__atomic_load_n(&carrying_off, __ATOMIC_RELAXED)
+        && java_up() && !monitor_mode) {
+        if (!thread_end_registered) {
+            pthread_once(&thread_end_once, make_thread_end_key);
+            pthread_setspecific(thread_end_key, &waiting); /* any non-NULL value: the destructor runs */
+            thread_end_registered = 1;
+        }
+        struct carried_free earlier = waiting;
+        waiting = (struct carried_free) {(int64_t) (intptr_t) ptr, (int64_t) (intptr_t) stream,
+                                         device < 0 ? current_device() : device};
+        if (earlier.address) send_free(earlier);
+        return;
+    }
     if (vmmkit_free(ptr, device, (int64_t) (intptr_t) stream) == CALL_REAL && ptr)
         freed_by_runtime(REAL(cudaFreeAsync, ptr, stream));
 }

@@ -11,7 +11,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY} and {@code VMM_HOST_CAPACITY}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_CARRY_FREES} and {@code VMM_HOST_CAPACITY}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -29,6 +29,7 @@ public final class InterposeSettings {
         oneOf(env, "VMM_MODE", MODES, problems);
         oneOf(env, "VMM_DRIVER", DRIVERS, problems);
         oneOf(env, "VMM_ZERO_COPY", SWITCHES, problems);
+        oneOf(env, "VMM_CARRY_FREES", SWITCHES, problems);
         String capacity = env.get("VMM_HOST_CAPACITY");
         if (capacity != null && !capacity.isBlank()) {
             long bytes;

@@ -85,6 +85,19 @@ public final class InterposedCalls {
         }
     }
 
+    /**
+     * The pluggable path's free that waited for its thread's next allocation, then that allocation:
+     * one upcall for both ({@code vmmkit_torch_free} in the shim says when a free waits). The free's
+     * result has nowhere to go, as {@code vmmkit_torch_free} has none; the shim carries only frees
+     * of pointers vmmkit handed out, so NOT_OURS means a pointer PyTorch never had from it.
+     */
+    public static long allocateAfterFree(long size, int device, long stream, long freeAddress, int freeDevice, long freeStream) {
+        if (release(freeAddress, freeDevice, freeStream) == NOT_OURS) {
+            InterposeLog.warnOnce("carried-free", "a free of a pointer vmmkit did not hand out was ignored", null);
+        }
+        return allocate(size, device, stream);
+    }
+
     /** {@link #FREED}, {@link #NOT_OURS}, or -cudaError. */
     public static int release(long address, int device, long stream) {
         InterposeSession s = session;

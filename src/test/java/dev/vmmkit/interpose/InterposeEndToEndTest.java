@@ -39,7 +39,7 @@ class InterposeEndToEndTest {
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
     private static final Path RESIZE_TEST = NATIVE.resolve("resize_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
-            "by_handle", "peer", "device_threads");
+            "by_handle", "peer", "device_threads", "torch_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
             "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "zero_copy", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -324,6 +324,8 @@ class InterposeEndToEndTest {
         assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
         JsonNode device = stats(stats).get("devices").get(0);
         assertTrue(device.get("allocs").asLong() > 500_000, device::toString);
+        // Each free reached Java before the next allocation (riding on its upcall): never two live.
+        assertEquals(4096, device.get("peak_live_bytes").asLong(), device::toString);
         assertEquals(1, device.get("cache_misses").asLong(), device::toString);
         assertEquals(device.get("allocs").asLong() - 1, device.get("cache_hits").asLong(), device::toString);
         long calls = 0;

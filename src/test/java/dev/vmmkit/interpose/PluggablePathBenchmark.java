@@ -34,7 +34,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * {@code manager} (VmmManager's bookkeeping alone), {@code interposed} (InterposedCalls, as the shim's
  * upcalls reach it: device lookup, ownership, IPC checks, then the manager) and {@code upcalls} (two
  * FFM calls through upcall stubs to Java methods that do nothing, with the shim's signatures: the
- * price of crossing into Java and back, here from a Java downcall, so an upper bound of the shim's).
+ * price of crossing into Java and back, here from a Java downcall; {@code downcalls}, two downcalls
+ * to libc's labs, is that downcall's share).
  * The whole path from C is {@code bench_pair SIZE N torch} under {@code vmmkit run}; its figure less
  * {@code interposed} is the shim's C code and the upcalls. Run with
  * {@code scripts/run-test-class.sh org.openjdk.jmh.Main PluggablePathBenchmark}.
@@ -58,6 +59,7 @@ public class PluggablePathBenchmark {
     private VmmManager manager;
     private MethodHandle allocateUpcall;
     private MethodHandle releaseUpcall;
+    private MethodHandle labs;
 
     @Setup(Level.Trial)
     public void setUp() throws ReflectiveOperationException {
@@ -74,6 +76,7 @@ public class PluggablePathBenchmark {
                 release.toMethodType()), release, Arena.global());
         allocateUpcall = linker.downcallHandle(allocateStub, allocate);
         releaseUpcall = linker.downcallHandle(releaseStub, release);
+        labs = linker.downcallHandle(linker.defaultLookup().findOrThrow("labs"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG));
     }
 
     @TearDown(Level.Trial)
@@ -107,5 +110,12 @@ public class PluggablePathBenchmark {
     public long upcalls() throws Throwable {
         long address = (long) allocateUpcall.invokeExact(size, 0, stream);
         return address + (int) releaseUpcall.invokeExact(address, 0, stream);
+    }
+
+    /** Two downcalls to a C function that does next to nothing: {@code upcalls} less this is two upcalls. */
+    @Benchmark
+    public long downcalls() throws Throwable {
+        long a = (long) labs.invokeExact(size);
+        return a + (long) labs.invokeExact(stream);
     }
 }
