@@ -57,10 +57,10 @@ class Llama:
     def __init__(self, a, dtype, device):
         self.a, self.dtype, self.device = a, dtype, device
         self.head_dim = a.hidden // a.heads
-        g = torch.Generator(device="cpu").manual_seed(0)
+        g = torch.Generator(device=device).manual_seed(0)
 
-        def w(*shape):  # random weights, made on the CPU (reproducible) and moved once
-            return (torch.randn(*shape, generator=g) * 0.02).to(device=device, dtype=dtype)
+        def w(*shape):  # random weights, made where they live (about 0.5 G parameters: fast on a GPU)
+            return torch.empty(*shape, device=device, dtype=dtype).normal_(0.0, 0.02, generator=g)
 
         kv = a.kv_heads * self.head_dim
         self.embed = w(a.vocab, a.hidden)

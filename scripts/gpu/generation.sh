@@ -74,7 +74,7 @@ run expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${gen[@]}" 
 run native-again env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native "${fixed[@]}"
 
 echo
-"$py" - "$out" <<'EOF' | tee "$out/summary.txt"
+"$py" - "$out" <<'EOF' > "$out/summary.txt" || { failed=1; echo "generation: the summary failed"; }
 import json, os, sys
 out = sys.argv[1]
 names = ["native", "trivial", "vmmkit", "vmmkit-nocarry", "vmm-run", "expandable", "native-again"]
@@ -90,7 +90,7 @@ for n in names:
         runs[n]["vmm_allocs"] = s["allocs"]
         d = s["devices"][0]
         runs[n]["vmm_device"] = {k: d.get(k) for k in ("cache_hits", "cache_misses", "driver_calls")}
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, IndexError):
         pass
 native = runs.get("native", {})
 base = native.get("step_ms_median")
@@ -100,17 +100,17 @@ print(f"=== generation: {native.get('layers')} layers, hidden {native.get('hidde
       f"{allocs} allocations per step ({native.get('allocs_per_token')} per token)")
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
-print(f"{'config':<13}{'step ms':>10}{'x native':>10}{'pair 4K ns':>12}{'pair 1M ns':>12}"
+print(f"{'config':<16}{'step ms':>10}{'x native':>10}{'pair 4K ns':>12}{'pair 1M ns':>12}"
       f"{'peak reserved MiB':>19}{'device used MiB':>17}{'allocs/step':>13}{'first alloc ms':>16}")
 for n in names:
     r = runs.get(n)
     if r is None:
-        print(f"{n:<13}  FAILED"); continue
+        print(f"{n:<16}  FAILED"); continue
     ratio = r["step_ms_median"] / base if base else None
     reserved = r.get("max_reserved_mib", r.get("vmm_peak_reserved_mib"))
     if n.startswith("vmmkit"):
         reserved = r.get("vmm_peak_reserved_mib")
-    print(f"{n:<13}{r['step_ms_median']:>10.2f}{f(ratio, '{:.3f}'):>10}{f(r.get('pair_ns_4k')):>12}"
+    print(f"{n:<16}{r['step_ms_median']:>10.2f}{f(ratio, '{:.3f}'):>10}{f(r.get('pair_ns_4k')):>12}"
           f"{f(r.get('pair_ns_1m')):>12}{f(reserved):>19}{f(r.get('device_used_mib')):>17}"
           f"{f(r.get('allocs_per_step'), '{}'):>13}{f(r.get('first_alloc_ms')):>16}")
 if "vmm-run" in runs and "vmm_peak_reserved_mib" in runs["vmm-run"]:
@@ -125,7 +125,7 @@ def per_alloc(n):  # the extra step time over native, spread over the step's all
     if not r or not base or not allocs: return None
     return (r["step_ms_median"] - base) * 1e6 / allocs
 for n in ("trivial", "vmmkit", "vmmkit-nocarry", "vmm-run", "expandable", "native-again"):
-    print(f"  {n:<13} step time over native / allocations per step: {f(per_alloc(n))}")
+    print(f"  {n:<16} step time over native / allocations per step: {f(per_alloc(n))}")
 t, v, nc, nat = runs.get("trivial", {}), runs.get("vmmkit", {}), runs.get("vmmkit-nocarry", {}), native
 for size in ("4k", "1m"):
     k = "pair_ns_" + size
@@ -136,4 +136,5 @@ for size in ("4k", "1m"):
             line += f"; one upcall saved per pair (vmmkit-nocarry - vmmkit) {nc[k] - v[k]:.0f}"
         print(line)
 EOF
+cat "$out/summary.txt"
 exit $failed
