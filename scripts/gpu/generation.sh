@@ -13,6 +13,8 @@
 #   vmmkit       vmmkit's shim as PyTorch's pluggable allocator
 #   vmmkit-nocarry  the same with VMM_CARRY_FREES=0 (one upcall per free instead of riding on the
 #                next allocation's)
+#   vmmkit-long  vmmkit again with STEPS_MORE (7) more timed steps and no pair loop: the difference of
+#                its stats file and vmmkit's is vmmkit's cache misses and driver calls per steady step
 #   vmm-run      `vmmkit run`: PyTorch's caching allocator over vmmkit's cudaMalloc
 #   expandable   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   native-again the first run once more: how far two native runs differ (noise)
@@ -22,8 +24,8 @@
 # allocations per step, vmmkit's cache hits, misses and driver calls; then where the time goes per
 # allocate+free pair. Logs and JSON in $OUT/generation/ when OUT is set. About 2-3 minutes; exits
 # non-zero if a run failed.
-# Knobs: PYTHON (python3), TARGET_ALLOCS (32000), GEN_ARGS (more generation.py options, e.g.
-# "--layers 16 --batch 1"), RUN_LIMIT (seconds per run, 90).
+# Knobs: PYTHON (python3), TARGET_ALLOCS (32000), STEPS (timed steps per run, 7), STEPS_MORE (7),
+# GEN_ARGS (more generation.py options, e.g. "--layers 16 --batch 1"), RUN_LIMIT (seconds per run, 90).
 set -uo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
 cd "$root"
@@ -61,14 +63,18 @@ run() {
 }
 
 gen=("$py" scripts/gpu/generation.py)
-run native env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native --target-allocs "${TARGET_ALLOCS:-32000}" "${extra[@]}" || {
+run native env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native --target-allocs "${TARGET_ALLOCS:-32000}" --steps "${STEPS:-7}" "${extra[@]}" || {
   echo "generation: the native run failed; nothing to compare with"; exit 1; }
 tokens="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"])' "$out/native.json")"
-fixed=(--tokens "$tokens" "${extra[@]}")
+steps="${STEPS:-7}"
+fixed=(--tokens "$tokens" --steps "$steps" "${extra[@]}")
 run trivial env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" trivial --so "$trivial" "${fixed[@]}"
 run vmmkit env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/vmmkit.stats.json" "${gen[@]}" vmmkit --so "$shim" "${fixed[@]}"
 run vmmkit-nocarry env -u PYTORCH_CUDA_ALLOC_CONF VMM_CARRY_FREES=0 VMM_STATS_FILE="$out/vmmkit-nocarry.stats.json" \
   "${gen[@]}" vmmkit --so "$shim" "${fixed[@]}"
+more="${STEPS_MORE:-7}"
+run vmmkit-long env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/vmmkit-long.stats.json" \
+  "${gen[@]}" vmmkit --so "$shim" "${fixed[@]}" --steps "$((steps + more))" --pairs 0
 run vmm-run env -u PYTORCH_CUDA_ALLOC_CONF ./vmmkit run --stats "$out/vmm-run.stats.json" -- "${gen[@]}" vmm-run "${fixed[@]}"
 run expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${gen[@]}" expandable "${fixed[@]}"
 run native-again env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native "${fixed[@]}"
@@ -77,7 +83,7 @@ echo
 "$py" - "$out" <<'EOF' > "$out/summary.txt" || { failed=1; echo "generation: the summary failed"; }
 import json, os, sys
 out = sys.argv[1]
-names = ["native", "trivial", "vmmkit", "vmmkit-nocarry", "vmm-run", "expandable", "native-again"]
+names = ["native", "trivial", "vmmkit", "vmmkit-nocarry", "vmmkit-long", "vmm-run", "expandable", "native-again"]
 runs = {}
 for n in names:
     try:
@@ -119,6 +125,15 @@ if "vmm-run" in runs and "vmm_peak_reserved_mib" in runs["vmm-run"]:
 for n in ("vmmkit", "vmmkit-nocarry", "vmm-run"):
     if "vmm_device" in runs.get(n, {}):
         print(f"{n}: vmmkit's cache hits, misses and driver calls over the whole process: {runs[n]['vmm_device']}")
+short, long_ = runs.get("vmmkit", {}).get("vmm_device"), runs.get("vmmkit-long", {}).get("vmm_device")
+if short and long_:
+    steps = runs["vmmkit-long"]["step_ms_all"].__len__() - runs["vmmkit"]["step_ms_all"].__len__()
+    # vmmkit's run also made the pair loops' allocations: all cache hits, no driver call.
+    calls = {k: round((long_["driver_calls"].get(k, 0) - short["driver_calls"].get(k, 0)) / steps, 1)
+             for k in set(long_["driver_calls"]) | set(short["driver_calls"])}
+    print(f"vmmkit per steady step ({steps} more steps): cache misses "
+          f"{(long_['cache_misses'] - short['cache_misses']) / steps:.1f}, driver calls "
+          f"{ {k: v for k, v in sorted(calls.items()) if v} }")
 print("where the time goes, per allocate+free pair (ns):")
 def per_alloc(n):  # the extra step time over native, spread over the step's allocations
     r = runs.get(n)
