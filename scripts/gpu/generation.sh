@@ -80,7 +80,7 @@ run expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${gen[@]}" 
 run native-again env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native "${fixed[@]}"
 
 echo
-"$py" - "$out" <<'EOF' > "$out/summary.txt" || { failed=1; echo "generation: the summary failed"; }
+"$py" - "$out" <<'EOF' > "$out/summary.txt" || { failed=1; echo "generation: the summary failed, or vmmkit did not serve"; }
 import json, os, sys
 out = sys.argv[1]
 names = ["native", "trivial", "vmmkit", "vmmkit-nocarry", "vmmkit-long", "vmm-run", "expandable", "native-again"]
@@ -98,6 +98,8 @@ for n in names:
         runs[n]["vmm_device"] = {k: d.get(k) for k in ("cache_hits", "cache_misses", "driver_calls")}
     except (OSError, ValueError, KeyError, IndexError):
         pass
+not_served = [n for n in ("vmmkit", "vmmkit-nocarry", "vmmkit-long", "vmm-run")
+              if n in runs and not runs[n].get("vmm_allocs")]
 native = runs.get("native", {})
 base = native.get("step_ms_median")
 allocs = native.get("allocs_per_step")
@@ -134,6 +136,8 @@ if short and long_:
     print(f"vmmkit per steady step ({steps} more steps): cache misses "
           f"{(long_['cache_misses'] - short['cache_misses']) / steps:.1f}, driver calls "
           f"{ {k: v for k, v in sorted(calls.items()) if v} }")
+for n in not_served:
+    print(f"{n}: vmmkit served no allocation (no stats file, or zero allocs): the figures above are the CUDA runtime's")
 print("where the time goes, per allocate+free pair (ns):")
 def per_alloc(n):  # the extra step time over native, spread over the step's allocations
     r = runs.get(n)
@@ -150,6 +154,7 @@ for size in ("4k", "1m"):
         if k in nc:
             line += f"; one upcall saved per pair (vmmkit-nocarry - vmmkit) {nc[k] - v[k]:.0f}"
         print(line)
+sys.exit(1 if not_served else 0)
 EOF
 cat "$out/summary.txt"
 exit $failed
