@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Llama-style generation in PyTorch under five allocators, each in its own process, same machine, same
-# run. Run from the repository root on a machine with an NVIDIA GPU, python3 with PyTorch, gcc, and
+# Llama-style generation in PyTorch under several allocators (below), each in its own process, same
+# machine, same run. Run from the repository root on a machine with an NVIDIA GPU, python3 with PyTorch, gcc, and
 # runtime/ (scripts/build-runtime.sh) and target/ built:
 #   bash scripts/gpu/generation.sh
 # generation.py is the model (random weights, no network): a step is one generate() call, a prefill
