@@ -475,10 +475,64 @@ static void forks(void) {
     CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(1));
 }
 
+/* The pluggable entry points from several threads, sizes on both sides of the 1 MiB under which a
+ * free waits for its thread's next allocation: every thread checks its data before each free, and
+ * each ends with a free waiting, which the main thread's next allocation (or the exit) delivers. The
+ * end-to-end test checks that the stats count every free. */
+enum { TORCH_THREADS = 6, TORCH_ROUNDS = 400, TORCH_KEEP = 4 };
+static void *(*torch_alloc_fn)(long, int, cudaStream_t);
+static void (*torch_free_fn)(void *, long, int, cudaStream_t);
+
+static void *torch_worker(void *arg) {
+    unsigned id = (unsigned) (uintptr_t) arg, seed = id * 104729 + 7;
+    cudaStream_t stream = (cudaStream_t) (uintptr_t) (id % 2 ? 0 : 0x7700 + id);
+    struct { void *ptr; size_t size; unsigned tag; } held[TORCH_KEEP] = {{0}};
+    for (int round = 0; round < TORCH_ROUNDS && !thread_failed; round++) {
+        int slot = round % TORCH_KEEP;
+        if (held[slot].ptr) {
+            unsigned char got[64], want[64];
+            size_t n = held[slot].size < sizeof got ? held[slot].size : sizeof got;
+            fill(want, n, held[slot].tag);
+            if (cudaMemcpy(got, held[slot].ptr, n, D2H) != 0 || memcmp(got, want, n) != 0) thread_failed = 1;
+            torch_free_fn(held[slot].ptr, (long) held[slot].size, 0, stream);
+        }
+        seed = seed * 1103515245 + 12345;
+        size_t size = (seed >> 8) % 5 == 0 ? (1 << 20) + 4096 * ((seed >> 4) % 64) : 1 + (seed >> 8) % 65536;
+        void *p = torch_alloc_fn((long) size, 0, stream);
+        if (!p) { thread_failed = 1; break; }
+        unsigned char buf[64];
+        size_t n = size < sizeof buf ? size : sizeof buf;
+        fill(buf, n, seed);
+        if (cudaMemcpy(p, buf, n, H2D) != 0) thread_failed = 1;
+        held[slot].ptr = p;
+        held[slot].size = size;
+        held[slot].tag = seed;
+    }
+    for (int slot = 0; slot < TORCH_KEEP; slot++)
+        if (held[slot].ptr) torch_free_fn(held[slot].ptr, (long) held[slot].size, 0, stream);
+    return NULL;
+}
+
+static void torch_threads(void) {
+    torch_alloc_fn = (void *(*)(long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_alloc");
+    torch_free_fn = (void (*)(void *, long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_free");
+    CHECK(torch_alloc_fn && torch_free_fn);
+    long before = fake_cudart_malloc_calls();
+    pthread_t t[TORCH_THREADS];
+    for (int i = 0; i < TORCH_THREADS; i++) CHECK(pthread_create(&t[i], NULL, torch_worker, (void *) (uintptr_t) i) == 0);
+    for (int i = 0; i < TORCH_THREADS; i++) pthread_join(t[i], NULL);
+    CHECK(!thread_failed);
+    void *p = torch_alloc_fn(4096, 0, NULL); /* takes the ended threads' waiting frees to Java */
+    CHECK(p != NULL);
+    torch_free_fn(p, 4096, 0, NULL);          /* waits until the exit */
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls((long) TORCH_THREADS * TORCH_ROUNDS + 1));
+}
+
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
     {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"peer", peer},
     {"device_threads", device_threads},
+    {"torch_threads", torch_threads},
     {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
 };
 

@@ -3,6 +3,7 @@ package dev.vmmkit.interpose;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.ZeroCopyStats;
 import dev.vmmkit.driver.DeviceSet;
+import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.trace.AtomicFile;
 import dev.vmmkit.trace.RequestLedger;
 
@@ -10,6 +11,7 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * The stats file of {@code vmmkit run --stats}: one JSON object with the keys {@code mode},
@@ -22,7 +24,10 @@ import java.util.Locale;
  * an upper bound), and {@code devices} has one object per device that had an allocator:
  * {@code device}, {@code allocs}, {@code frees}, {@code live_bytes}, {@code peak_live_bytes},
  * {@code peak_reserved_bytes}, {@code peers} (the devices granted peer access to its memory),
- * {@code peak_hint_bytes} (the allocator's peak hint, from VMM_PEAK_HINT or the peak profile; 0: none). In
+ * {@code peak_hint_bytes} (the allocator's peak hint, from VMM_PEAK_HINT or the peak profile; 0: none),
+ * {@code cache_hits} and {@code cache_misses} (allocations served from mapped free memory, and the
+ * others), and {@code driver_calls} (calls by kind, e.g. {@code {"create":3,"map":3,...}}: a program
+ * whose allocations all hit the cache shows none after its warm-up). In
  * monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot see:
  * {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null} and {@code devices}
  * is empty. {@code passthrough_calls} counts allocation and free calls served by the real runtime.
@@ -69,12 +74,29 @@ public final class StatsWriter {
                     .append(",\"peak_reserved_bytes\":").append(s.peakReservedBytes())
                     .append(",\"peers\":").append(DeviceSet.toString(d.peers()).replace('{', '[').replace('}', ']'))
                     .append(",\"peak_hint_bytes\":").append(profile.hintOf(d.device()))
-                    .append('}');
+                    .append(",\"cache_hits\":").append(s.cacheHits())
+                    .append(",\"cache_misses\":").append(s.cacheMisses())
+                    .append(",\"driver_calls\":");
+            appendDriverCalls(each, s.driverCalls());
+            each.append('}');
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;
         return json("vmm", true, allocs, frees, passthroughCalls, peakLive,
                 Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio),
                 zeroCopyJson(new ZeroCopyStats(remaps, remappedBytes, fellBack)), profile.statsJson(), each.toString());
+    }
+
+    private static void appendDriverCalls(StringBuilder json, Map<DriverCall, Long> calls) {
+        json.append('{');
+        boolean first = true;
+        for (DriverCall call : DriverCall.values()) {
+            long count = calls.getOrDefault(call, 0L);
+            if (count == 0) continue;
+            if (!first) json.append(',');
+            json.append('"').append(call.key()).append("\":").append(count);
+            first = false;
+        }
+        json.append('}');
     }
 
     static String monitorJson(RequestLedger ledger, long passthroughCalls) {

@@ -40,7 +40,7 @@ class InterposeEndToEndTest {
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
     private static final Path RESIZE_TEST = NATIVE.resolve("resize_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
-            "by_handle", "peer", "device_threads");
+            "by_handle", "peer", "device_threads", "torch_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
             "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "zero_copy", "profile", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -317,6 +317,33 @@ class InterposeEndToEndTest {
         Set<String> seen = new HashSet<>();
         figures.fieldNames().forEachRemaining(seen::add);
         assertTrue(seen.contains("first_call_ms"), result::toString);
+    }
+
+    /**
+     * PyTorch's pluggable-allocator entry points, on the default stream and on a stream of the
+     * program's own: after the first allocation, half a million cache-hit pairs make no driver call
+     * at all (no event record or query per free), and the stats file says so per device.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"0", "0x1234"})
+    void cacheHitPairsThroughThePluggableEntryPointsMakeNoDriverCall(String stream) throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                NATIVE.resolve("bench_pair").toString(), "4096", "2000", "torch", stream);
+        assertEquals(0, result.exitCode(), result::toString);
+        assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
+        JsonNode device = stats(stats).get("devices").get(0);
+        assertTrue(device.get("allocs").asLong() > 500_000, device::toString);
+        // Each free reached Java before the next allocation (riding on its upcall): never two live.
+        assertEquals(4096, device.get("peak_live_bytes").asLong(), device::toString);
+        assertEquals(1, device.get("cache_misses").asLong(), device::toString);
+        assertEquals(device.get("allocs").asLong() - 1, device.get("cache_hits").asLong(), device::toString);
+        long calls = 0;
+        for (JsonNode count : device.get("driver_calls")) calls += count.asLong();
+        // The first allocation: reserve the two regions, memory_info, create + map + set_access one handle.
+        assertTrue(calls <= 8, "driver calls after the first allocation: " + device);
+        device.get("driver_calls").fieldNames().forEachRemaining(call ->
+                assertFalse(call.startsWith("event_") || call.equals("device_synchronize"), device::toString));
     }
 
     @Test
