@@ -344,7 +344,10 @@ public final class VmmManager implements ManagedMemoryResource {
             for (RegionHeap r : manager.allRegions()) {
                 long stillWanted = wantedBytes - (out.totalBytes() - before);
                 if (r == requester || stillWanted <= 0) continue;
-                r.reclaimFreeHandles(stillWanted, out, false);
+                // Promote first: a region whose cache never misses never promotes its own frees, and
+                // memory freed on a stream is reclaimable only once promoted. Without this, a
+                // generation run's early KV caches kept their pages in the small region for good.
+                r.reclaimFreeHandles(stillWanted, out, true);
             }
         }
 
