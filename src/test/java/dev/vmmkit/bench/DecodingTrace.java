@@ -25,28 +25,50 @@ final class DecodingTrace {
     private static final long INT64 = 8;
     private static final long BOOL = 1;
 
-    // A scaled-down Llama (TinyLlama's shape at half width): about 380 MiB of fp16 weights.
-    private final int hidden = 1024;
-    private final int layers = 12;
-    private final int heads = 16;
-    private final int kvHeads = 4;
-    private final int headDim = hidden / heads;
-    private final int intermediate = 2816;
-    private final int vocab = 32000;
+    /**
+     * The model and the {@code generate()} calls: (batch, prompt tokens, new tokens) each.
+     * {@code kvHeads < heads} is grouped-query attention.
+     */
+    record Shape(int hidden, int layers, int heads, int kvHeads, int intermediate, int vocab, int[][] calls) {
+    }
+
+    /** A scaled-down Llama (TinyLlama's shape at half width, about 380 MiB of weights); short and long prompts, batches 1 to 8. */
+    static final Shape BATCHED = new Shape(1024, 12, 16, 4, 2816, 32000,
+            new int[][]{{1, 96, 160}, {4, 384, 96}, {2, 40, 128}, {8, 24, 64}, {1, 700, 48}, {3, 160, 80}});
+    /** A smaller model with full multi-head attention (every head cached), long prompts, batch 1 and 2: the cache dominates. */
+    static final Shape LONG_CONTEXT = new Shape(768, 16, 12, 12, 2048, 50257,
+            new int[][]{{1, 1500, 160}, {2, 600, 120}, {1, 2000, 100}});
+
+    private final int hidden;
+    private final int layers;
+    private final int heads;
+    private final int kvHeads;
+    private final int headDim;
+    private final int intermediate;
+    private final int vocab;
+    private final int[][] calls;
     private final int topK = 50;
 
     private final TraceWriter out;
     private final SplittableRandom rng = new SplittableRandom(23);
     private long nextKey = 1L << 32;
 
-    private DecodingTrace(TraceWriter out) {
+    private DecodingTrace(TraceWriter out, Shape shape) {
         this.out = out;
+        this.hidden = shape.hidden;
+        this.layers = shape.layers;
+        this.heads = shape.heads;
+        this.kvHeads = shape.kvHeads;
+        this.headDim = shape.hidden / shape.heads;
+        this.intermediate = shape.intermediate;
+        this.vocab = shape.vocab;
+        this.calls = shape.calls;
     }
 
-    /** Writes the trace to {@code file}. */
-    static void write(Path file) throws IOException {
+    /** Writes the trace of {@code shape} to {@code file}. */
+    static void write(Path file, Shape shape) throws IOException {
         try (TraceWriter w = TraceWriter.open(file, "synthetic Llama-style decoding trace (HuggingFace generate, eager attention, fp16)")) {
-            new DecodingTrace(w).run();
+            new DecodingTrace(w, shape).run();
         }
     }
 
@@ -62,13 +84,11 @@ final class DecodingTrace {
     }
 
     private void free(T... tensors) throws IOException {
-        for (T t : tensors) out.free(t.key, t.bytes, 0);
+        for (T t : tensors) if (t != null) out.free(t.key, t.bytes, 0);
     }
 
     private void run() throws IOException {
         List<T> weights = loadWeights();
-        // (batch, prompt tokens, new tokens) of successive generate() calls.
-        int[][] calls = {{1, 96, 160}, {4, 384, 96}, {2, 40, 128}, {8, 24, 64}, {1, 700, 48}, {3, 160, 80}};
         for (int[] call : calls) generate(call[0], call[1], call[2]);
         for (T w : weights) free(w);
     }
@@ -197,17 +217,18 @@ final class DecodingTrace {
         free(k);
         long cacheBytes = (long) batch * kvHeads * seq * headDim * FP16;
         T grownKeys = alloc(cacheBytes);
-        if (keys[l] != null) free(keys[l]);
+        free(keys[l]);
         keys[l] = grownKeys;
         free(kEmbedded);
         T grownValues = alloc(cacheBytes);
-        if (values[l] != null) free(values[l]);
+        free(values[l]);
         values[l] = grownValues;
         free(v);
-        // repeat_kv: keys and values expanded to every query head.
+        // repeat_kv: keys and values expanded to every query head (a view when every head is cached).
         long repeatedBytes = (long) batch * heads * seq * headDim * FP16;
-        T repeatedKeys = alloc(repeatedBytes);
-        T repeatedValues = alloc(repeatedBytes);
+        boolean grouped = kvHeads < heads;
+        T repeatedKeys = grouped ? alloc(repeatedBytes) : null;
+        T repeatedValues = grouped ? alloc(repeatedBytes) : null;
         long scoreCount = (long) batch * heads * tokens * seq;
         T scores = alloc(scoreCount * FP16); // q @ k^T (scaled in place)
         free(qEmbedded, repeatedKeys);
