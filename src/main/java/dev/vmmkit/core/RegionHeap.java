@@ -102,23 +102,35 @@ final class RegionHeap {
 
     /** Allocates {@code bytes} (already aligned) for {@code stream}; returns the address. */
     long allocate(long bytes, long requested, long stream) {
+        long address = allocateCached(bytes, requested, stream);
+        if (address != 0) return address;
         lock.lock();
         try {
-            int id = freeLists.bestFit(bytes, stream);
-            if (id != NONE) {
-                cacheHits++;
-                return carveLive(id, bytes, requested);
-            }
             cacheMisses++;
-            resizer.unmapRetiredAliases();
-            if (freeLists.promoteCompleted()) {
-                id = freeLists.bestFit(bytes, stream);
-                if (id != NONE) return carveLive(id, bytes, requested);
-            }
         } finally {
             lock.unlock();
         }
         return allocateSlow(bytes, requested, stream);
+    }
+
+    /**
+     * Allocates {@code bytes} from mapped free memory only (promoting completed frees first when
+     * nothing fits); returns 0, calling no driver function, when nothing does.
+     */
+    long allocateCached(long bytes, long requested, long stream) {
+        lock.lock();
+        try {
+            int id = freeLists.bestFit(bytes, stream);
+            if (id == NONE) {
+                resizer.unmapRetiredAliases();
+                if (freeLists.promoteCompleted()) id = freeLists.bestFit(bytes, stream);
+                if (id == NONE) return 0;
+            }
+            cacheHits++;
+            return carveLive(id, bytes, requested);
+        } finally {
+            lock.unlock();
+        }
     }
 
     /** Frees a live allocation; work on {@code stream} may still use it. Returns the requested size. */
@@ -234,7 +246,7 @@ final class RegionHeap {
         return Math.max(config.peakHintBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
     }
 
-    private boolean physicalWouldExceedBudget(long bytes, long requested) {
+    boolean physicalWouldExceedBudget(long bytes, long requested) {
         return accounting.physicalBytes() + roundUpToPage(bytes) > physicalBudget(requested);
     }
 
