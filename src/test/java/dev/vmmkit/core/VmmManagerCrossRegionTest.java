@@ -20,10 +20,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * Physical memory moves between the size classes: at the budget, one region takes the whole free
- * handles of the other, including those freed on a stream whose work has completed since (a region
- * that never misses its cache would otherwise keep them in its stream's list for good), and never
- * those that pending work may still touch.
+ * Memory shared between the size classes at the physical budget: a small request that misses its
+ * region's cache takes a free block of the large region, with no driver call; and one region takes
+ * the whole free handles of the other, including those freed on a stream whose work has completed
+ * since (a region that never misses its cache would otherwise keep them in its stream's list for
+ * good). Neither ever takes memory that pending work may still touch.
  */
 class VmmManagerCrossRegionTest {
     private static final long A = 1;
@@ -34,10 +35,18 @@ class VmmManagerCrossRegionTest {
     private VmmManager m;
 
     private void open(boolean eventsCompleteAtOnce) {
+        open(eventsCompleteAtOnce, 1.0);
+    }
+
+    private void open(boolean eventsCompleteAtOnce, double slack) {
         host = hostDriver(64 * MIB);
         events = host.hostEvents();
         events.holdCompletion(!eventsCompleteAtOnce);
-        m = new VmmManager(host, smallConfig(64 * MIB).withReserveSlack(1.0));
+        m = new VmmManager(host, smallConfig(64 * MIB).withReserveSlack(slack));
+    }
+
+    private boolean inSmallRegion(long address) {
+        return m.isSmall(m.regionOf(address));
     }
 
     @AfterEach
@@ -59,6 +68,50 @@ class VmmManagerCrossRegionTest {
         }
         for (long a : small) m.deallocate(a, stream);
         return small;
+    }
+
+    @Test
+    void atTheBudgetASmallRequestTakesAFreeBlockOfTheLargeRegionWithNoDriverCall() {
+        open(true);
+        long big = m.allocate(4 * MIB, A);
+        m.deallocate(big, A);
+        java.util.Map<DriverCall, Long> before = m.stats().driverCalls();
+        long reserved = m.stats().reservedBytes();
+
+        long small = m.allocate(100 * 1024, A);
+        fill(host, small, 100 * 1024, 9);
+        assertFalse(inSmallRegion(small), "placed in the large region's free block");
+        assertTrue(small >= big && small < big + 4 * MIB, "inside the freed large block");
+        assertEquals(before, m.stats().driverCalls(), "no driver call");
+        assertEquals(reserved, m.stats().reservedBytes(), "no new memory");
+        assertFullyIntact(host, small, 100 * 1024, 9, "the small request");
+        m.deallocate(small, A);
+        assertEquals(-1, m.sizeOf(small), "freed through the large region");
+    }
+
+    @Test
+    void belowTheBudgetSmallRequestsStayInTheSmallRegion() {
+        open(true, 2.0);
+        long big = m.allocate(4 * MIB, A);
+        m.deallocate(big, A);
+        long small = m.allocate(100 * 1024, A);
+        assertTrue(inSmallRegion(small), "the size classes stay apart below the budget");
+        m.deallocate(small, A);
+    }
+
+    @Test
+    void aSmallRequestNeverTakesALargeBlockThatPendingWorkMayUse() {
+        open(false);
+        long big = m.allocate(4 * MIB, A);
+        fill(host, big, 4 * MIB, 3);
+        m.deallocate(big, A); // A's kernels still run
+        long small = m.allocate(100 * 1024, B);
+        assertTrue(small + 100 * 1024 <= big || small >= big + 4 * MIB, "B got A's pending block");
+        assertFullyIntact(host, big, 4 * MIB, 3, "A's pending block");
+        long own = m.allocate(100 * 1024, A);
+        assertTrue(own >= big && own < big + 4 * MIB, "A itself may reuse its block at once");
+        m.deallocate(small, B);
+        m.deallocate(own, A);
     }
 
     @Test
