@@ -114,19 +114,21 @@ final class RegionHeap {
     }
 
     /**
-     * Allocates {@code bytes} from mapped free memory only (promoting completed frees first when
-     * nothing fits); returns 0, calling no driver function, when nothing does.
+     * Allocates {@code bytes} from mapped free memory only: a fit (a cache hit, no driver call), else
+     * a fit after promoting completed frees (a miss: events were asked); 0 when nothing fits.
      */
     long allocateCached(long bytes, long requested, long stream) {
         lock.lock();
         try {
             int id = freeLists.bestFit(bytes, stream);
-            if (id == NONE) {
-                resizer.unmapRetiredAliases();
-                if (freeLists.promoteCompleted()) id = freeLists.bestFit(bytes, stream);
-                if (id == NONE) return 0;
+            if (id != NONE) {
+                cacheHits++;
+                return carveLive(id, bytes, requested);
             }
-            cacheHits++;
+            resizer.unmapRetiredAliases();
+            if (freeLists.promoteCompleted()) id = freeLists.bestFit(bytes, stream);
+            if (id == NONE) return 0;
+            cacheMisses++;
             return carveLive(id, bytes, requested);
         } finally {
             lock.unlock();
