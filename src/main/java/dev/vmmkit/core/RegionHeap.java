@@ -102,6 +102,22 @@ final class RegionHeap {
 
     /** Allocates {@code bytes} (already aligned) for {@code stream}; returns the address. */
     long allocate(long bytes, long requested, long stream) {
+        long address = allocateCached(bytes, requested, stream);
+        if (address != 0) return address;
+        lock.lock();
+        try {
+            cacheMisses++;
+        } finally {
+            lock.unlock();
+        }
+        return allocateSlow(bytes, requested, stream);
+    }
+
+    /**
+     * Allocates {@code bytes} from mapped free memory only: a fit (a cache hit, no driver call), else
+     * a fit after promoting completed frees (a miss: events were asked); 0 when nothing fits.
+     */
+    long allocateCached(long bytes, long requested, long stream) {
         lock.lock();
         try {
             int id = freeLists.bestFit(bytes, stream);
@@ -109,16 +125,14 @@ final class RegionHeap {
                 cacheHits++;
                 return carveLive(id, bytes, requested);
             }
-            cacheMisses++;
             resizer.unmapRetiredAliases();
-            if (freeLists.promoteCompleted()) {
-                id = freeLists.bestFit(bytes, stream);
-                if (id != NONE) return carveLive(id, bytes, requested);
-            }
+            if (freeLists.promoteCompleted()) id = freeLists.bestFit(bytes, stream);
+            if (id == NONE) return 0;
+            cacheMisses++;
+            return carveLive(id, bytes, requested);
         } finally {
             lock.unlock();
         }
-        return allocateSlow(bytes, requested, stream);
     }
 
     /** Frees a live allocation; work on {@code stream} may still use it. Returns the requested size. */
@@ -234,7 +248,7 @@ final class RegionHeap {
         return Math.max(config.peakHintBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
     }
 
-    private boolean physicalWouldExceedBudget(long bytes, long requested) {
+    boolean physicalWouldExceedBudget(long bytes, long requested) {
         return accounting.physicalBytes() + roundUpToPage(bytes) > physicalBudget(requested);
     }
 

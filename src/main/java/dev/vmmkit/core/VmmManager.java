@@ -13,7 +13,9 @@ import dev.vmmkit.driver.VmmDriver;
  *
  * <p>Two size classes keep small, often long-lived tensors from pinning the pages of large ones:
  * requests up to {@link VmmConfig#smallLimitBytes()} share mapped pages in the small region, larger
- * ones live in the large region. Both are {@link RegionHeap}s.
+ * ones live in the large region. Both are {@link RegionHeap}s. At the physical budget a small
+ * request that misses its region's cache takes a free block of the large region instead of a page
+ * ({@link SmallRequestOverflow}), and each region may take the other's whole free handles.
  *
  * <p>Streams are opaque {@code long}s. {@link #DEVICE_WIDE_STREAM} marks a free that must wait for
  * all earlier work on the device (cudaFree's guarantee); the manager's {@link DeviceWideFence}
@@ -97,6 +99,10 @@ public final class VmmManager implements ManagedMemoryResource {
         boolean small = size <= config.smallLimitBytes();
         long bytes = blockBytes(size, small);
         RegionHeap[] regions = small ? smallRegions : largeRegions;
+        if (small) {
+            long address = SmallRequestOverflow.allocateFromMappedMemory(regions, largeRegions, bytes, size, stream);
+            if (address != 0) return address;
+        }
         for (int i = regions.length - 1; i >= 0; i--) {
             try {
                 return regions[i].allocate(bytes, size, stream);
@@ -344,7 +350,10 @@ public final class VmmManager implements ManagedMemoryResource {
             for (RegionHeap r : manager.allRegions()) {
                 long stillWanted = wantedBytes - (out.totalBytes() - before);
                 if (r == requester || stillWanted <= 0) continue;
-                r.reclaimFreeHandles(stillWanted, out, false);
+                // Promote first: a region whose cache never misses never promotes its own frees, and
+                // memory freed on a stream is reclaimable only once promoted. Without this, a
+                // generation run's early KV caches kept their pages in the small region for good.
+                r.reclaimFreeHandles(stillWanted, out, true);
             }
         }
 

@@ -11,11 +11,13 @@ import java.util.List;
 import java.util.SplittableRandom;
 
 /**
- * Writes two synthetic traces in vmmkit's format, so allocator settings are not tuned on the BERT
+ * Writes four synthetic traces in vmmkit's format, so allocator settings are not tuned on the BERT
  * trace alone: {@code training.csv.gz} (persistent weights and optimizer state; each iteration
  * allocates activations in the forward pass and frees them in reverse in the backward pass, beside
  * gradients and temporaries) and {@code generation.csv.gz} (weights; a KV cache that grows by
- * reallocation every few tokens; many small temporaries per token). Seeded, so they repeat.
+ * reallocation every few tokens; many small temporaries per token), and {@code decoding.csv.gz} and
+ * {@code decoding_long.csv.gz} (Llama-style HuggingFace generation, tensor by tensor, batched and
+ * long-context: {@link DecodingTrace}). Seeded, so they repeat.
  * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.SyntheticTraces DIR}.
  */
 public final class SyntheticTraces {
@@ -29,6 +31,8 @@ public final class SyntheticTraces {
         Path dir = Path.of(args.length > 0 ? args[0] : ".");
         new SyntheticTraces().training(dir.resolve("training.csv.gz"));
         new SyntheticTraces().generation(dir.resolve("generation.csv.gz"));
+        DecodingTrace.write(dir.resolve("decoding.csv.gz"), DecodingTrace.BATCHED);
+        DecodingTrace.write(dir.resolve("decoding_long.csv.gz"), DecodingTrace.LONG_CONTEXT);
     }
 
     private long alloc(long size) throws IOException {

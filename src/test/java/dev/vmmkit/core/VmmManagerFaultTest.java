@@ -69,9 +69,29 @@ class VmmManagerFaultTest {
         int expected = switch (kind) {
             case RESERVE -> 4;
             case UNMAP, RELEASE -> 8;
+            // One per mapped run; regions that take each other's free handles map fewer runs.
+            case SET_ACCESS -> 15;
             default -> MAX_N / 2;
         };
         assertTrue(injectedSomewhere >= expected,
+                kind + ": the workload reached only " + injectedSomewhere + " of the fault positions");
+    }
+
+    /**
+     * The same with both size classes in use (requests over 16 KiB go to the large region): at the
+     * budget, small requests take the large region's free blocks, and each region reclaims the
+     * other's free handles after promoting its completed frees (event record and query).
+     */
+    @ParameterizedTest(name = "{0} fails, both size classes")
+    @org.junit.jupiter.params.provider.EnumSource(value = DriverCall.class,
+            names = {"CREATE", "MAP", "SET_ACCESS", "UNMAP", "EVENT_RECORD", "EVENT_QUERY"})
+    void anyFailingDriverCallWithBothSizeClassesLeavesTheAllocatorConsistent(DriverCall kind) {
+        int injectedSomewhere = 0;
+        for (int n = 1; n <= MAX_N / 2; n++) {
+            long seed = 90_000 + kind.ordinal() * 1000L + n;
+            injectedSomewhere += runWithOneFault(kind, n, CudaResult.OUT_OF_MEMORY, seed, 0, 16 * KIB) ? 1 : 0;
+        }
+        assertTrue(injectedSomewhere >= (kind == DriverCall.UNMAP ? 3 : 5),
                 kind + ": the workload reached only " + injectedSomewhere + " of the fault positions");
     }
 
@@ -101,16 +121,25 @@ class VmmManagerFaultTest {
         return runWithOneFault(kind, n, code, seed, 0);
     }
 
-    /** Returns true when the planned fault was injected. {@code handleCap} 0: adaptive handle sizes. */
     private static boolean runWithOneFault(DriverCall kind, int n, int code, long seed, long handleCap) {
-        String note = kind + " #" + n + " fails with " + CudaResult.name(code) + ", seed=" + seed + ", handle cap " + handleCap;
+        return runWithOneFault(kind, n, code, seed, handleCap, VmmConfig.DEFAULTS.smallLimitBytes());
+    }
+
+    /**
+     * Returns true when the planned fault was injected. {@code handleCap} 0: adaptive handle sizes;
+     * requests up to {@code smallLimit} go to the small region.
+     */
+    private static boolean runWithOneFault(DriverCall kind, int n, int code, long seed, long handleCap, long smallLimit) {
+        String note = kind + " #" + n + " fails with " + CudaResult.name(code) + ", seed=" + seed + ", handle cap " + handleCap
+                + ", small limit " + smallLimit;
         HostDriver host = hostDriver(8 * MIB);
         try {
             FaultPlan plan = new FaultPlan(seed).failNth(kind, n, code);
             // A small address space per region adds regions (RESERVE) often; a small pool limit
             // releases handles (RELEASE) on the slow path too.
-            VmmConfig config = smallConfig(4 * PAGE).withReserveSlack(1.0).withMaxCachedBytes(2 * PAGE)
-                    .withHandleCapBytes(handleCap);
+            VmmConfig d = smallConfig(4 * PAGE);
+            VmmConfig config = new VmmConfig(d.addressSpaceBytes(), d.chunkBytes(), smallLimit, d.alignmentBytes(), 1.0,
+                    2 * PAGE, d.fragRatio()).withHandleCapBytes(handleCap);
             VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), config);
             SplittableRandom rng = new SplittableRandom(seed);
             LiveModel model = new LiveModel();
@@ -205,12 +234,13 @@ class VmmManagerFaultTest {
 
     /**
      * Memory cached in one size class is released when the other one runs out: the driver's
-     * out-of-memory becomes a drain and a retry that succeeds.
+     * out-of-memory becomes a drain and a retry that succeeds. (A budget above the device, so the
+     * driver runs out before the budget would move the small region's pages.)
      */
     @Test
     void outOfMemoryAtCapacityIsRecoveredByDrainAndRetry() {
         HostDriver host = hostDriver(4 * MIB);
-        try (VmmManager m = new VmmManager(host, smallConfig(64 * MIB))) {
+        try (VmmManager m = new VmmManager(host, smallConfig(64 * MIB).withReserveSlack(2.0))) {
             List<Long> small = new ArrayList<>();
             for (int i = 0; i < 48; i++) small.add(m.allocate(PAGE, 0));
             for (long a : small) m.deallocate(a, 0);
