@@ -31,6 +31,8 @@ final class PlacementChooser {
         int above = NONE;
         long mapFrom;
         long mapTo;
+        /** The end of the pages the request itself needs; up to {@code mapTo}, pages are mapped ahead. */
+        long neededTo;
     }
 
     private final RegionHeap region;
@@ -84,7 +86,7 @@ final class PlacementChooser {
         int u = p.unmapped;
         int rest = blocks.next[u];
         if (rest == NONE || blocks.kind[rest] != UNMAPPED) return;
-        long to = Math.min(blocks.end(rest), p.mapFrom + mapAtLeast);
+        long to = Math.min(blocks.end(rest), p.mapFrom + (mapAtLeast & -region.pageBytes));
         region.unmapped.remove(rest);
         region.splitOffUnmappedTail(rest, to);
         blocks.size[u] += blocks.size[rest];
@@ -147,6 +149,7 @@ final class PlacementChooser {
         long uStart = blocks.address[u];
         p.mapFrom = Math.max(uStart, start & -region.pageBytes);
         p.mapTo = Math.min(blocks.end(u), region.roundUpToPage(end));
+        p.neededTo = p.mapTo;
         region.unmapped.remove(u);
         region.splitOffUnmappedTail(u, p.mapTo);
         if (p.mapFrom > uStart) {

@@ -313,8 +313,11 @@ final class RegionHeap {
             if (fit != NONE) return carveLive(fit, bytes, requested);
             boolean over = physicalWouldExceedBudget(bytes, requested);
             long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) & -pageBytes;
-            long step = Math.min(room, sizer.cap(Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested)));
-            placement = placer.take(bytes, stream, over, step);
+            // Within the budget, map ahead up to a cap's worth of the peak so far: later requests
+            // land there without a driver call. Those pages get handles of their own, so they can
+            // still move while the request lives.
+            long ahead = Math.min(room, sizer.cap(Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested)));
+            placement = placer.take(bytes, stream, over, ahead);
             inFlight.begin();
         } finally {
             lock.unlock();
@@ -322,7 +325,7 @@ final class RegionHeap {
 
         HandleRun handles = new HandleRun();
         try {
-            acquireHandles(placement.mapTo - placement.mapFrom, requested, handles);
+            acquireHandles(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom, requested, handles);
             pages.mapRun(placement.mapFrom, handles);
         } catch (RuntimeException e) {
             boolean clean = giveBackUnmapped(placement.mapFrom, handles);
@@ -394,6 +397,15 @@ final class RegionHeap {
      * {@link HandleSizer}'s cap allow. Lock not held.
      */
     void acquireHandles(long runBytes, long requested, HandleRun out) {
+        acquireHandles(runBytes, runBytes, requested, out);
+    }
+
+    /**
+     * As {@link #acquireHandles(long, long, HandleRun)}, where only the first {@code neededBytes}
+     * hold the request and the rest is mapped ahead: no new handle spans both, so the part mapped
+     * ahead stays whole handles that can move while the request lives.
+     */
+    void acquireHandles(long runBytes, long neededBytes, long requested, HandleRun out) {
         try {
             long[] size = new long[1];
             while (out.totalBytes() < runBytes) {
@@ -409,12 +421,11 @@ final class RegionHeap {
                     reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
                     if (stillToMove > 0) others.takeFreeHandles(this, stillToMove, out);
-                    if (runBytes - room - out.totalBytes() > 0) sizer.reclaimFellShort();
-                    else sizer.reclaimSufficed();
                 }
             }
             while (out.totalBytes() < runBytes) {
-                long bytes = sizer.nextHandleBytes(runBytes - out.totalBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
+                long upTo = out.totalBytes() < neededBytes ? neededBytes : runBytes;
+                long bytes = sizer.nextHandleBytes(upTo - out.totalBytes(), budgetPeak(requested));
                 out.add(driver.create(bytes), bytes);
                 accounting.physicalCreated(bytes);
             }
