@@ -23,7 +23,7 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 final class PlacementChooser {
     /** A span taken for a placement: IN_FLIGHT blocks in no tree, adjacent in address order. */
     static final class Placement {
-        /** The tail of the free block below, part of the placement (IN_FLIGHT), or NONE. */
+        /** The free block below, all part of the placement (IN_FLIGHT), or NONE. */
         int below = NONE;
         /** The unmapped pages to map, {@code [mapFrom, mapTo)} (IN_FLIGHT). */
         int unmapped = NONE;
@@ -76,12 +76,16 @@ final class PlacementChooser {
             u = region.resizer.leaveHeadroom(u, span);
             start = blocks.address[u];
         }
-        Placement p = detach(u, start, bytes, stream);
+        Placement p = detach(u, start, bytes);
         if (!fewestPages && p.above == NONE && p.mapTo - p.mapFrom < mapAtLeast) growMapping(p, mapAtLeast);
         return p;
     }
 
-    /** Maps up to {@code mapAtLeast} bytes of the unmapped block, so that it can be one large handle. */
+    /**
+     * Maps {@code mapAtLeast} bytes (rounded down to a page) from the start of the placement's
+     * unmapped pages, as far as unmapped space goes: the pages past the request are mapped ahead,
+     * for later requests to find without a driver call.
+     */
     private void growMapping(Placement p, long mapAtLeast) {
         int u = p.unmapped;
         int rest = blocks.next[u];
@@ -108,9 +112,11 @@ final class PlacementChooser {
             long high = above != NONE ? blocks.end(above) : blocks.end(u);
             if (high - low < bytes) continue;
             long stretch = high - low;
-            consider(u, low, bytes, low, high, stretch);                                      // from the bottom
-            consider(u, Math.max(low, (high - bytes) & -region.pageBytes), bytes, low, high, stretch); // to the top
-            consider(u, Math.max(low, Math.min(blocks.address[u], high - bytes)), bytes, low, high, stretch); // across
+            consider(u, low, bytes, low, high, stretch); // from the bottom of the stretch
+            // Or up to its top, when that starts on the unmapped block (else it maps all of the
+            // unmapped block, as from the bottom, which wins the tie).
+            long top = (high - bytes) & -region.pageBytes;
+            if (top >= blocks.address[u]) consider(u, top, bytes, low, high, stretch);
         }
     }
 
@@ -143,7 +149,7 @@ final class PlacementChooser {
     }
 
     /** Takes {@code [start, start + bytes)} around unmapped block {@code u} (in the tree) out of every tree. */
-    private Placement detach(int u, long start, long bytes, long stream) {
+    private Placement detach(int u, long start, long bytes) {
         Placement p = new Placement();
         long end = start + bytes;
         long uStart = blocks.address[u];
@@ -162,22 +168,16 @@ final class PlacementChooser {
         }
         blocks.kind[u] = IN_FLIGHT;
         p.unmapped = u;
-        if (start < p.mapFrom) p.below = detachFreeFrom(blocks.prev[u], start);
+        if (start < p.mapFrom) p.below = detachWholeFree(blocks.prev[u]);
         if (end > p.mapTo) p.above = detachFreeUpTo(blocks.next[u], end);
         return p;
     }
 
-    /** Cuts {@code [from, end)} off the end of FREE block {@code id} (in its tree) as an IN_FLIGHT block. */
-    private int detachFreeFrom(int id, long from) {
+    /** Takes FREE block {@code id} out of its tree as an IN_FLIGHT block. */
+    private int detachWholeFree(int id) {
         region.freeLists.remove(id);
-        if (from == blocks.address[id]) {
-            blocks.kind[id] = IN_FLIGHT;
-            return id;
-        }
-        int part = splitFree(id, from);
-        region.freeLists.insert(id);
-        blocks.kind[part] = IN_FLIGHT;
-        return part;
+        blocks.kind[id] = IN_FLIGHT;
+        return id;
     }
 
     /** Cuts {@code [start, to)} off the start of FREE block {@code id} (in its tree) as an IN_FLIGHT block. */
