@@ -1,6 +1,10 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.FaultInjectingDriver;
+import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 
@@ -10,6 +14,7 @@ import static dev.vmmkit.core.AllocatorTestSupport.MIB;
 import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
 import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 /**
  * Where the slow path places a request over the budget ({@link PlacementChooser}) and which free
@@ -17,10 +22,16 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * large region, so the layouts below are exact (P = one page).
  */
 class PlacementPolicyTest {
+    private static final long STREAM = 1;
+    private static final long OTHER_STREAM = 2;
+
+    private static VmmConfig config() {
+        return VmmConfig.from(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0",
+                "VMM_RESERVE_SLACK", "1.0", "VMM_HANDLE_CAP", Long.toString(PAGE)));
+    }
 
     private static VmmManager manager(HostDriver host) {
-        return new VmmManager(host, VmmConfig.from(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0",
-                "VMM_RESERVE_SLACK", "1.0", "VMM_HANDLE_CAP", Long.toString(PAGE))));
+        return new VmmManager(host, config());
     }
 
     private static long handles(VmmManager m, DriverCall call) {
@@ -55,6 +66,66 @@ class PlacementPolicyTest {
             assertEquals(7, handles(m, DriverCall.MAP) - mappedBefore, "only the hole's pages are mapped");
             assertEquals(unmappedBefore, handles(m, DriverCall.UNMAP), "no page moved");
             assertEquals(26 * PAGE, m.stats().peakReservedBytes(), "the budget: peak live 25 pages plus one");
+        } finally {
+            host.close();
+        }
+    }
+
+    /**
+     * The same placement across the hole when a map fails halfway: the error reaches the caller,
+     * the free blocks on both sides and the hole are as they were, and the retry lands where the
+     * first attempt would have.
+     */
+    @Test
+    void aFailedMapAcrossTheHoleLeavesEveryBlockAsItWas() {
+        HostDriver host = hostDriver(64 * MIB);
+        FaultPlan plan = new FaultPlan();
+        try (VmmManager m = new VmmManager(new FaultInjectingDriver(host, plan), config())) {
+            long a = m.allocate(4 * PAGE, 0);
+            long b = m.allocate(4 * PAGE, 0);
+            long c = m.allocate(4 * PAGE, 0);
+            long e = m.allocate(4 * PAGE, 0);
+            m.deallocate(b, 0);
+            m.deallocate(c, 0);
+            m.allocate(10 * PAGE, 0);
+            m.deallocate(e, 0);
+            BlockMap before = m.blockMap();
+
+            plan.failNth(DriverCall.MAP, 4, CudaResult.INVALID_VALUE);
+            assertThrows(DriverException.class, () -> m.allocate(11 * PAGE, 0));
+
+            assertEquals(before, m.blockMap(), "every block as it was");
+            assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), "no handle leaked (the new ones are pooled)");
+            assertEquals(a + 4 * PAGE, m.allocate(11 * PAGE, 0), "the retry takes the same span");
+        } finally {
+            host.close();
+        }
+    }
+
+    /**
+     * As above, but the free block above the hole was freed on another stream whose work is still
+     * queued: the placement may not use it (nor move its pages), so the request goes to the unmapped
+     * end of the region.
+     */
+    @Test
+    void overTheBudgetFreeMemoryAnotherStreamMayStillUseIsLeftAlone() {
+        HostDriver host = hostDriver(64 * MIB);
+        try (VmmManager m = manager(host)) {
+            long a = m.allocate(4 * PAGE, STREAM);
+            long b = m.allocate(4 * PAGE, STREAM);
+            long c = m.allocate(4 * PAGE, STREAM);
+            long e = m.allocate(4 * PAGE, STREAM);
+            m.deallocate(b, STREAM);
+            m.deallocate(c, STREAM);
+            assertEquals(a + 16 * PAGE, m.allocate(10 * PAGE, STREAM));
+            host.hostEvents().holdCompletion(true);
+            m.deallocate(e, OTHER_STREAM);
+
+            long g = m.allocate(11 * PAGE, STREAM);
+
+            assertEquals(a + 26 * PAGE, g, "on the unmapped end: " + m.blockMap());
+            assertEquals(BlockMap.Kind.FREE_MAPPED, kindAt(m, e), "e's pages stay where they are");
+            host.hostEvents().holdCompletion(false);
         } finally {
             host.close();
         }
