@@ -34,6 +34,22 @@ class PlacementPolicyTest {
         return new VmmManager(host, config());
     }
 
+    /**
+     * Lays out a [0,4) free [4,5) unmapped [5,12) e [12,16) f [16,26) on {@code stream}: a and e
+     * live, f placed over the budget, which moved 7 pages out of the free [4,12) from its end.
+     * Returns a and e.
+     */
+    private static long[] holeBelowE(VmmManager m, long stream) {
+        long a = m.allocate(4 * PAGE, stream);
+        long b = m.allocate(4 * PAGE, stream);
+        long c = m.allocate(4 * PAGE, stream);
+        long e = m.allocate(4 * PAGE, stream);
+        m.deallocate(b, stream);
+        m.deallocate(c, stream);
+        assertEquals(a + 16 * PAGE, m.allocate(10 * PAGE, stream));
+        return new long[]{a, e};
+    }
+
     private static long handles(VmmManager m, DriverCall call) {
         return m.stats().driverHandles().handles(call);
     }
@@ -48,15 +64,9 @@ class PlacementPolicyTest {
     void overTheBudgetTheSpanNeedingFewestPagesWins() {
         HostDriver host = hostDriver(64 * MIB);
         try (VmmManager m = manager(host)) {
-            long a = m.allocate(4 * PAGE, 0);
-            long b = m.allocate(4 * PAGE, 0);
-            long c = m.allocate(4 * PAGE, 0);
-            long e = m.allocate(4 * PAGE, 0);
-            m.deallocate(b, 0);
-            m.deallocate(c, 0);
-            long f = m.allocate(10 * PAGE, 0); // over the budget: 7 pages move out of [4,12), from its end
-            assertEquals(a + 16 * PAGE, f);
-            m.deallocate(e, 0);
+            long[] ae = holeBelowE(m, 0);
+            long a = ae[0];
+            m.deallocate(ae[1], 0);
             long unmappedBefore = handles(m, DriverCall.UNMAP);
             long mappedBefore = handles(m, DriverCall.MAP);
 
@@ -81,14 +91,9 @@ class PlacementPolicyTest {
         HostDriver host = hostDriver(64 * MIB);
         FaultPlan plan = new FaultPlan();
         try (VmmManager m = new VmmManager(new FaultInjectingDriver(host, plan), config())) {
-            long a = m.allocate(4 * PAGE, 0);
-            long b = m.allocate(4 * PAGE, 0);
-            long c = m.allocate(4 * PAGE, 0);
-            long e = m.allocate(4 * PAGE, 0);
-            m.deallocate(b, 0);
-            m.deallocate(c, 0);
-            m.allocate(10 * PAGE, 0);
-            m.deallocate(e, 0);
+            long[] ae = holeBelowE(m, 0);
+            long a = ae[0];
+            m.deallocate(ae[1], 0);
             BlockMap before = m.blockMap();
 
             plan.failNth(DriverCall.MAP, 4, CudaResult.INVALID_VALUE);
@@ -111,13 +116,9 @@ class PlacementPolicyTest {
     void overTheBudgetFreeMemoryAnotherStreamMayStillUseIsLeftAlone() {
         HostDriver host = hostDriver(64 * MIB);
         try (VmmManager m = manager(host)) {
-            long a = m.allocate(4 * PAGE, STREAM);
-            long b = m.allocate(4 * PAGE, STREAM);
-            long c = m.allocate(4 * PAGE, STREAM);
-            long e = m.allocate(4 * PAGE, STREAM);
-            m.deallocate(b, STREAM);
-            m.deallocate(c, STREAM);
-            assertEquals(a + 16 * PAGE, m.allocate(10 * PAGE, STREAM));
+            long[] ae = holeBelowE(m, STREAM);
+            long a = ae[0];
+            long e = ae[1];
             host.hostEvents().holdCompletion(true);
             m.deallocate(e, OTHER_STREAM);
 
