@@ -2,11 +2,11 @@
 # Allocator speed on the GPU: vmmkit against the CUDA runtime's cudaMallocAsync and PyTorch's caching
 # allocator. Run from the repository root on a machine with an NVIDIA GPU, CUDA 13 and python3 with
 # PyTorch, with runtime/ (scripts/build-runtime.sh) and target/ built:
-#   bash scripts/gpu/allocator-speed.sh [TRACE]
-# TRACE defaults to .device/traces/bert_infer.csv.gz, else ../shared/traces/bert_infer.csv.gz.
+#   bash scripts/gpu/allocator-speed.sh [TRACE...]
+# TRACE defaults to every trace in .device/traces/ (BERT first), else ../shared/traces/bert_infer.csv.gz.
 # Steps (logs and JSON in $OUT/allocator-speed/ when OUT is set), about 1-2 minutes in all:
 #   1. aot        trains runtime/vmmkit.aot for this machine's paths when missing (first-call time)
-#   2. replay     the trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:
+#   2. replay     each trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:
 #                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op
 #   3. pair       bench_pair.c: one cudaMalloc+cudaFree pair of 4 KiB natively and under `vmmkit run`,
 #                 and the first call (JVM start)
@@ -27,13 +27,19 @@ failed=0
 summary=()
 echo "allocator-speed: logs in $out"
 
-trace="${1:-}"
-if [ -z "$trace" ]; then
-  for t in .device/traces/bert_infer.csv.gz ../shared/traces/bert_infer.csv.gz; do
-    [ -f "$t" ] && { trace="$t"; break; }
-  done
+traces=("$@")
+if [ ${#traces[@]} -eq 0 ]; then
+  if [ -f .device/traces/bert_infer.csv.gz ]; then
+    traces=(.device/traces/bert_infer.csv.gz)
+    for t in .device/traces/*.csv.gz; do [ "$t" = .device/traces/bert_infer.csv.gz ] || traces+=("$t"); done
+  elif [ -f ../shared/traces/bert_infer.csv.gz ]; then
+    traces=(../shared/traces/bert_infer.csv.gz)
+  fi
 fi
-[ -f "$trace" ] || { echo "allocator-speed: no trace (give its path as the argument)"; exit 2; }
+for t in "${traces[@]}"; do
+  [ -f "$t" ] || { echo "allocator-speed: no trace $t (give trace paths as arguments)"; exit 2; }
+done
+[ ${#traces[@]} -gt 0 ] || { echo "allocator-speed: no trace (give its path as the argument)"; exit 2; }
 
 # Runs one step under a time limit, keeping its output in $out/<name>.log.
 step() {
@@ -43,6 +49,10 @@ step() {
   local rc=$?
   [ $rc -eq 0 ] || { failed=1; echo "=== $name FAILED (exit $rc)"; }
   return $rc
+}
+
+us() { # us FILE: wall microseconds per operation from a replay's JSON
+  "$py" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["wall_ns_per_op"]/1000, 2))' "$1" 2>/dev/null || echo "?"
 }
 
 json() { # json FILE KEY.PATH: one figure from a JSON file
@@ -65,13 +75,21 @@ if [ -x runtime/bin/java ] && { [ ! -f runtime/vmmkit.aot ] || [ "$(cat runtime/
   step aot 60 bash scripts/build-aot-cache.sh runtime
 fi
 
-# 2. Replays, vmmkit then cudaMallocAsync, in the same run.
-step replay-vmm 90 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-vmm.json"
-summary+=("replay vmm ($driver): ratio $(json "$out/replay-vmm.json" fragmentation_ratio), wall $(json "$out/replay-vmm.json" wall_ns_per_op) ns/op, modelled driver $(json "$out/replay-vmm.json" modelled_driver_us_per_op) us/op, set_access handles $(json "$out/replay-vmm.json" driver_handles.set_access)  [./vmmkit replay $trace --driver $driver --backend vmm]")
+# 2. Replays, vmmkit then cudaMallocAsync, in the same run, trace by trace.
+table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | cudaMallocAsync ratio | cudaMallocAsync us/op")
+for trace in "${traces[@]}"; do
+  name="$(basename "$trace" .csv.gz)"
+  step "replay-vmm-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-vmm-$name.json"
+  row="$name | $(json "$out/replay-vmm-$name.json" fragmentation_ratio) | $(us "$out/replay-vmm-$name.json") | $(json "$out/replay-vmm-$name.json" modelled_driver_us_per_op) | $(json "$out/replay-vmm-$name.json" driver_handles.set_access)"
+  if [ "$driver" = cuda ]; then
+    step "replay-async-$name" 120 ./vmmkit replay "$trace" --backend cuda-malloc-async --json "$out/replay-async-$name.json"
+    row="$row | $(json "$out/replay-async-$name.json" fragmentation_ratio) | $(us "$out/replay-async-$name.json")"
+  fi
+  table+=("$row")
+done
+summary+=("replays [./vmmkit replay TRACE --driver $driver --backend vmm; ./vmmkit replay TRACE --backend cuda-malloc-async]:")
+summary+=("${table[@]}")
 if [ "$driver" = cuda ]; then
-  step replay-async 90 ./vmmkit replay "$trace" --backend cuda-malloc-async --json "$out/replay-async.json"
-  summary+=("replay cudaMallocAsync: ratio $(json "$out/replay-async.json" fragmentation_ratio), wall $(json "$out/replay-async.json" wall_ns_per_op) ns/op  [./vmmkit replay $trace --backend cuda-malloc-async]")
-
   # 3. Pair cost, native and under vmmkit run.
   cudart_dir="$(dirname "${VMM_CUDART:-/usr/local/cuda/lib64/libcudart.so}")"
   if gcc -O2 -o "$out/bench_pair" src/test/c/bench_pair.c -L"$cudart_dir" -l:"$(basename "${VMM_CUDART:-libcudart.so}")" -Wl,-rpath,"$cudart_dir" 2> "$out/bench_pair.build.log"; then
@@ -93,6 +111,6 @@ if [ "$driver" = cuda ]; then
   summary+=("torch vmmkit pluggable:  $(tail -1 "$out/torch-vmmkit.log")")
 fi
 
-echo; echo "=== allocator-speed summary (trace $trace)"
+echo; echo "=== allocator-speed summary"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit $failed

@@ -75,7 +75,8 @@ struct entry_table {
     int32_t (*release)(int64_t address, int32_t device, int64_t stream);
     void (*record_alloc)(int64_t address, int64_t size, int64_t stream); /* monitor mode */
     void (*record_free)(int64_t address, int64_t stream);                /* monitor mode */
-    void (*at_exit)(int64_t passthrough_calls);                          /* writes stats, trace */
+    /* writes stats, trace, and (exit status 0) the peak profile */
+    void (*at_exit)(int64_t passthrough_calls, int32_t exit_status);
     /* after the runtime agreed: device gets (enable 1) or loses (0) access to peer's memory; 0 or -cudaError */
     int32_t (*peer_access)(int32_t device, int32_t peer, int32_t enable);
     /* 0 (handle written), JAVA_NOT_OURS, or -cudaError */
@@ -98,6 +99,7 @@ static __thread int inside_start;  /* this thread is starting the JVM: pass thro
 static int64_t passthrough_calls;  /* allocation calls served by the real runtime */
 static int zero_copy;              /* VMM_ZERO_COPY=1: device-to-device copies may become remaps */
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static int started_at_load;        /* loaded with dlopen: the JVM starts at once, in the background */
 
 static int log_info(void) {
     const char *level = getenv("VMM_LOG");
@@ -433,8 +435,36 @@ static void *bootstrap(void *result) {
     return NULL;
 }
 
-static void call_java_at_exit(void) {
-    if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED));
+/* on_exit (glibc) rather than atexit: the exit status decides whether the run's peak profile is saved. */
+static void call_java_at_exit(int status, void *unused) {
+    (void) unused;
+    if (!in_forked_child) java.at_exit(__atomic_load_n(&passthrough_calls, __ATOMIC_RELAXED), status);
+}
+
+/* A process's first CUDA call initialises the driver and the device's primary context (about
+ * 200 ms on an H200), and starting the JVM takes about as long: this thread does the first while
+ * the bootstrap thread does the second. It retains the primary context of the device the program
+ * is using (the one its own first call would initialise) through the driver API, which leaves the
+ * runtime's error state alone. The reference is kept for the process's life, as the runtime keeps
+ * its own: Java opens its allocator on the first allocation, after the JVM is up, and a release
+ * before that would destroy the context just made. Skipped when vmmkit runs on its host emulation
+ * (VMM_DRIVER=host) or without libcuda. */
+typedef int (*cu_init_fn)(unsigned int);
+typedef int (*cu_device_get_fn)(int *, int);
+typedef int (*cu_ctx_retain_fn)(void **, int);
+
+static void init_cuda_while_java_starts(void) {
+    const char *driver = getenv("VMM_DRIVER");
+    if (driver && *driver && strcmp(driver, "cuda") != 0 && strcmp(driver, "auto") != 0) return;
+    void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!libcuda) return;
+    cu_init_fn init = (cu_init_fn) dlsym(libcuda, "cuInit");
+    cu_device_get_fn device_get = (cu_device_get_fn) dlsym(libcuda, "cuDeviceGet");
+    cu_ctx_retain_fn retain = (cu_ctx_retain_fn) dlsym(libcuda, "cuDevicePrimaryCtxRetain");
+    int device;
+    void *context;
+    if (init && device_get && retain && init(0) == 0 && device_get(&device, current_device()) == 0)
+        retain(&context, device);
 }
 
 static void start_vmmkit(void) {
@@ -454,14 +484,17 @@ static void start_vmmkit(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8 << 20);
-    if (pthread_create(&thread, &attr, bootstrap, &started) == 0) pthread_join(thread, NULL);
+    if (pthread_create(&thread, &attr, bootstrap, &started) == 0) {
+        if (!started_at_load) init_cuda_while_java_starts();
+        pthread_join(thread, NULL);
+    }
     pthread_attr_destroy(&attr);
     double total_ms = ms_since(&t0);
     if (!started) {
         fprintf(stderr, "vmmkit: passing every CUDA call through to the real runtime\n");
         return;
     }
-    if (java.owns_jvm) atexit(call_java_at_exit); /* a host JVM writes stats in a shutdown hook */
+    if (java.owns_jvm) on_exit(call_java_at_exit, NULL); /* a host JVM writes stats in a shutdown hook */
     __atomic_store_n(&java_ready, 1, __ATOMIC_RELEASE);
     if (log_info())
         fprintf(stderr, "vmmkit: %s mode ready in %.1f ms (JVM %s in %.1f ms)\n", monitor_mode ? "monitor" : "vmm",
@@ -470,18 +503,48 @@ static void start_vmmkit(void) {
 
 static void mark_forked_child(void) { in_forked_child = 1; }
 
-__attribute__((constructor)) static void on_load(void) {
-    pthread_atfork(NULL, NULL, mark_forked_child);
-    const char *opt_in = getenv("VMM_ZERO_COPY");
-    zero_copy = opt_in && strcmp(opt_in, "1") == 0;
-}
-
 /* True when Java is up; starts it on the first call. Forked children and the thread starting
  * the JVM never wait for it. */
 static int java_up(void) {
     if (in_forked_child || inside_start) return 0;
     pthread_once(&start_once, start_vmmkit);
     return __atomic_load_n(&java_ready, __ATOMIC_ACQUIRE);
+}
+
+/* True when this library came in through LD_PRELOAD (vmmkit run), false when a program loaded it
+ * with dlopen, as PyTorch's CUDAPluggableAllocator does. */
+static int loaded_by_preload(void) {
+    Dl_info self;
+    const char *preload = getenv("LD_PRELOAD");
+    if (!preload || !dladdr((void *) loaded_by_preload, &self) || !self.dli_fname) return 0;
+    const char *name = strrchr(self.dli_fname, '/');
+    return strstr(preload, name ? name + 1 : self.dli_fname) != NULL;
+}
+
+static void *start_in_background(void *unused) {
+    (void) unused;
+    java_up();
+    return NULL;
+}
+
+__attribute__((constructor)) static void on_load(void) {
+    pthread_atfork(NULL, NULL, mark_forked_child);
+    const char *opt_in = getenv("VMM_ZERO_COPY");
+    zero_copy = opt_in && strcmp(opt_in, "1") == 0;
+    /* Preloaded, the library is in every process of the command, most of which never touch CUDA:
+     * the JVM starts on the first intercepted call. Loaded on purpose (a pluggable allocator), it
+     * will serve allocations soon: start the JVM now, beside the program's own start-up (CUDA's
+     * initialisation, model building), so the first allocation does not wait for it. The CUDA
+     * warm-up is left to the program here: its device is not chosen yet. */
+    if (!loaded_by_preload()) {
+        started_at_load = 1;
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&thread, &attr, start_in_background, NULL) != 0) started_at_load = 0;
+        pthread_attr_destroy(&attr);
+    }
 }
 
 /* ---- The two decisions: serve with vmmkit, or forward (CALL_REAL) ----------------------- */

@@ -2,7 +2,8 @@
  * alloc_test.c: a CUDA program, linked against the stand-in runtime (fake_cudart.c), run under
  * `vmmkit run` by InterposeEndToEndTest. Each argument names a scenario; `all` runs every scenario
  * except `oom` (which needs a small VMM_HOST_CAPACITY) and the IPC ones (`ipc`, `ipc_errors`, which
- * need vmmkit's own allocator: the stand-in runtime has no IPC). With VMM_MODE=monitor the program expects
+ * need vmmkit's own allocator: the stand-in runtime has no IPC). `die` ends the program by SIGTERM,
+ * `fail` by exit(3). With VMM_MODE=monitor the program expects
  * every allocation to reach the stand-in; otherwise (vmm) it expects none to.
  * Prints "ok <scenario>" for each, and exits 1 at the first failure.
  */
@@ -361,6 +362,26 @@ static void torch(void) {
     CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(2));
 }
 
+/* The same pair with the shim loaded by dlopen (VMMKIT_SHIM), not preloaded, as PyTorch loads a
+ * pluggable allocator: vmmkit starts its JVM at load and serves the pair. */
+static void pluggable(void) {
+    const char *path = getenv("VMMKIT_SHIM");
+    CHECK(path != NULL);
+    void *shim = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECK(shim != NULL);
+    void *(*alloc)(long, int, cudaStream_t) = (void *(*)(long, int, cudaStream_t)) dlsym(shim, "vmmkit_torch_alloc");
+    void (*release)(void *, long, int, cudaStream_t) =
+        (void (*)(void *, long, int, cudaStream_t)) dlsym(shim, "vmmkit_torch_free");
+    CHECK(alloc && release);
+    long before = fake_cudart_malloc_calls();
+    void *a = alloc(1 << 20, 0, NULL), *b = alloc(4096, 0, NULL);
+    CHECK(a && b && a != b);
+    round_trip(a, b, 4096, 5, NULL);
+    release(a, 1 << 20, 0, NULL);
+    release(b, 4096, 0, NULL);
+    CHECK(fake_cudart_malloc_calls() == before);
+}
+
 enum { THREADS = 8, ROUNDS = 2000, KEEP = 16 };
 static volatile int thread_failed;
 
@@ -454,16 +475,70 @@ static void forks(void) {
     CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls(1));
 }
 
+/* The pluggable entry points from several threads, sizes on both sides of the 1 MiB under which a
+ * free waits for its thread's next allocation: every thread checks its data before each free, and
+ * each ends with a free waiting, which the main thread's next allocation (or the exit) delivers. The
+ * end-to-end test checks that the stats count every free. */
+enum { TORCH_THREADS = 6, TORCH_ROUNDS = 400, TORCH_KEEP = 4 };
+static void *(*torch_alloc_fn)(long, int, cudaStream_t);
+static void (*torch_free_fn)(void *, long, int, cudaStream_t);
+
+static void *torch_worker(void *arg) {
+    unsigned id = (unsigned) (uintptr_t) arg, seed = id * 104729 + 7;
+    cudaStream_t stream = (cudaStream_t) (uintptr_t) (id % 2 ? 0 : 0x7700 + id);
+    struct { void *ptr; size_t size; unsigned tag; } held[TORCH_KEEP] = {{0}};
+    for (int round = 0; round < TORCH_ROUNDS && !thread_failed; round++) {
+        int slot = round % TORCH_KEEP;
+        if (held[slot].ptr) {
+            unsigned char got[64], want[64];
+            size_t n = held[slot].size < sizeof got ? held[slot].size : sizeof got;
+            fill(want, n, held[slot].tag);
+            if (cudaMemcpy(got, held[slot].ptr, n, D2H) != 0 || memcmp(got, want, n) != 0) thread_failed = 1;
+            torch_free_fn(held[slot].ptr, (long) held[slot].size, 0, stream);
+        }
+        seed = seed * 1103515245 + 12345;
+        size_t size = (seed >> 8) % 5 == 0 ? (1 << 20) + 4096 * ((seed >> 4) % 64) : 1 + (seed >> 8) % 65536;
+        void *p = torch_alloc_fn((long) size, 0, stream);
+        if (!p) { thread_failed = 1; break; }
+        unsigned char buf[64];
+        size_t n = size < sizeof buf ? size : sizeof buf;
+        fill(buf, n, seed);
+        if (cudaMemcpy(p, buf, n, H2D) != 0) thread_failed = 1;
+        held[slot].ptr = p;
+        held[slot].size = size;
+        held[slot].tag = seed;
+    }
+    for (int slot = 0; slot < TORCH_KEEP; slot++)
+        if (held[slot].ptr) torch_free_fn(held[slot].ptr, (long) held[slot].size, 0, stream);
+    return NULL;
+}
+
+static void torch_threads(void) {
+    torch_alloc_fn = (void *(*)(long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_alloc");
+    torch_free_fn = (void (*)(void *, long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_free");
+    CHECK(torch_alloc_fn && torch_free_fn);
+    long before = fake_cudart_malloc_calls();
+    pthread_t t[TORCH_THREADS];
+    for (int i = 0; i < TORCH_THREADS; i++) CHECK(pthread_create(&t[i], NULL, torch_worker, (void *) (uintptr_t) i) == 0);
+    for (int i = 0; i < TORCH_THREADS; i++) pthread_join(t[i], NULL);
+    CHECK(!thread_failed);
+    void *p = torch_alloc_fn(4096, 0, NULL); /* takes the ended threads' waiting frees to Java */
+    CHECK(p != NULL);
+    torch_free_fn(p, 4096, 0, NULL);          /* waits until the exit */
+    CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls((long) TORCH_THREADS * TORCH_ROUNDS + 1));
+}
+
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"basic", basic}, {"errors", errors}, {"devices", devices}, {"foreign", foreign},
     {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"peer", peer},
     {"device_threads", device_threads},
-    {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors},
+    {"torch_threads", torch_threads},
+    {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
 };
 
 /* Scenarios that `all` leaves out. */
 static int only_by_name(const char *name) {
-    return strcmp(name, "oom") == 0 || strncmp(name, "ipc", 3) == 0;
+    return strcmp(name, "oom") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0;
 }
 
 int main(int argc, char **argv) {
@@ -475,6 +550,10 @@ int main(int argc, char **argv) {
         if (strcmp(argv[a], "die") == 0) { /* ends by SIGTERM, so no exit handler runs */
             fflush(stdout);
             raise(SIGTERM);
+        }
+        if (strcmp(argv[a], "fail") == 0) { /* exits with status 3: exit handlers run */
+            fflush(stdout);
+            exit(3);
         }
         for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
             int all = strcmp(argv[a], "all") == 0 && !only_by_name(scenarios[i].name);

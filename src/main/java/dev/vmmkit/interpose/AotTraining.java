@@ -24,7 +24,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * first call: bootstrap (monitor mode, so no allocator is needed), then calls through the upcall stubs;
  * then it allocates and frees through a {@link VmmManager} on the driver {@code auto} finds (CUDA on
  * the GPU machine, where scripts/build-aot-cache.sh trains the runtime's cache), so the allocator's
- * classes are in the cache too.
+ * classes are in the cache too; last, a peak profile's identity, writing and reading.
  */
 public final class AotTraining {
 
@@ -53,6 +53,17 @@ public final class AotTraining {
             recordFree.invokeExact(4096L + i, 0L);
         }
         trainAllocator();
+        trainPeakProfile();
+    }
+
+    /** A peak profile written and read back, as a run does at its exit and its successor at its start. */
+    private static void trainPeakProfile() throws java.io.IOException {
+        ProgramIdentity program = ProgramIdentity.current(System.getenv());
+        PeakProfile profile = new PeakProfile("2026-01-01T00:00:00Z", program,
+                java.util.List.of(new PeakProfile.DeviceFigures(0, 1L << 30, 1L << 30, 1)));
+        if (PeakProfile.parse(profile.toJson()).device(0) == null || program.key().isEmpty()) {
+            throw new IllegalStateException("peak profile round trip failed");
+        }
     }
 
     /** The allocator's first calls, slow path included; a failure only leaves them out of the cache. */

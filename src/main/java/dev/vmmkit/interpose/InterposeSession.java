@@ -10,6 +10,7 @@ import dev.vmmkit.trace.TraceFileRecorder;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -17,7 +18,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * Everything one interposed process needs, made once when the shim starts Java: the mode, the
  * per-device allocators (vmm mode), the ledger (monitor mode), the trace recorder and the stats file.
  * Settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
- * {@code VMM_TRACE_FILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_HOST_CAPACITY},
+ * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_HOST_CAPACITY},
  * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}).
  */
 final class InterposeSession {
@@ -27,12 +28,20 @@ final class InterposeSession {
     final AllocationRecorder recorder;
     final IpcExports exports = new IpcExports();
     final IpcImports imports = new IpcImports();
+    final PeakProfileUse profile;
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
     /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
+        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE);
+    }
+
+    /** That, with the program's peak profile (read by {@code factory}'s allocators, saved at a successful exit). */
+    InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile,
+                     PeakProfileUse profile) {
         this.monitorMode = monitorMode;
+        this.profile = profile;
         this.managers = new DeviceManagers(device -> {
             ManagedMemoryResource resource = factory.open(device);
             return resource == null ? null : RecordingResource.over(resource, recorder);
@@ -43,10 +52,13 @@ final class InterposeSession {
 
     static InterposeSession fromEnvironment(boolean monitorMode, Map<String, String> env)
             throws ReflectiveOperationException {
-        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty();
+        // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
+        PeakProfileUse profile = monitorMode ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
+        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty(profile);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
-        return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats);
+        return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,
+                profile);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
@@ -77,19 +89,24 @@ final class InterposeSession {
         return value == null || value.isBlank() ? null : Path.of(value);
     }
 
-    /** Writes the stats file and closes the trace; runs once, whoever calls first (atexit or a shutdown hook). */
-    void finish(long passthroughCalls) {
+    /**
+     * Closes the trace, saves the peak profile (exit status 0 only) and writes the stats file; runs
+     * once, whoever calls first (the exit handler or a shutdown hook).
+     */
+    void finish(long passthroughCalls, int exitStatus) {
         if (!finished.compareAndSet(false, true)) return;
         try {
             recorder.close();
         } catch (Throwable e) {
             InterposeLog.warnOnce("trace-close", "cannot finish the trace", e);
         }
+        List<StatsWriter.DeviceFigures> devices = monitorMode ? List.of() : managers.stats();
+        profile.save(devices, exitStatus);
         if (statsFile == null) return;
         try {
             StatsWriter.write(statsFile, monitorMode
                     ? StatsWriter.monitorJson(ledger, passthroughCalls)
-                    : StatsWriter.vmmJson(managers.stats(), passthroughCalls));
+                    : StatsWriter.vmmJson(devices, passthroughCalls, profile));
         } catch (Throwable e) {
             InterposeLog.warnOnce("stats", "cannot write the stats file " + statsFile, e);
         }

@@ -11,7 +11,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY} and {@code VMM_HOST_CAPACITY}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_HOST_CAPACITY} and {@code VMM_PROFILE}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -42,6 +42,8 @@ public final class InterposeSettings {
                         + "the device memory of the host emulation");
             }
         }
+        String profile = PeakProfileStore.problem(env);
+        if (profile != null) problems.add(profile);
         problems.addAll(VmmConfig.problems(env));
         return problems;
     }

@@ -259,11 +259,14 @@ public final class InterposedCalls {
         }
     }
 
-    /** The host process is exiting: write the stats file and finish the trace. */
-    public static void atExit(long passthroughCalls) {
+    /**
+     * The host process is exiting with {@code exitStatus}: write the stats file, finish the trace and,
+     * when the status is 0, save the peak profile.
+     */
+    public static void atExit(long passthroughCalls, int exitStatus) {
         try {
             InterposeSession s = session;
-            if (s != null) s.finish(passthroughCalls);
+            if (s != null) s.finish(passthroughCalls, exitStatus);
         } catch (Throwable e) {
             InterposeLog.warnOnce("exit", "cannot finish", e);
         }

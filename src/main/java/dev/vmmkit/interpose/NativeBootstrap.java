@@ -67,14 +67,15 @@ public final class NativeBootstrap {
             boolean ownsJvm = table.get(JAVA_INT, offset("owns_jvm")) != 0;
             InterposedCalls.install(InterposeSession.fromEnvironment(monitorMode, System.getenv()));
             if (!ownsJvm) {
-                // In a host JVM the shim registers no atexit handler: finish when the JVM shuts down.
-                Runtime.getRuntime().addShutdownHook(new Thread(() -> InterposedCalls.atExit(0), "vmmkit-exit"));
+                // In a host JVM the shim registers no exit handler: finish when the JVM shuts down (whose
+                // exit status Java does not tell; counted as a run that completed).
+                Runtime.getRuntime().addShutdownHook(new Thread(() -> InterposedCalls.atExit(0, 0), "vmmkit-exit"));
             }
             set(table, "allocate", "allocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "release", "release", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
             set(table, "record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
-            set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG));
+            set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT));
             set(table, "peer_access", "peerAccess", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
             set(table, "ipc_get_handle", "ipcGetHandle", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "ipc_open", "ipcOpen", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));

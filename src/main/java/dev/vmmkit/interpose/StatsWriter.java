@@ -3,6 +3,7 @@ package dev.vmmkit.interpose;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.ZeroCopyStats;
 import dev.vmmkit.driver.DeviceSet;
+import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.trace.AtomicFile;
 import dev.vmmkit.trace.RequestLedger;
 
@@ -10,18 +11,23 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * The stats file of {@code vmmkit run --stats}: one JSON object with the keys {@code mode},
  * {@code complete}, {@code allocs}, {@code frees}, {@code passthrough_calls}, {@code peak_live_bytes},
- * {@code peak_reserved_bytes}, {@code fragmentation_ratio}, {@code zero_copy} and {@code devices}. Written by hand (no
+ * {@code peak_reserved_bytes}, {@code fragmentation_ratio}, {@code zero_copy}, {@code profile} and {@code devices}. Written by hand (no
  * JSON library), so the exit path loads nothing new, and always whole (through a temporary file and a
  * move).
  *
  * <p>In vmm mode the top-level figures are the allocators' summed over devices (the peaks are then
  * an upper bound), and {@code devices} has one object per device that had an allocator:
  * {@code device}, {@code allocs}, {@code frees}, {@code live_bytes}, {@code peak_live_bytes},
- * {@code peak_reserved_bytes}, {@code peers} (the devices granted peer access to its memory). In
+ * {@code peak_reserved_bytes}, {@code peers} (the devices granted peer access to its memory),
+ * {@code peak_hint_bytes} (the allocator's peak hint, from VMM_PEAK_HINT or the peak profile; 0: none),
+ * {@code cache_hits} and {@code cache_misses} (allocations served from mapped free memory, and the
+ * others), and {@code driver_calls} (calls by kind, e.g. {@code {"create":3,"map":3,...}}: a program
+ * whose allocations all hit the cache shows none after its warm-up). In
  * monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot see:
  * {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null} and {@code devices}
  * is empty. {@code passthrough_calls} counts allocation and free calls served by the real runtime.
@@ -30,6 +36,10 @@ import java.util.Locale;
  * copies (VMM_ZERO_COPY=1) and {@code vmmkit_realloc} moves done by remapping pages, the bytes they
  * did not copy, and copies between two vmmkit allocations that stayed copies (summed over devices;
  * all zero in monitor mode).
+ *
+ * <p>{@code profile} is the program's peak profile ({@link PeakProfileUse}): {@code {"file":PATH,
+ * "read":B,"used":B,"saved":B}}, whether a usable profile was there, whether any device's hint came
+ * from it and whether this run saved its peaks there; {@code null} when profiles are off, in monitor mode, and in the files written before the exit.
  *
  * <p>{@code complete} is false in the file written when vmmkit starts in the program: it stays so,
  * with every figure {@code null}, when the program ends without running its exit handlers (killed
@@ -45,7 +55,7 @@ public final class StatsWriter {
     record DeviceFigures(int device, AllocatorStats stats, long peers) {
     }
 
-    static String vmmJson(List<DeviceFigures> devices, long passthroughCalls) {
+    static String vmmJson(List<DeviceFigures> devices, long passthroughCalls, PeakProfileUse profile) {
         long allocs = 0, frees = 0, peakLive = 0, peakReserved = 0, remaps = 0, remappedBytes = 0, fellBack = 0;
         StringBuilder each = new StringBuilder();
         for (DeviceFigures d : devices) {
@@ -63,42 +73,72 @@ public final class StatsWriter {
                     .append(",\"peak_live_bytes\":").append(s.peakLiveBytes())
                     .append(",\"peak_reserved_bytes\":").append(s.peakReservedBytes())
                     .append(",\"peers\":").append(DeviceSet.toString(d.peers()).replace('{', '[').replace('}', ']'))
-                    .append('}');
+                    .append(",\"peak_hint_bytes\":").append(profile.hintOf(d.device()))
+                    .append(",\"cache_hits\":").append(s.cacheHits())
+                    .append(",\"cache_misses\":").append(s.cacheMisses())
+                    .append(",\"driver_calls\":");
+            appendDriverCalls(each, s.driverCalls());
+            each.append('}');
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;
         return json("vmm", true, allocs, frees, passthroughCalls, peakLive,
                 Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio),
-                zeroCopyJson(new ZeroCopyStats(remaps, remappedBytes, fellBack)), each.toString());
+                zeroCopyJson(new ZeroCopyStats(remaps, remappedBytes, fellBack)), profile.statsJson(), each.toString());
+    }
+
+    private static void appendDriverCalls(StringBuilder json, Map<DriverCall, Long> calls) {
+        json.append('{');
+        boolean first = true;
+        for (DriverCall call : DriverCall.values()) {
+            long count = calls.getOrDefault(call, 0L);
+            if (count == 0) continue;
+            if (!first) json.append(',');
+            json.append('"').append(call.key()).append("\":").append(count);
+            first = false;
+        }
+        json.append('}');
     }
 
     static String monitorJson(RequestLedger ledger, long passthroughCalls) {
         return json("monitor", true, ledger.allocations(), ledger.frees(), passthroughCalls, ledger.peakLiveBytes(),
-                "null", "null", zeroCopyJson(ZeroCopyStats.NONE), "");
+                "null", "null", zeroCopyJson(ZeroCopyStats.NONE), "null", "");
     }
 
     /** The file of a program that made no CUDA allocation call: zero counts. */
     public static String noCallsJson(boolean monitorMode) {
-        return monitorMode ? monitorJson(new RequestLedger(), 0) : vmmJson(List.of(), 0);
+        return monitorMode ? monitorJson(new RequestLedger(), 0) : vmmJson(List.of(), 0, PeakProfileUse.NONE);
     }
 
     /** The file written when vmmkit starts in the program, replaced by the figures at its exit. */
     static String unfinishedJson(boolean monitorMode) {
         return "{\"mode\":\"" + (monitorMode ? "monitor" : "vmm") + "\",\"complete\":false,\"allocs\":null,"
                 + "\"frees\":null,\"passthrough_calls\":null,\"peak_live_bytes\":null,"
-                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"zero_copy\":null,\"devices\":[]}\n";
+                + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,\"zero_copy\":null,\"profile\":null,\"devices\":[]}\n";
     }
 
     private static String json(String mode, boolean complete, long allocs, long frees, long passthrough,
-                               long peakLive, String peakReserved, String ratio, String zeroCopy, String devices) {
+                               long peakLive, String peakReserved, String ratio, String zeroCopy, String profile,
+                               String devices) {
         return "{\"mode\":\"" + mode + "\",\"complete\":" + complete + ",\"allocs\":" + allocs
                 + ",\"frees\":" + frees + ",\"passthrough_calls\":" + passthrough
                 + ",\"peak_live_bytes\":" + peakLive + ",\"peak_reserved_bytes\":" + peakReserved
-                + ",\"fragmentation_ratio\":" + ratio + ",\"zero_copy\":" + zeroCopy
+                + ",\"fragmentation_ratio\":" + ratio + ",\"zero_copy\":" + zeroCopy + ",\"profile\":" + profile
                 + ",\"devices\":[" + devices + "]}\n";
     }
 
     private static String zeroCopyJson(ZeroCopyStats z) {
         return "{\"remaps\":" + z.remaps() + ",\"bytes\":" + z.bytes() + ",\"copies_fallen_back\":" + z.copiesFallenBack() + "}";
+    }
+
+    /** {@code text} as the inside of a JSON string: quotes, backslashes and control characters escaped. */
+    static String escape(String text) {
+        StringBuilder out = new StringBuilder(text.length());
+        for (char c : text.toCharArray()) {
+            if (c == '"' || c == '\\') out.append('\\').append(c);
+            else if (c < 0x20) out.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+            else out.append(c);
+        }
+        return out.toString();
     }
 
     /** Writes {@code json} to {@code file} whole. */

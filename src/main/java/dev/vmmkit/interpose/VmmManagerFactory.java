@@ -15,16 +15,20 @@ import java.util.Map;
  * {@code VMM_DRIVER} ({@code cuda}, the default, or {@code host}, the emulation used by tests, whose
  * capacity comes from {@code VMM_HOST_CAPACITY}, e.g. {@code 64M}), configured by
  * {@link VmmConfig#fromEnvironment()}; with {@code VMM_ZERO_COPY=1}, every large request gets whole pages.
+ * The peak hint of each device comes from {@code VMM_PEAK_HINT}, else from the program's peak profile
+ * ({@link PeakProfileUse}).
  */
 public final class VmmManagerFactory implements ResourceFactory {
     private final Map<String, String> env;
+    private final PeakProfileUse profile;
 
     public VmmManagerFactory() {
-        this(System.getenv());
+        this(System.getenv(), PeakProfileUse.NONE);
     }
 
-    VmmManagerFactory(Map<String, String> env) {
+    VmmManagerFactory(Map<String, String> env, PeakProfileUse profile) {
         this.env = env;
+        this.profile = profile;
     }
 
     @Override
@@ -35,6 +39,8 @@ public final class VmmManagerFactory implements ResourceFactory {
         VmmDriver driver = Drivers.open(kind, device, hostCapacity);
         try {
             VmmConfig config = VmmConfig.from(env);
+            config = config.withPeakHintBytes(profile.hintFor(device, config.peakHintBytes(),
+                    () -> driver.memoryInfo().totalBytes()));
             if (config.chunkBytes() % driver.granularity() != 0) {
                 throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
                         + device + "'s allocation granularity (" + driver.granularity() + " bytes)");

@@ -85,6 +85,11 @@ public final class ReplayCommand implements Callable<Integer> {
             description = "Physical chunk size, e.g. 2M (default: VMM_CHUNK_SIZE, else the granularity).")
     private Long chunkBytes;
 
+    @Option(names = "--peak-hint", paramLabel = "BYTES", converter = ByteSizeConverter.class,
+            description = "A peak of live bytes known in advance, e.g. 710M: the allocator's physical budget starts "
+                    + "there (default: VMM_PEAK_HINT, else none). The peak profiles of vmmkit run are never read here.")
+    private Long peakHintBytes;
+
     @Option(names = "--warmup", defaultValue = "1", paramLabel = "N",
             description = "Replays each trace N times on a fresh allocator first and discards the figures, "
                     + "so JIT compilation is not measured (default: ${DEFAULT-VALUE}).")
@@ -180,6 +185,9 @@ public final class ReplayCommand implements Callable<Integer> {
         if (chunkBytes != null && chunkBytes < 0) {
             throw new CommandLine.ParameterException(commandLine, "--chunk-size must be >= 0");
         }
+        if (peakHintBytes != null && peakHintBytes < 0) {
+            throw new CommandLine.ParameterException(commandLine, "--peak-hint must be >= 0");
+        }
     }
 
     private static AllocationTrace read(Path file) throws IOException {
@@ -199,6 +207,7 @@ public final class ReplayCommand implements Callable<Integer> {
         PrintWriter err = spec.commandLine().getErr();
         VmmConfig config = VmmConfig.from(environment);
         if (chunkBytes != null) config = config.withChunkBytes(chunkBytes);
+        if (peakHintBytes != null) config = config.withPeakHintBytes(peakHintBytes);
         Map<String, ReplayReport> reports = new LinkedHashMap<>();
         try (ReplayBackend backend = openBackend(config)) {
             PatternCheck check = verify ? patternCheck(backend) : null;

@@ -2,6 +2,7 @@ package dev.vmmkit.tools;
 
 import dev.vmmkit.interpose.InterposeSettings;
 import dev.vmmkit.interpose.StatsWriter;
+import dev.vmmkit.tools.run.ProfileSummary;
 import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -23,7 +24,8 @@ import java.util.concurrent.Callable;
  * variable the shim reads; the variables can also be set directly. Returns the program's exit code
  * (128 + N when signal N ended it); SIGINT, SIGTERM and SIGHUP are forwarded to the program
  * ({@link SignalForwarding}). The stats and trace paths are checked before the program starts, and
- * a stats file is always written ({@link #finishStats}).
+ * a stats file is always written ({@link #finishStats}). In vmm mode one line on stderr says how the
+ * program's peak profile was used and whether it was saved ({@link ProfileSummary}).
  */
 @Command(name = "run",
         mixinStandardHelpOptions = true,
@@ -52,6 +54,13 @@ public final class RunCommand implements Callable<Integer> {
             + "(self-contained HTML): the requests it made, replayed through vmmkit's allocator on the host emulation "
             + "(see vmmkit replay --html). Records a trace for it (a temporary one unless --trace is given).")
     Path html;
+
+    @Option(names = "--profile", paramLabel = "off|auto|FILE", description = "The program's peak profile: its peak "
+            + "memory per device, saved when it exits with status 0 and used by its next run as the allocator's peak "
+            + "hint (VMM_PEAK_HINT wins when set). auto (default): one file per program (executable, arguments, "
+            + "folder, PyTorch's memory variables) in $XDG_CACHE_HOME/vmmkit/profiles; off: none; FILE: this file. "
+            + "Sets VMM_PROFILE.")
+    String profile;
 
     @Parameters(arity = "1..*", paramLabel = "CMD", description = "The program and its arguments (after --).")
     List<String> command;
@@ -88,6 +97,15 @@ public final class RunCommand implements Callable<Integer> {
             return 2;
         }
         outputs.removeStale();
+        boolean monitorMode = "monitor".equals(env.get("VMM_MODE"));
+        // The profile line needs the run's figures: a temporary stats file unless --stats is given.
+        boolean profileLine = !monitorMode && !"off".equals(env.getOrDefault("VMM_PROFILE", "").trim());
+        Path summaryStats = statsFile;
+        if (profileLine && summaryStats == null) {
+            summaryStats = Files.createTempFile("vmmkit-run-", ".json");
+            Files.delete(summaryStats);
+            env.put("VMM_STATS_FILE", summaryStats.toString());
+        }
         Path reportTrace = traceFile;
         if (html != null && reportTrace == null) {
             reportTrace = Files.createTempFile("vmmkit-run-", ".csv");
@@ -96,12 +114,15 @@ public final class RunCommand implements Callable<Integer> {
         }
         try {
             int status = runProgram(env);
-            boolean monitorMode = "monitor".equals(env.get("VMM_MODE"));
             if (statsFile != null) finishStats(statsFile, monitorMode, status);
+            if (profileLine) {
+                ProfileSummary.of(summaryStats, status).ifPresent(line -> System.err.println("vmmkit run: " + line));
+            }
             if (html != null) writeReport(reportTrace, monitorMode);
             return status;
         } finally {
             if (reportTrace != null && traceFile == null) Files.deleteIfExists(reportTrace);
+            if (summaryStats != null && statsFile == null) Files.deleteIfExists(summaryStats);
         }
     }
 
@@ -173,6 +194,11 @@ public final class RunCommand implements Callable<Integer> {
         if (driver != null) env.put("VMM_DRIVER", driver);
         if (stats != null) env.put("VMM_STATS_FILE", stats.toAbsolutePath().toString());
         if (trace != null) env.put("VMM_TRACE_FILE", trace.toAbsolutePath().toString());
+        if (profile != null) {
+            String choice = profile.trim();
+            boolean file = !choice.equals("off") && !choice.equals("auto");
+            env.put("VMM_PROFILE", file ? Path.of(choice).toAbsolutePath().toString() : choice);
+        }
         // A VMMKIT_JAR already set wins: it lets tests and developers choose what the embedded JVM loads.
         String jar = current.get("VMMKIT_JAR");
         env.put("VMMKIT_JAR", jar != null && !jar.isBlank() ? jar : codeSource().toString());

@@ -24,6 +24,7 @@ import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -39,9 +40,9 @@ class InterposeEndToEndTest {
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
     private static final Path RESIZE_TEST = NATIVE.resolve("resize_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
-            "by_handle", "peer", "device_threads");
+            "by_handle", "peer", "device_threads", "torch_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
-            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "zero_copy", "devices");
+            "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "zero_copy", "profile", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir
@@ -68,6 +69,10 @@ class InterposeEndToEndTest {
         Map<String, String> env = builder.environment();
         env.put("VMMKIT_JAR", classPath);
         env.remove("VMM_MODE");
+        // Each test has its own profile cache, so no run reads another's (or the user's) peak profile.
+        env.put("XDG_CACHE_HOME", dir.resolve("cache").toString());
+        env.remove("VMM_PROFILE");
+        env.remove("VMM_PEAK_HINT");
         if (allocator.equals("stand-in")) {
             env.put("VMMKIT_JVM_OPTS", "-D" + ResourceFactory.PROPERTY + "=" + BumpResourceFactory.class.getName());
         } else {
@@ -273,6 +278,35 @@ class InterposeEndToEndTest {
         assertTrue(result.stdout().contains("libvmmkit_preload.so"), result::toString);
     }
 
+    /** A program that loads the shim with dlopen, as PyTorch loads a pluggable allocator: no LD_PRELOAD. */
+    @Test
+    void aShimLoadedWithDlopenStartsAtLoadAndServesThePluggablePair() throws Exception {
+        assumeTrue(RealAllocator.present(), "the real allocator has not landed in this build");
+        String classPath = System.getProperty("java.class.path");
+        ProcessBuilder builder = new ProcessBuilder(ALLOC_TEST.toString(), "pluggable")
+                .redirectOutput(dir.resolve("stdout.txt").toFile())
+                .redirectError(dir.resolve("stderr.txt").toFile());
+        Map<String, String> env = builder.environment();
+        env.remove("LD_PRELOAD");
+        env.remove("VMM_MODE");
+        env.put("VMMKIT_SHIM", Path.of("target", "native", "libvmmkit_preload.so").toAbsolutePath().toString());
+        env.put("VMMKIT_JAR", classPath);
+        env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
+        env.put("VMM_DRIVER", "host");
+        env.put("VMM_LOG", "info");
+        env.put("XDG_CACHE_HOME", dir.resolve("cache").toString());
+        env.remove("VMM_PROFILE");
+        Process process = builder.start();
+        assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the pluggable scenario timed out");
+        Result result = new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+                Files.readString(dir.resolve("stderr.txt")));
+        assertScenariosPassed(result, List.of("pluggable"));
+        assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
+        try (var profiles = Files.list(profileCache())) {
+            assertEquals(1, profiles.filter(f -> f.toString().endsWith(".json")).count(), "without vmmkit run, the peak profile is kept too");
+        }
+    }
+
     @Test
     void benchmarkRuns() throws Exception {
         Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
@@ -283,6 +317,33 @@ class InterposeEndToEndTest {
         Set<String> seen = new HashSet<>();
         figures.fieldNames().forEachRemaining(seen::add);
         assertTrue(seen.contains("first_call_ms"), result::toString);
+    }
+
+    /**
+     * PyTorch's pluggable-allocator entry points, on the default stream and on a stream of the
+     * program's own: after the first allocation, half a million cache-hit pairs make no driver call
+     * at all (no event record or query per free), and the stats file says so per device.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"0", "0x1234"})
+    void cacheHitPairsThroughThePluggableEntryPointsMakeNoDriverCall(String stream) throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+                NATIVE.resolve("bench_pair").toString(), "4096", "2000", "torch", stream);
+        assertEquals(0, result.exitCode(), result::toString);
+        assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
+        JsonNode device = stats(stats).get("devices").get(0);
+        assertTrue(device.get("allocs").asLong() > 500_000, device::toString);
+        // Each free reached Java before the next allocation (riding on its upcall): never two live.
+        assertEquals(4096, device.get("peak_live_bytes").asLong(), device::toString);
+        assertEquals(1, device.get("cache_misses").asLong(), device::toString);
+        assertEquals(device.get("allocs").asLong() - 1, device.get("cache_hits").asLong(), device::toString);
+        long calls = 0;
+        for (JsonNode count : device.get("driver_calls")) calls += count.asLong();
+        // The first allocation: reserve the two regions, memory_info, create + map + set_access one handle.
+        assertTrue(calls <= 8, "driver calls after the first allocation: " + device);
+        device.get("driver_calls").fieldNames().forEachRemaining(call ->
+                assertFalse(call.startsWith("event_") || call.equals("device_synchronize"), device::toString));
     }
 
     @Test
@@ -353,7 +414,7 @@ class InterposeEndToEndTest {
 
     @ParameterizedTest
     @CsvSource({"VMM_CHUNK_SIZE, 3M", "VMM_CHUNK_SIZE, 6M", "VMM_VA_SIZE, 1K", "VMM_HOST_CAPACITY, 0",
-            "VMM_HOST_CAPACITY, -5", "VMM_HOST_CAPACITY, abc"})
+            "VMM_HOST_CAPACITY, -5", "VMM_HOST_CAPACITY, abc", "VMM_PROFILE, /no/such/folder/profile.json"})
     void aBadSettingStopsRunBeforeTheProgramStarts(String key, String value) throws Exception {
         Path started = dir.resolve("started");
         Result result = vmmkitRun("stand-in", Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
@@ -371,5 +432,136 @@ class InterposeEndToEndTest {
         assertTrue(result.stderr().contains("vmmkit: VMM_CHUNK_SIZE=3M: must be a power of two"), result::toString);
         assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
         assertFalse(result.stderr().contains("cannot load vmmkit"), result::toString);
+    }
+
+    // The peak profile: saved by a run that ends with status 0, read by the next run of the same program.
+
+    private Path profileCache() {
+        return dir.resolve("cache").resolve("vmmkit").resolve("profiles");
+    }
+
+    @Test
+    void aSecondRunTakesItsPeakHintFromTheFirstRunsProfile() throws Exception {
+        Path first = dir.resolve("first.json"), second = dir.resolve("second.json"), other = dir.resolve("other.json");
+        assertScenariosPassed(vmmkitRun("real", Map.of(), "--driver", "host", "--stats", first.toString(), "--",
+                ALLOC_TEST.toString(), "basic"), List.of("basic"));
+        JsonNode s1 = stats(first);
+        assertFalse(s1.get("profile").get("read").asBoolean() || s1.get("profile").get("used").asBoolean(), s1::toString);
+        assertTrue(s1.get("profile").get("saved").asBoolean(), s1::toString);
+        assertEquals(0, s1.get("devices").get(0).get("peak_hint_bytes").asLong(), s1::toString);
+        Path file = Path.of(s1.get("profile").get("file").asText());
+        assertEquals(profileCache(), file.getParent());
+        long peak = s1.get("devices").get(0).get("peak_live_bytes").asLong();
+        assertEquals(peak, PeakProfile.parse(Files.readString(file)).device(0).peakLiveBytes());
+
+        Result again = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", second.toString(), "--",
+                ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(again, List.of("basic"));
+        JsonNode s2 = stats(second);
+        assertTrue(s2.get("profile").get("used").asBoolean(), s2::toString);
+        assertEquals(peak, s2.get("devices").get(0).get("peak_hint_bytes").asLong(), s2::toString);
+        assertTrue(again.stderr().contains("vmmkit run: peak profile " + file + ": used as the peak hint (device 0: "
+                + dev.vmmkit.core.ByteSize.format(peak) + "); saved this run's peak (device 0: "), again::toString);
+
+        // Other arguments: another program, with a profile of its own.
+        assertScenariosPassed(vmmkitRun("real", Map.of(), "--driver", "host", "--stats", other.toString(), "--",
+                ALLOC_TEST.toString(), "basic", "basic"), List.of("basic"));
+        JsonNode s3 = stats(other);
+        assertFalse(s3.get("profile").get("used").asBoolean(), s3::toString);
+        assertNotEquals(file.toString(), s3.get("profile").get("file").asText());
+    }
+
+    /** {@code alloc_test basic} under {@code vmmkit run --profile PROFILE --stats STATS}, the profile saying device 0 peaked at {@code peak}. */
+    private Result runWithProfile(Path profile, Path stats, long peak, Map<String, String> env) throws Exception {
+        Files.writeString(profile, new PeakProfile("2026-01-01T00:00:00Z", new ProgramIdentity("/x", List.of(), "/"),
+                List.of(new PeakProfile.DeviceFigures(0, peak, peak, 10))).toJson());
+        Result result = vmmkitRun("real", env, "--driver", "host", "--profile", profile.toString(),
+                "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(result, List.of("basic"));
+        return result;
+    }
+
+    @Test
+    void anExplicitPeakHintWinsOverTheProfile() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = runWithProfile(dir.resolve("profile.json"), stats, 40L << 20, Map.of("VMM_PEAK_HINT", "64M"));
+        JsonNode s = stats(stats);
+        assertEquals(64L << 20, s.get("devices").get(0).get("peak_hint_bytes").asLong(), s::toString);
+        assertTrue(s.get("profile").get("read").asBoolean() && !s.get("profile").get("used").asBoolean(), s::toString);
+        assertTrue(s.get("profile").get("saved").asBoolean(), "the profile is still kept up to date: " + s);
+        assertTrue(result.stderr().contains(": read, not used; saved this run's peak"), result::toString);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"option", "environment"})
+    void profilesCanBeTurnedOff(String how) throws Exception {
+        Path stats = dir.resolve("stats.json");
+        List<String> args = new ArrayList<>(List.of("--driver", "host", "--stats", stats.toString()));
+        if (how.equals("option")) args.addAll(List.of("--profile", "off"));
+        args.addAll(List.of("--", ALLOC_TEST.toString(), "basic"));
+        Result result = vmmkitRun("real", how.equals("option") ? Map.of() : Map.of("VMM_PROFILE", "off"), args.toArray(String[]::new));
+        assertScenariosPassed(result, List.of("basic"));
+        assertTrue(stats(stats).get("profile").isNull());
+        assertFalse(Files.exists(dir.resolve("cache")), "nothing is written");
+        assertFalse(result.stderr().contains("peak profile"), result::toString);
+    }
+
+    /** A profile that cannot be used is one warning; the program runs without it, and its run writes a good one. */
+    @ParameterizedTest
+    @ValueSource(strings = {"not json", "{\"format\":\"vmmkit-peak-profile\",\"version\":1,\"devices\":[{\"dev",
+            "{\"format\":\"vmmkit-peak-profile\",\"version\":7,\"program\":{},\"devices\":[]}"})
+    void aCorruptTruncatedOrForeignVersionProfileIsOneWarning(String content) throws Exception {
+        Path profile = dir.resolve("profile.json"), stats = dir.resolve("stats.json");
+        Files.writeString(profile, content);
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--profile", profile.toString(),
+                "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
+        assertScenariosPassed(result, List.of("basic"));
+        List<String> warnings = result.stderr().lines().filter(line -> line.startsWith("vmmkit: ")).toList();
+        assertEquals(1, warnings.size(), result::toString);
+        assertTrue(warnings.getFirst().startsWith("vmmkit: the peak profile " + profile + " is not usable ("), result::toString);
+        JsonNode s = stats(stats);
+        assertFalse(s.get("profile").get("used").asBoolean(), s::toString);
+        assertEquals(s.get("peak_live_bytes").asLong(), PeakProfile.parse(Files.readString(profile)).device(0).peakLiveBytes());
+    }
+
+    @Test
+    void aProfilePeakAboveTheDevicesMemoryIsNotUsed() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = runWithProfile(dir.resolve("profile.json"), stats, 1L << 40, Map.of("VMM_HOST_CAPACITY", "1G"));
+        assertTrue(result.stderr().contains("says device 0 peaked at 1 TiB, above its memory (1 GiB); not used"), result::toString);
+        assertEquals(0, stats(stats).get("devices").get(0).get("peak_hint_bytes").asLong());
+    }
+
+    /** A run that exits with another status, or is killed, leaves the profile as it was. */
+    @ParameterizedTest
+    @CsvSource({"fail, 3", "die, 143"})
+    void aFailedOrKilledRunDoesNotReplaceTheProfile(String ending, int status) throws Exception {
+        Path profile = dir.resolve("profile.json");
+        assertScenariosPassed(vmmkitRun("real", Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
+                ALLOC_TEST.toString(), "basic"), List.of("basic"));
+        String good = Files.readString(profile);
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
+                ALLOC_TEST.toString(), "threads", ending);
+        assertEquals(status, result.exitCode(), result::toString);
+        assertEquals(good, Files.readString(profile));
+        if (status == 3) assertTrue(result.stderr().contains("; not saved (exit status 3)"), result::toString);
+    }
+
+    /** Four runs of one program ending together: one whole profile, no temporary file left, no warning. */
+    @Test
+    void concurrentRunsOfOneProgramLeaveOneWholeProfile() throws Exception {
+        String four = ("'" + ALLOC_TEST + "' basic & ").repeat(4) + "wait";
+        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--", "sh", "-c", four);
+        assertEquals(0, result.exitCode(), result::toString);
+        assertEquals(4, result.stdout().lines().filter("ok basic"::equals).count(), result::toString);
+        assertFalse(result.stderr().contains("vmmkit: "), result::toString);
+        List<String> files;
+        try (var list = Files.list(profileCache())) {
+            files = list.map(f -> f.getFileName().toString()).sorted().toList();
+        }
+        assertEquals(2, files.size(), files::toString); // KEY.json and KEY.json.lock
+        PeakProfile profile = PeakProfile.parse(Files.readString(profileCache().resolve(files.getFirst())));
+        assertEquals(List.of("basic"), profile.program().arguments());
+        assertTrue(profile.device(0).peakLiveBytes() > 0);
     }
 }

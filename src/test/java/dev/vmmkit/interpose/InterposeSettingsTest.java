@@ -27,6 +27,13 @@ class InterposeSettingsTest {
     }
 
     @Test
+    void switchesAreZeroOrOne() {
+        assertEquals(List.of("VMM_ZERO_COPY=yes: must be 0 or 1"),
+                InterposeSettings.problems(Map.of("VMM_ZERO_COPY", "yes")));
+        assertEquals(List.of(), InterposeSettings.problems(Map.of("VMM_ZERO_COPY", "1")));
+    }
+
+    @Test
     void allocatorSettingsAreCheckedToo() {
         List<String> problems = InterposeSettings.problems(Map.of("VMM_CHUNK_SIZE", "3M", "VMM_HOST_CAPACITY", "64M"));
         assertEquals(1, problems.size(), problems::toString);

@@ -82,12 +82,13 @@ class InterposedCallsTest {
         vmmSession(bump("8M"), new TraceFileRecorder(trace, "vmm"), stats);
         long a = InterposedCalls.allocate(1000, 0, 7);
         InterposedCalls.release(a, 0, DeviceMemoryResource.DEVICE_WIDE_STREAM);
-        InterposedCalls.atExit(5);
-        InterposedCalls.atExit(6); // once only
+        InterposedCalls.atExit(5, 0);
+        InterposedCalls.atExit(6, 0); // once only
         assertEquals("{\"mode\":\"vmm\",\"complete\":true,\"allocs\":1,\"frees\":1,\"passthrough_calls\":5,\"peak_live_bytes\":1000,"
                 + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000,"
-                + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"devices\":[{\"device\":0,\"allocs\":1,"
-                + "\"frees\":1,\"live_bytes\":0,\"peak_live_bytes\":1000,\"peak_reserved_bytes\":1024,\"peers\":[]}]}\n",
+                + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"profile\":null,\"devices\":[{\"device\":0,\"allocs\":1,"
+                + "\"frees\":1,\"live_bytes\":0,\"peak_live_bytes\":1000,\"peak_reserved_bytes\":1024,\"peers\":[],\"peak_hint_bytes\":0,"
+                + "\"cache_hits\":0,\"cache_misses\":1,\"driver_calls\":{}}]}\n",
                 Files.readString(stats));
         assertEquals(List.of("# action,addr,size,stream  (vmmkit trace, vmmkit run, mode=vmm)", "alloc," + a + ",1000,7",
                 "free_requested," + a + ",1000,0", "free_completed," + a + ",1000,0"), Files.readAllLines(trace));
@@ -101,10 +102,10 @@ class InterposedCallsTest {
         InterposedCalls.recordAlloc(0x2000, 200, 0);
         InterposedCalls.recordFree(0x1000, 0);
         InterposedCalls.recordFree(0x9000, 0); // never seen: not counted
-        InterposedCalls.atExit(4);
+        InterposedCalls.atExit(4, 0);
         assertEquals("{\"mode\":\"monitor\",\"complete\":true,\"allocs\":2,\"frees\":1,\"passthrough_calls\":4,\"peak_live_bytes\":500,"
                 + "\"peak_reserved_bytes\":null,\"fragmentation_ratio\":null,"
-                + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"devices\":[]}\n", Files.readString(stats));
+                + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"profile\":null,\"devices\":[]}\n", Files.readString(stats));
     }
 
     /** What the shim does, with the table in Java memory and the stubs called through downcalls. */

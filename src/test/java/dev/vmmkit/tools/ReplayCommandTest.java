@@ -6,6 +6,7 @@ import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.tools.replay.MallocAllocator;
 import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayTarget;
+import dev.vmmkit.core.VmmConfig;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -43,6 +44,7 @@ class ReplayCommandTest {
     private final StringWriter out = new StringWriter();
     private final StringWriter err = new StringWriter();
     private final List<String> opened = new ArrayList<>();
+    private final List<VmmConfig> configs = new ArrayList<>();
     private int targetsMade;
     private boolean backendClosed;
     private Optional<DeviceBytes> backendBytes = Optional.of(DeviceBytes.host());
@@ -225,9 +227,22 @@ class ReplayCommandTest {
         assertTrue(opened.isEmpty());
     }
 
+    @Test
+    void thePeakHintComesFromTheOptionOrTheEnvironment() {
+        environment = Map.of("VMM_PEAK_HINT", "100M");
+        assertEquals(0, run("--warmup", "0", trace.toString()));
+        assertEquals(100L << 20, configs.getLast().peakHintBytes());
+        assertEquals(0, run("--warmup", "0", "--peak-hint", "710M", trace.toString()));
+        assertEquals(710L << 20, configs.getLast().peakHintBytes(), "the option wins");
+        environment = Map.of();
+        assertEquals(0, run("--warmup", "0", trace.toString()));
+        assertEquals(0, configs.getLast().peakHintBytes(), "no hint, whatever profiles vmmkit run keeps");
+    }
+
     private int run(String... args) {
         ReplayCommand command = new ReplayCommand((kind, device, capacity, config) -> {
             opened.add(kind + " " + device + " " + capacity);
+            configs.add(config);
             return new MallocBackend();
         }).environment(environment);
         return new CommandLine(command)

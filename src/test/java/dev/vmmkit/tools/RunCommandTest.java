@@ -42,6 +42,15 @@ class RunCommandTest {
     }
 
     @Test
+    void theProfileOptionIsOffAutoOrAnAbsolutePath() throws Exception {
+        assertEquals("off", parse("--profile", "off", "--", "prog").environment(Map.of(), Path.of("/s.so")).get("VMM_PROFILE"));
+        assertEquals("auto", parse("--profile", "auto", "--", "prog").environment(Map.of(), Path.of("/s.so")).get("VMM_PROFILE"));
+        assertEquals(Path.of("p.json").toAbsolutePath().toString(),
+                parse("--profile", "p.json", "--", "prog").environment(Map.of(), Path.of("/s.so")).get("VMM_PROFILE"));
+        assertFalse(parse("--", "prog").environment(Map.of(), Path.of("/s.so")).containsKey("VMM_PROFILE"));
+    }
+
+    @Test
     void aBadModeIsRefused() {
         assertEquals(2, VmmkitCli.run("run", "--mode", "fast", "--", "true"));
     }

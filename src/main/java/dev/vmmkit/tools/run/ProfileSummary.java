@@ -1,0 +1,50 @@
+package dev.vmmkit.tools.run;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.vmmkit.core.ByteSize;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The line {@code vmmkit run} prints about the program's peak profile, from the run's stats file:
+ * which file, whether its peaks were the allocators' hints (and how large), whether this run's peaks
+ * were saved, e.g. {@code peak profile ~/.cache/vmmkit/profiles/5f88cd41ccdac8e9.json: used as the
+ * peak hint (device 0: 32 MiB); saved this run's peak (device 0: 32 MiB)}. "read, not used": VMM_PEAK_HINT
+ * was set, or the profile's peak was above the device's memory. Empty when the stats file has no profile (profiles off, monitor mode, a program that
+ * made no CUDA call or was killed).
+ */
+public final class ProfileSummary {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private ProfileSummary() {
+    }
+
+    public static Optional<String> of(Path statsFile, int exitStatus) {
+        JsonNode stats;
+        try {
+            stats = JSON.readTree(statsFile.toFile());
+        } catch (IOException | RuntimeException e) {
+            return Optional.empty();
+        }
+        JsonNode profile = stats == null ? null : stats.get("profile");
+        if (profile == null || !profile.isObject()) return Optional.empty();
+        List<String> hints = new ArrayList<>(), peaks = new ArrayList<>();
+        for (JsonNode device : stats.path("devices")) {
+            String name = "device " + device.path("device").asInt();
+            long hint = device.path("peak_hint_bytes").asLong();
+            if (hint > 0) hints.add(name + ": " + ByteSize.format(hint));
+            long peak = device.path("peak_live_bytes").asLong();
+            if (peak > 0) peaks.add(name + ": " + ByteSize.format(peak));
+        }
+        String used = profile.path("used").asBoolean() ? "used as the peak hint (" + String.join(", ", hints) + ")"
+                : profile.path("read").asBoolean() ? "read, not used" : "none yet";
+        String saved = profile.path("saved").asBoolean() ? "saved this run's peak (" + String.join(", ", peaks) + ")"
+                : exitStatus != 0 ? "not saved (exit status " + exitStatus + ")" : "not saved";
+        return Optional.of("peak profile " + profile.path("file").asText() + ": " + used + "; " + saved);
+    }
+}
