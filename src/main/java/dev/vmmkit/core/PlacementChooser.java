@@ -13,7 +13,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  * unmapped part needs pages.
  *
  * <p>Within the budget, new pages are cheap (create, map, setAccess) and shape the layout: the
- * best-fitting unmapped block is used, extending the free block below it (seed 004's "grow" case).
+ * best-fitting unmapped block is used, extending the free block below it (seed 004's "grow" case),
+ * and pages may be mapped ahead of the request for later ones.
  * Over the budget, every page to fill is a handle moved out of a free block elsewhere (unmap, map,
  * setAccess, about 30 us per handle), so the span that needs the fewest unbacked pages wins, free
  * memory on both sides counted; ties go to the smallest stretch, so large holes stay whole.
@@ -52,8 +53,10 @@ final class PlacementChooser {
 
     /**
      * Chooses the span for {@code bytes} (aligned) on {@code stream} and takes it out of every tree;
-     * {@code fewestPages} when pages must be moved to fill it. Throws
-     * {@link RegionHeap.RegionFullException} when no unmapped block can hold it.
+     * {@code fewestPages} when pages must be moved to fill it. Otherwise, when the placement ends on
+     * unmapped space, it maps {@code mapAtLeast} bytes there (as far as the unmapped block goes):
+     * the pages past the request are mapped ahead. Throws {@link RegionHeap.RegionFullException}
+     * when no unmapped block can hold it.
      */
     Placement take(long bytes, long stream, boolean fewestPages, long mapAtLeast) {
         long span = region.roundUpToPage(bytes);

@@ -7,7 +7,6 @@ import org.agrona.collections.Long2LongHashMap;
 import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.vmmkit.core.BlockTable.FREE;
-import static dev.vmmkit.core.BlockTable.IN_FLIGHT;
 import static dev.vmmkit.core.BlockTable.LIVE;
 import static dev.vmmkit.core.BlockTable.NONE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
@@ -297,10 +296,11 @@ final class RegionHeap {
     }
 
     /**
-     * Places {@code bytes} on unmapped space and maps the pages it needs, calling the driver
-     * without the lock. If mapping fails, every handle mapped here is unmapped again and pooled,
-     * so bookkeeping and driver state stay equal; the address range goes back to the unmapped tree
-     * (dirty VA discard, seed 001 5.3), or is set aside when an unmap failed too.
+     * Places {@code bytes} on unmapped space, where {@link PlacementChooser} says, and maps the
+     * pages it needs, calling the driver without the lock. If mapping fails, every handle mapped
+     * here is unmapped again and pooled, so bookkeeping and driver state stay equal; the address
+     * range goes back to the unmapped tree (dirty VA discard, seed 001 5.3), or is set aside when
+     * an unmap failed too.
      */
     private long placeOnNewMemory(long bytes, long requested, long stream) {
         PlacementChooser.Placement placement;
@@ -468,9 +468,9 @@ final class RegionHeap {
 
     /**
      * Unmaps whole handles of up to {@code wantedBytes} lying inside FREE blocks with no pending
-     * work, as {@link ReclaimPlanner} picks them, and adds them to {@code out}. The blocks are taken out under the
-     * lock, unmapped without it, and become unmapped space under it again; a block whose unmap
-     * fails stays FREE and mapped. Lock not held.
+     * work, as {@link ReclaimPlanner} picks them, and adds them to {@code out}. The blocks are
+     * taken out under the lock, unmapped without it, and become unmapped space under it again; a
+     * block whose unmap fails stays FREE and mapped. Lock not held.
      */
     void reclaimFreeHandles(long wantedBytes, HandleRun out, boolean promoteFirst) {
         int[] pieces;
