@@ -313,10 +313,10 @@ final class RegionHeap {
             if (fit != NONE) return carveLive(fit, bytes, requested);
             boolean over = physicalWouldExceedBudget(bytes, requested);
             long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) & -pageBytes;
-            // Within the budget, map ahead up to a cap's worth of the peak so far: later requests
-            // land there without a driver call. Those pages get handles of their own, so they can
-            // still move while the request lives.
-            long ahead = Math.min(room, sizer.cap(Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested)));
+            // Within the budget, map ahead up to one handle cap: later requests land there without
+            // a driver call. Those pages get handles of their own, so they can still move while the
+            // request lives.
+            long ahead = Math.min(room, sizer.cap(budgetPeak(requested)));
             placement = placer.take(bytes, stream, over, ahead);
             inFlight.begin();
         } finally {
