@@ -16,14 +16,17 @@
 #   vmm-run      `vmmkit run`: PyTorch's caching allocator over vmmkit's cudaMalloc
 #   expandable   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   native-again the first run once more: how far two native runs differ (noise)
+#   roundN-native, roundN-vmmkit  ROUNDS (3) more back-to-back pairs without the pair loops: one
+#                step-time ratio per round, so machine drift does not decide the comparison
 # Prints, per configuration: median step time, ratio to native, torch.empty+del pair cost (4 KiB and
 # 1 MiB), peak reserved memory (max_memory_reserved; vmmkit's stats file; the trivial allocator's
 # cudaMalloc bytes), device memory in use after the run (cudaMemGetInfo, less the context),
 # allocations per step, vmmkit's cache hits, misses and driver calls; then where the time goes per
-# allocate+free pair. Logs and JSON in $OUT/generation/ when OUT is set. About 2-3 minutes; exits
+# allocate+free pair. Logs and JSON in $OUT/generation/ when OUT is set. About 3-4 minutes; exits
 # non-zero if a run failed.
 # Knobs: PYTHON (python3), TARGET_ALLOCS (32000), STEPS (timed steps per run, 7), STEPS_MORE (7),
-# GEN_ARGS (more generation.py options, e.g. "--layers 16 --batch 1"), RUN_LIMIT (seconds per run, 90).
+# GEN_ARGS (more generation.py options, e.g. "--layers 16 --batch 1"), RUN_LIMIT (seconds per run, 90),
+# ROUNDS (3).
 set -uo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
 cd "$root"
@@ -74,6 +77,12 @@ run vmmkit-long env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/vmmkit-long.
 run vmm-run env -u PYTORCH_CUDA_ALLOC_CONF ./vmmkit run --stats "$out/vmm-run.stats.json" -- "${gen[@]}" vmm-run "${fixed[@]}"
 run expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${gen[@]}" expandable "${fixed[@]}"
 run native-again env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native "${fixed[@]}"
+# Step times on a shared machine drift by more than the 2 % in question: ROUNDS more native/vmmkit
+# pairs of runs, back to back, give one ratio per round (each against its own neighbour).
+for r in $(seq 1 "${ROUNDS:-3}"); do
+  run "round$r-native" env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" native "${fixed[@]}" --pairs 0
+  run "round$r-vmmkit" env -u PYTORCH_CUDA_ALLOC_CONF "${gen[@]}" vmmkit --so "$shim" "${fixed[@]}" --pairs 0
+done
 
 echo
 "$py" - "$out" <<'EOF' > "$out/summary.txt" || { failed=1; echo "generation: the summary failed, or vmmkit did not serve"; }
@@ -148,6 +157,21 @@ for size in ("4k", "1m"):
         line = (f"  pair {size}: native {nat[k]:.0f}; PyTorch's pluggable path (trivial - native) {t[k] - nat[k]:.0f}; "
                 f"vmmkit (shim + FFM upcall + Java, vmmkit - trivial) {v[k] - t[k]:.0f}")
         print(line)
+rounds = []
+for r in range(1, 100):
+    a, b = [os.path.join(out, f"round{r}-{m}.json") for m in ("native", "vmmkit")]
+    if not (os.path.exists(a) and os.path.exists(b)):
+        break
+    na, vm = json.load(open(a)), json.load(open(b))
+    rounds.append((na["step_ms_median"], vm["step_ms_median"], na["step_ms_min"], vm["step_ms_min"]))
+if rounds:
+    print("back-to-back rounds (native then vmmkit pluggable), step ms median / min, and vmmkit / native:")
+    for i, (nm, vm, nmin, vmin) in enumerate(rounds, 1):
+        print(f"  round {i}: native {nm:.1f} / {nmin:.1f}, vmmkit {vm:.1f} / {vmin:.1f}: "
+              f"median ratio {vm / nm:.3f}, min ratio {vmin / nmin:.3f}")
+    import statistics
+    print(f"  median over rounds: median ratio {statistics.median(v / n for n, v, _, _ in rounds):.3f}, "
+          f"min ratio {statistics.median(v / n for _, _, n, v in rounds):.3f}")
 sys.exit(1 if not_served else 0)
 EOF
 cat "$out/summary.txt"

@@ -1,6 +1,6 @@
 """Cost of one torch.empty + del pair on the GPU, through PyTorch's caching allocator or through
 vmmkit as PyTorch's pluggable allocator; and the time of the first allocation (which starts
-vmmkit's JVM when pluggable). Prints one JSON line.
+vmmkit's JVM when pluggable), and of a plain Python loop in the same process. Prints one JSON line.
 Usage: python3 torch_pair.py caching|vmmkit SHIM_PATH [SIZE] [PAIRS]"""
 import json
 import sys
@@ -33,4 +33,11 @@ for _ in range(pairs):
     del t
 torch.cuda.synchronize()
 pair_ns = (time.perf_counter() - start) / pairs * 1e9
-print(json.dumps({"mode": mode, "size": size, "first_call_ms": round(first_call_ms, 1), "pair_ns": round(pair_ns, 1)}))
+
+# Plain Python, no CUDA call: whether the process itself runs slower (e.g. with a JVM inside it).
+start = time.perf_counter()
+for i in range(pairs):
+    d = {"a": i}
+python_ns = (time.perf_counter() - start) / pairs * 1e9
+print(json.dumps({"mode": mode, "size": size, "first_call_ms": round(first_call_ms, 1), "pair_ns": round(pair_ns, 1),
+                  "python_loop_ns": round(python_ns, 1)}))
