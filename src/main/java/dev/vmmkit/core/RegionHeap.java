@@ -7,7 +7,6 @@ import org.agrona.collections.Long2LongHashMap;
 import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.vmmkit.core.BlockTable.FREE;
-import static dev.vmmkit.core.BlockTable.IN_FLIGHT;
 import static dev.vmmkit.core.BlockTable.LIVE;
 import static dev.vmmkit.core.BlockTable.NONE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
@@ -61,12 +60,15 @@ final class RegionHeap {
     final StreamFreeLists freeLists;
     final PageTable pages;
     private final HandleSizer sizer;
+    /** Where slow-path placements go. */
+    private final PlacementChooser placer;
+    /** Which free handles move when pages must. */
+    private final ReclaimPlanner reclaimPlanner;
     final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
     /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
     final RegionResizer resizer;
     /** Read-only views taken under the lock: an allocation's handles for export, every block for reports. */
     final RegionViews views;
-    private int[] scratch = new int[64];
 
     // Counters, read under the lock by stats().
     private long allocations;
@@ -91,6 +93,8 @@ final class RegionHeap {
         this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
         this.resizer = new RegionResizer(this, aliasedHandles);
         this.views = new RegionViews(this, name, base, span);
+        this.placer = new PlacementChooser(this);
+        this.reclaimPlanner = new ReclaimPlanner(blocks, freeLists, pages);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -208,6 +212,7 @@ final class RegionHeap {
     // ---------------------------------------------------------------- slow path (lock not held)
 
     private long allocateSlow(long bytes, long requested, long stream) {
+        trimToBudget(requested);
         if (physicalWouldExceedBudget(bytes, requested) && waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
             long address = tryCachedFit(bytes, requested, stream);
             if (address != 0) return address;
@@ -234,6 +239,20 @@ final class RegionHeap {
                 throw outOfMemory(requested, e);
             }
         }
+    }
+
+    /**
+     * Gives back free handles while physical memory is over the budget. It gets there only when
+     * moving pages fell short (free pages were stranded in partly live handles) and new ones were
+     * made; trimming at the next miss keeps such overshoots from adding up, so the peak of physical
+     * memory stays within one overshoot of the budget.
+     */
+    private void trimToBudget(long requested) {
+        long excess = accounting.physicalBytes() - physicalBudget(requested);
+        if (excess <= 0) return;
+        HandleRun freed = new HandleRun();
+        reclaimFreeHandles(excess, freed, true);
+        for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
     }
 
     /**
@@ -291,16 +310,14 @@ final class RegionHeap {
     }
 
     /**
-     * Places {@code bytes} on unmapped space and maps the pages it needs, calling the driver
-     * without the lock. If mapping fails, every handle mapped here is unmapped again and pooled,
-     * so bookkeeping and driver state stay equal; the address range goes back to the unmapped tree
-     * (dirty VA discard, seed 001 5.3), or is set aside when an unmap failed too.
+     * Places {@code bytes} on unmapped space, where {@link PlacementChooser} says, and maps the
+     * pages it needs, calling the driver without the lock. If mapping fails, every handle mapped
+     * here is unmapped again and pooled, so bookkeeping and driver state stay equal; the address
+     * range goes back to the unmapped tree (dirty VA discard, seed 001 5.3), or is set aside when
+     * an unmap failed too.
      */
     private long placeOnNewMemory(long bytes, long requested, long stream) {
-        int u;
-        int below;
-        long mapFrom;
-        long mapTo;
+        PlacementChooser.Placement placement;
         lock.lock();
         try {
             // The lock was left since the cache missed: frees of other threads may have made a free
@@ -308,26 +325,13 @@ final class RegionHeap {
             // request, which would leave nothing to map). Take such a block first.
             int fit = freeLists.bestFit(bytes, stream);
             if (fit != NONE) return carveLive(fit, bytes, requested);
-            u = unmapped.bestFit(roundUpToPage(bytes));
-            if (u == NONE) throw new RegionFullException();
-            below = blocks.prev[u];
-            boolean extend = below != NONE && blocks.kind[below] == FREE
-                    && (blocks.requestedOrStream[below] == NO_PENDING_WORK
-                        || blocks.requestedOrStream[below] == stream && StreamFreeLists.reusesOwnFreesAtOnce(stream))
-                    && blocks.size[below] < bytes; // a block below that holds it all is not extended
-            if (!extend) below = NONE;
-            if (!extend) u = resizer.leaveHeadroom(u, roundUpToPage(bytes));
-            long start = extend ? blocks.address[below] : blocks.address[u];
-            mapFrom = blocks.address[u];
-            mapTo = roundUpToPage(start + bytes);
-            // Take [mapFrom, mapTo) (and the block below) out of every tree; the rest stays usable.
-            unmapped.remove(u);
-            splitOffUnmappedTail(u, mapTo);
-            blocks.kind[u] = IN_FLIGHT;
-            if (extend) {
-                freeLists.remove(below);
-                blocks.kind[below] = IN_FLIGHT;
-            }
+            boolean over = physicalWouldExceedBudget(bytes, requested);
+            long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) & -pageBytes;
+            // Within the budget, map ahead up to one handle cap: later requests land there without
+            // a driver call. Those pages get handles of their own, so they can still move while the
+            // request lives.
+            long ahead = Math.min(room, sizer.cap(budgetPeak(requested)));
+            placement = placer.take(bytes, stream, over, ahead);
             inFlight.begin();
         } finally {
             lock.unlock();
@@ -335,16 +339,13 @@ final class RegionHeap {
 
         HandleRun handles = new HandleRun();
         try {
-            acquireHandles(mapTo - mapFrom, requested, handles);
-            pages.mapRun(mapFrom, handles);
+            acquireHandles(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom, requested, handles);
+            pages.mapRun(placement.mapFrom, handles);
         } catch (RuntimeException e) {
-            boolean clean = giveBackUnmapped(mapFrom, handles);
+            boolean clean = giveBackUnmapped(placement.mapFrom, handles);
             lock.lock();
             try {
-                if (clean) {
-                    restoreUnmapped(u);
-                } // else: the placement's pages stay IN_FLIGHT for good, in no tree (set aside)
-                if (below != NONE) reattachFree(below);
+                placer.giveBack(placement, clean); // not clean: the pages stay IN_FLIGHT for good (set aside)
                 inFlight.end();
             } finally {
                 lock.unlock();
@@ -354,15 +355,7 @@ final class RegionHeap {
 
         lock.lock();
         try {
-            int id = u;
-            if (below != NONE) {
-                blocks.size[below] += blocks.size[u];
-                blocks.unlink(u);
-                blocks.recycle(u);
-                id = below;
-            }
-            blocks.kind[id] = FREE;
-            blocks.requestedOrStream[id] = NO_PENDING_WORK;
+            int id = placer.join(placement);
             inFlight.end();
             return takeLive(id, bytes, requested);
         } finally {
@@ -418,6 +411,15 @@ final class RegionHeap {
      * {@link HandleSizer}'s cap allow. Lock not held.
      */
     void acquireHandles(long runBytes, long requested, HandleRun out) {
+        acquireHandles(runBytes, runBytes, requested, out);
+    }
+
+    /**
+     * As {@link #acquireHandles(long, long, HandleRun)}, where only the first {@code neededBytes}
+     * hold the request and the rest is mapped ahead: no new handle spans both, so the part mapped
+     * ahead stays whole handles that can move while the request lives.
+     */
+    void acquireHandles(long runBytes, long neededBytes, long requested, HandleRun out) {
         try {
             long[] size = new long[1];
             while (out.totalBytes() < runBytes) {
@@ -433,12 +435,11 @@ final class RegionHeap {
                     reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
                     if (stillToMove > 0) others.takeFreeHandles(this, stillToMove, out);
-                    if (runBytes - room - out.totalBytes() > 0) sizer.reclaimFellShort();
-                    else sizer.reclaimSufficed();
                 }
             }
             while (out.totalBytes() < runBytes) {
-                long bytes = sizer.nextHandleBytes(runBytes - out.totalBytes(), budgetPeak(requested));
+                long upTo = out.totalBytes() < neededBytes ? neededBytes : runBytes;
+                long bytes = sizer.nextHandleBytes(upTo - out.totalBytes(), budgetPeak(requested));
                 out.add(driver.create(bytes), bytes);
                 accounting.physicalCreated(bytes);
             }
@@ -481,9 +482,9 @@ final class RegionHeap {
 
     /**
      * Unmaps whole handles of up to {@code wantedBytes} lying inside FREE blocks with no pending
-     * work, largest blocks first, and adds them to {@code out}. The blocks are taken out under the
-     * lock, unmapped without it, and become unmapped space under it again; a block whose unmap
-     * fails stays FREE and mapped. Lock not held.
+     * work, as {@link ReclaimPlanner} picks them, and adds them to {@code out}. The blocks are
+     * taken out under the lock, unmapped without it, and become unmapped space under it again; a
+     * block whose unmap fails stays FREE and mapped. Lock not held.
      */
     void reclaimFreeHandles(long wantedBytes, HandleRun out, boolean promoteFirst) {
         int[] pieces;
@@ -492,7 +493,7 @@ final class RegionHeap {
         try {
             if (promoteFirst) freeLists.promoteCompleted();
             pieces = new int[freeLists.noPendingWork().size()];
-            n = detachReclaimable(wantedBytes, pieces);
+            n = reclaimPlanner.detachReclaimable(wantedBytes, pieces);
             if (n > 0) inFlight.begin();
         } finally {
             lock.unlock();
@@ -523,65 +524,6 @@ final class RegionHeap {
         } finally {
             lock.unlock();
         }
-    }
-
-    /**
-     * Takes whole handles of up to {@code wantedBytes} from the ends of the largest no-pending-work
-     * FREE blocks into IN_FLIGHT blocks of their own, whose ids go to {@code pieces}. Lock held.
-     */
-    private int detachReclaimable(long wantedBytes, int[] pieces) {
-        SizeTree free = freeLists.noPendingWork();
-        int count = free.size();
-        if (count == 0 || wantedBytes <= 0) return 0;
-        if (scratch.length < count) scratch = new int[Math.max(count, scratch.length * 2)];
-        int n = free.descending(scratch);
-        int[] candidates = java.util.Arrays.copyOf(scratch, n);
-        long[] range = new long[2];
-        long remaining = wantedBytes;
-        int taken = 0;
-        for (int i = 0; i < n && remaining > 0; i++) {
-            int id = candidates[i];
-            pages.wholeHandlesWithin(blocks.address[id], blocks.end(id), range);
-            long first = range[0];
-            long end = range[1];
-            if (end <= first) continue;
-            // Whole handles from the end of the block, as many as are still wanted.
-            long from = end;
-            while (from > first) {
-                long start = pages.handleStart(from - 1);
-                if (start < first || end - start > remaining) break;
-                from = start;
-            }
-            if (from == end) continue;
-            remaining -= end - from;
-            pieces[taken++] = detach(id, from, end);
-        }
-        return taken;
-    }
-
-    /** Cuts [from, to) out of FREE block {@code id} (in the no-pending-work tree) as an IN_FLIGHT block. */
-    private int detach(int id, long from, long to) {
-        freeLists.remove(id);
-        long start = blocks.address[id];
-        long end = blocks.end(id);
-        int middle;
-        if (from > start) {
-            blocks.size[id] = from - start;
-            freeLists.insert(id);
-            middle = blocks.newBlock(IN_FLIGHT, from, to - from);
-            blocks.linkAfter(id, middle);
-        } else {
-            middle = id;
-            blocks.kind[id] = IN_FLIGHT;
-            blocks.size[id] = to - from;
-        }
-        if (end > to) {
-            int rest = blocks.newBlock(FREE, to, end - to);
-            blocks.requestedOrStream[rest] = NO_PENDING_WORK;
-            blocks.linkAfter(middle, rest);
-            freeLists.insert(rest);
-        }
-        return middle;
     }
 
     int coalesceUnmapped(int id) {

@@ -11,11 +11,13 @@ import java.util.List;
 import java.util.SplittableRandom;
 
 /**
- * Writes four synthetic traces in vmmkit's format, so allocator settings are not tuned on the BERT
+ * Writes five synthetic traces in vmmkit's format, so allocator settings are not tuned on the BERT
  * trace alone: {@code training.csv.gz} (persistent weights and optimizer state; each iteration
  * allocates activations in the forward pass and frees them in reverse in the backward pass, beside
- * gradients and temporaries) and {@code generation.csv.gz} (weights; a KV cache that grows by
- * reallocation every few tokens; many small temporaries per token), and {@code decoding.csv.gz} and
+ * gradients and temporaries), {@code generation.csv.gz} (weights; a KV cache that grows by
+ * reallocation every few tokens; many small temporaries per token), {@code inference.csv.gz}
+ * (an encoder serving batches of varying size and sequence length: each batch's attention
+ * tensors have a size of their own, as a BERT server's do), and {@code decoding.csv.gz} and
  * {@code decoding_long.csv.gz} (Llama-style HuggingFace generation, tensor by tensor, batched and
  * long-context: {@link DecodingTrace}). Seeded, so they repeat.
  * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.SyntheticTraces DIR}.
@@ -33,6 +35,7 @@ public final class SyntheticTraces {
         new SyntheticTraces().generation(dir.resolve("generation.csv.gz"));
         DecodingTrace.write(dir.resolve("decoding.csv.gz"), DecodingTrace.BATCHED);
         DecodingTrace.write(dir.resolve("decoding_long.csv.gz"), DecodingTrace.LONG_CONTEXT);
+        new SyntheticTraces().inference(dir.resolve("inference.csv.gz"));
     }
 
     private long alloc(long size) throws IOException {
@@ -113,6 +116,67 @@ public final class SyntheticTraces {
                     free(kv[l][0], kv[l][1]);
                     kv[l] = null;
                 }
+            }
+            for (long[] wt : weights) free(wt[0], wt[1]);
+        }
+    }
+
+    /**
+     * A BERT-base-like encoder (12 layers, hidden 768, 12 heads, float32) serving 60 batches of 1 to
+     * 32 sequences of 64 to 512 tokens (at most 8,192 tokens a batch). Per layer: the QKV projection,
+     * attention scores and probabilities (batch x heads x sequence squared), the context, the
+     * output projection, the feed-forward pair (4 x hidden), layer norms, and a few small temporaries.
+     */
+    void inference(Path file) throws IOException {
+        SplittableRandom rng = new SplittableRandom(13);
+        int layers = 12;
+        int hidden = 768;
+        int heads = 12;
+        try (TraceWriter w = TraceWriter.open(file, "synthetic encoder-inference trace")) {
+            out = w;
+            List<long[]> weights = new ArrayList<>();
+            weights.add(new long[]{alloc(30522L * hidden * 4), 30522L * hidden * 4}); // embeddings
+            for (int l = 0; l < layers; l++) {
+                for (long size : new long[]{3L * hidden * hidden * 4, (long) hidden * hidden * 4,
+                        4L * hidden * hidden * 4, 4L * hidden * hidden * 4}) {
+                    weights.add(new long[]{alloc(size), size});
+                }
+            }
+            for (int batch = 0; batch < 60; batch++) {
+                int sequence = 64 * (1 + rng.nextInt(8));
+                int sequences = 1 + rng.nextInt(Math.min(32, 8192 / sequence));
+                long tokens = (long) sequences * sequence;
+                long row = tokens * hidden * 4;
+                long h = alloc(row);
+                for (int l = 0; l < layers; l++) {
+                    long qkv = alloc(3 * row);
+                    long scoreBytes = (long) sequences * heads * sequence * sequence * 4;
+                    long scores = alloc(scoreBytes);
+                    long probs = alloc(scoreBytes);
+                    free(scores, scoreBytes);
+                    long context = alloc(row);
+                    free(probs, scoreBytes);
+                    free(qkv, 3 * row);
+                    long projected = alloc(row);
+                    free(context, row);
+                    long normed = alloc(row);
+                    free(projected, row);
+                    free(h, row);
+                    long inner = alloc(4 * row);
+                    long activated = alloc(4 * row);
+                    free(inner, 4 * row);
+                    long ffn = alloc(row);
+                    free(activated, 4 * row);
+                    h = alloc(row);
+                    free(ffn, row);
+                    free(normed, row);
+                    for (int t = 0; t < 4; t++) {
+                        long size = 512 + rng.nextInt(128) * 512L;
+                        long a = alloc(size);
+                        free(a, size);
+                    }
+                }
+                free(h, row);
             }
             for (long[] wt : weights) free(wt[0], wt[1]);
         }

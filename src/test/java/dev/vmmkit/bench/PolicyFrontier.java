@@ -1,0 +1,71 @@
+package dev.vmmkit.bench;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.tools.replay.ReplayReport;
+import dev.vmmkit.tools.replay.ReplayTarget;
+import dev.vmmkit.tools.replay.Replayer;
+import dev.vmmkit.tools.replay.VmmBackend;
+import dev.vmmkit.trace.AllocationTrace;
+import dev.vmmkit.trace.TraceReader;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Prints the allocator's ratio/speed frontier on several traces in one JVM (host driver): for each
+ * trace, default settings, then with {@code VMM_PEAK_HINT} set to the trace's true peak, then any
+ * extra settings given as {@code KEY=VALUE[,KEY=VALUE]} arguments after {@code --}. Columns: ratio,
+ * modelled driver us/op (GPU-FACTS per-handle costs, a model), handles created, mapped, unmapped.
+ * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.PolicyFrontier TRACE... [-- SETTINGS...]}.
+ */
+public final class PolicyFrontier {
+    public static void main(String[] args) throws IOException {
+        List<Path> traces = new ArrayList<>();
+        List<String> settings = new ArrayList<>();
+        settings.add("");
+        settings.add("hint");
+        boolean extra = false;
+        for (String a : args) {
+            if (a.equals("--")) {
+                extra = true;
+            } else if (extra) {
+                settings.add(a);
+            } else {
+                traces.add(Path.of(a));
+            }
+        }
+        System.out.printf("%-22s %-34s %7s %8s %7s %7s %7s%n", "trace", "settings", "ratio", "us/op", "create", "map", "unmap");
+        for (Path file : traces) {
+            AllocationTrace trace = TraceReader.read(file);
+            for (String s : settings) {
+                VmmConfig config = configOf(s, trace);
+                ReplayReport r;
+                try (VmmBackend backend = new VmmBackend(Drivers.open(DriverKind.HOST, 0, Drivers.DEFAULT_HOST_CAPACITY), config);
+                     ReplayTarget target = backend.newTarget()) {
+                    r = new Replayer(trace).replay(target);
+                }
+                var h = r.driverHandles();
+                System.out.printf("%-22s %-34s %7.3f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
+                        r.fragmentationRatio(), r.modelledDriverUsPerOp(), h.create(), h.map(), h.unmap());
+            }
+        }
+    }
+
+    private static VmmConfig configOf(String settings, AllocationTrace trace) {
+        java.util.Map<String, String> env = new java.util.HashMap<>();
+        for (String kv : settings.split(",")) {
+            if (kv.isBlank()) continue;
+            if (kv.equals("hint")) {
+                env.put("VMM_PEAK_HINT", Long.toString(trace.peakLiveBytes()));
+                continue;
+            }
+            int eq = kv.indexOf('=');
+            env.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        return VmmConfig.from(env);
+    }
+}
