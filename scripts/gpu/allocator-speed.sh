@@ -95,8 +95,8 @@ if [ "$driver" = cuda ]; then
   if gcc -O2 -o "$out/bench_pair" src/test/c/bench_pair.c -L"$cudart_dir" -l:"$(basename "${VMM_CUDART:-libcudart.so}")" -Wl,-rpath,"$cudart_dir" 2> "$out/bench_pair.build.log"; then
     step pair-native 60 "$out/bench_pair" 4096 100000
     step pair-vmmkit 60 ./vmmkit run -- "$out/bench_pair" 4096 100000
-    summary+=("pair native:  $(tail -1 "$out/pair-native.log")")
-    summary+=("pair vmmkit run: $(tail -1 "$out/pair-vmmkit.log")")
+    summary+=("pair native:  $(grep "^{" "$out/pair-native.log" | tail -1)")
+    summary+=("pair vmmkit run: $(grep "^{" "$out/pair-vmmkit.log" | tail -1)")
   else
     failed=1; summary+=("pair: bench_pair.c did not build (see $out/bench_pair.build.log)")
   fi
@@ -107,8 +107,8 @@ if [ "$driver" = cuda ]; then
   [ -f runtime/vmmkit.aot ] && export VMMKIT_AOT_CACHE="$root/runtime/vmmkit.aot"
   step torch-caching 90 "$py" scripts/gpu/torch_pair.py caching "$shim"
   step torch-vmmkit 90 "$py" scripts/gpu/torch_pair.py vmmkit "$shim"
-  summary+=("torch caching allocator: $(tail -1 "$out/torch-caching.log")")
-  summary+=("torch vmmkit pluggable:  $(tail -1 "$out/torch-vmmkit.log")")
+  summary+=("torch caching allocator: $(grep "^{" "$out/torch-caching.log" | tail -1)")
+  summary+=("torch vmmkit pluggable:  $(grep "^{" "$out/torch-vmmkit.log" | tail -1)")
 fi
 
 echo; echo "=== allocator-speed summary"
