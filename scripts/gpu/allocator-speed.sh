@@ -7,7 +7,9 @@
 # Steps (logs and JSON in $OUT/allocator-speed/ when OUT is set), about 1-2 minutes in all:
 #   1. aot        trains runtime/vmmkit.aot for this machine's paths when missing (first-call time)
 #   2. replay     each trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:
-#                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op
+#                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op; and
+#                 vmmkit again with the first replay's peak as --peak-hint (what a second run under
+#                 `vmmkit run` gets from its peak profile)
 #   3. pair       bench_pair.c: one cudaMalloc+cudaFree pair of 4 KiB natively and under `vmmkit run`,
 #                 and the first call (JVM start)
 #   4. torch      torch.empty+del pair: PyTorch's caching allocator vs vmmkit as pluggable allocator
@@ -76,11 +78,15 @@ if [ -x runtime/bin/java ] && { [ ! -f runtime/vmmkit.aot ] || [ "$(cat runtime/
 fi
 
 # 2. Replays, vmmkit then cudaMallocAsync, in the same run, trace by trace.
-table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | cudaMallocAsync ratio | cudaMallocAsync us/op")
+table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | with profile: ratio | us/op | cudaMallocAsync ratio | cudaMallocAsync us/op")
 for trace in "${traces[@]}"; do
   name="$(basename "$trace" .csv.gz)"
   step "replay-vmm-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-vmm-$name.json"
   row="$name | $(json "$out/replay-vmm-$name.json" fragmentation_ratio) | $(us "$out/replay-vmm-$name.json") | $(json "$out/replay-vmm-$name.json" modelled_driver_us_per_op) | $(json "$out/replay-vmm-$name.json" driver_handles.set_access)"
+  # A program's second run under `vmmkit run` starts with its first run's peak (the peak profile).
+  peak="$(json "$out/replay-vmm-$name.json" peak_live_bytes)"
+  step "replay-profile-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --peak-hint "$peak" --json "$out/replay-profile-$name.json"
+  row="$row | $(json "$out/replay-profile-$name.json" fragmentation_ratio) | $(us "$out/replay-profile-$name.json")"
   if [ "$driver" = cuda ]; then
     step "replay-async-$name" 120 ./vmmkit replay "$trace" --backend cuda-malloc-async --json "$out/replay-async-$name.json"
     row="$row | $(json "$out/replay-async-$name.json" fragmentation_ratio) | $(us "$out/replay-async-$name.json")"
