@@ -17,31 +17,13 @@
 # (path of libcudart when not found), DRIVER (cuda; host replays on the emulation, skipping 2b-4,
 # to test this script without a GPU).
 set -uo pipefail
-root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
-cd "$root"
-
-if [ -n "${OUT:-}" ]; then out="$OUT/allocator-speed"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-speed.XXXXXX")"; fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-py="${PYTHON:-python3}"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" allocator-speed
 driver="${DRIVER:-cuda}"
 failed=0
 summary=()
 echo "allocator-speed: logs in $out"
 
-traces=("$@")
-if [ ${#traces[@]} -eq 0 ]; then
-  if [ -f .device/traces/bert_infer.csv.gz ]; then
-    traces=(.device/traces/bert_infer.csv.gz)
-    for t in .device/traces/*.csv.gz; do [ "$t" = .device/traces/bert_infer.csv.gz ] || traces+=("$t"); done
-  elif [ -f ../shared/traces/bert_infer.csv.gz ]; then
-    traces=(../shared/traces/bert_infer.csv.gz)
-  fi
-fi
-for t in "${traces[@]}"; do
-  [ -f "$t" ] || { echo "allocator-speed: no trace $t (give trace paths as arguments)"; exit 2; }
-done
-[ ${#traces[@]} -gt 0 ] || { echo "allocator-speed: no trace (give its path as the argument)"; exit 2; }
+traces_or_default allocator-speed "$@"
 
 # Runs one step under a time limit, keeping its output in $out/<name>.log.
 step() {
