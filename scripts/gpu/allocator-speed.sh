@@ -7,7 +7,9 @@
 # Steps (logs and JSON in $OUT/allocator-speed/ when OUT is set), about 1-2 minutes in all:
 #   1. aot        trains runtime/vmmkit.aot for this machine's paths when missing (first-call time)
 #   2. replay     each trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:
-#                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op
+#                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op; and
+#                 vmmkit again with the first replay's peak as --peak-hint (what a second run under
+#                 `vmmkit run` gets from its peak profile)
 #   3. pair       bench_pair.c: one cudaMalloc+cudaFree pair of 4 KiB natively and under `vmmkit run`,
 #                 and the first call (JVM start)
 #   4. torch      torch.empty+del pair: PyTorch's caching allocator vs vmmkit as pluggable allocator
@@ -15,31 +17,13 @@
 # (path of libcudart when not found), DRIVER (cuda; host replays on the emulation, skipping 2b-4,
 # to test this script without a GPU).
 set -uo pipefail
-root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
-cd "$root"
-
-if [ -n "${OUT:-}" ]; then out="$OUT/allocator-speed"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-speed.XXXXXX")"; fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-py="${PYTHON:-python3}"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" allocator-speed
 driver="${DRIVER:-cuda}"
 failed=0
 summary=()
 echo "allocator-speed: logs in $out"
 
-traces=("$@")
-if [ ${#traces[@]} -eq 0 ]; then
-  if [ -f .device/traces/bert_infer.csv.gz ]; then
-    traces=(.device/traces/bert_infer.csv.gz)
-    for t in .device/traces/*.csv.gz; do [ "$t" = .device/traces/bert_infer.csv.gz ] || traces+=("$t"); done
-  elif [ -f ../shared/traces/bert_infer.csv.gz ]; then
-    traces=(../shared/traces/bert_infer.csv.gz)
-  fi
-fi
-for t in "${traces[@]}"; do
-  [ -f "$t" ] || { echo "allocator-speed: no trace $t (give trace paths as arguments)"; exit 2; }
-done
-[ ${#traces[@]} -gt 0 ] || { echo "allocator-speed: no trace (give its path as the argument)"; exit 2; }
+traces_or_default allocator-speed "$@"
 
 # Runs one step under a time limit, keeping its output in $out/<name>.log.
 step() {
@@ -76,11 +60,15 @@ if [ -x runtime/bin/java ] && { [ ! -f runtime/vmmkit.aot ] || [ "$(cat runtime/
 fi
 
 # 2. Replays, vmmkit then cudaMallocAsync, in the same run, trace by trace.
-table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | cudaMallocAsync ratio | cudaMallocAsync us/op")
+table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | with profile: ratio | us/op | cudaMallocAsync ratio | cudaMallocAsync us/op")
 for trace in "${traces[@]}"; do
   name="$(basename "$trace" .csv.gz)"
   step "replay-vmm-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-vmm-$name.json"
   row="$name | $(json "$out/replay-vmm-$name.json" fragmentation_ratio) | $(us "$out/replay-vmm-$name.json") | $(json "$out/replay-vmm-$name.json" modelled_driver_us_per_op) | $(json "$out/replay-vmm-$name.json" driver_handles.set_access)"
+  # A program's second run under `vmmkit run` starts with its first run's peak (the peak profile).
+  peak="$(json "$out/replay-vmm-$name.json" peak_live_bytes)"
+  step "replay-profile-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --peak-hint "$peak" --json "$out/replay-profile-$name.json"
+  row="$row | $(json "$out/replay-profile-$name.json" fragmentation_ratio) | $(us "$out/replay-profile-$name.json")"
   if [ "$driver" = cuda ]; then
     step "replay-async-$name" 120 ./vmmkit replay "$trace" --backend cuda-malloc-async --json "$out/replay-async-$name.json"
     row="$row | $(json "$out/replay-async-$name.json" fragmentation_ratio) | $(us "$out/replay-async-$name.json")"
@@ -95,8 +83,8 @@ if [ "$driver" = cuda ]; then
   if gcc -O2 -o "$out/bench_pair" src/test/c/bench_pair.c -L"$cudart_dir" -l:"$(basename "${VMM_CUDART:-libcudart.so}")" -Wl,-rpath,"$cudart_dir" 2> "$out/bench_pair.build.log"; then
     step pair-native 60 "$out/bench_pair" 4096 100000
     step pair-vmmkit 60 ./vmmkit run -- "$out/bench_pair" 4096 100000
-    summary+=("pair native:  $(tail -1 "$out/pair-native.log")")
-    summary+=("pair vmmkit run: $(tail -1 "$out/pair-vmmkit.log")")
+    summary+=("pair native:  $(grep "^{" "$out/pair-native.log" | tail -1)")
+    summary+=("pair vmmkit run: $(grep "^{" "$out/pair-vmmkit.log" | tail -1)")
   else
     failed=1; summary+=("pair: bench_pair.c did not build (see $out/bench_pair.build.log)")
   fi
@@ -107,8 +95,8 @@ if [ "$driver" = cuda ]; then
   [ -f runtime/vmmkit.aot ] && export VMMKIT_AOT_CACHE="$root/runtime/vmmkit.aot"
   step torch-caching 90 "$py" scripts/gpu/torch_pair.py caching "$shim"
   step torch-vmmkit 90 "$py" scripts/gpu/torch_pair.py vmmkit "$shim"
-  summary+=("torch caching allocator: $(tail -1 "$out/torch-caching.log")")
-  summary+=("torch vmmkit pluggable:  $(tail -1 "$out/torch-vmmkit.log")")
+  summary+=("torch caching allocator: $(grep "^{" "$out/torch-caching.log" | tail -1)")
+  summary+=("torch vmmkit pluggable:  $(grep "^{" "$out/torch-vmmkit.log" | tail -1)")
 fi
 
 echo; echo "=== allocator-speed summary"

@@ -28,13 +28,7 @@
 # GEN_ARGS (more generation.py options, e.g. "--layers 16 --batch 1"), RUN_LIMIT (seconds per run, 90),
 # ROUNDS (3).
 set -uo pipefail
-root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
-cd "$root"
-
-if [ -n "${OUT:-}" ]; then out="$OUT/generation"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-generation.XXXXXX")"; fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-py="${PYTHON:-python3}"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" generation
 limit="${RUN_LIMIT:-90}"
 read -r -a extra <<< "${GEN_ARGS:-}"
 failed=0

@@ -20,13 +20,7 @@
 # CLASSES (10), PYTHON (python3), DRIVER (cuda; host runs the vmmkit steps on the emulation, to test
 # this script on a machine without a GPU).
 set -uo pipefail
-root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
-cd "$root"
-
-if [ -n "${OUT:-}" ]; then out="$OUT/mlp-vs-torch"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-mlp.XXXXXX")"; fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-py="${PYTHON:-python3}"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" mlp-vs-torch
 steps="${STEPS:-30}"
 timing_steps="${TIMING_STEPS:-200}"  # long enough that the JIT's warm-up hardly moves the median
 driver="${DRIVER:-cuda}"

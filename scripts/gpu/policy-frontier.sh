@@ -11,30 +11,12 @@
 # if the default's ratio on the BERT trace passes 1.05. DRIVER=host replays on the emulation (no
 # cudaMallocAsync rows), to test this script without a GPU.
 set -uo pipefail
-root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
-cd "$root"
-
-if [ -n "${OUT:-}" ]; then out="$OUT/policy-frontier"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-policy.XXXXXX")"; fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-py="${PYTHON:-python3}"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" policy-frontier
 driver="${DRIVER:-cuda}"
 failed=0
 echo "policy-frontier: logs in $out"
 
-traces=("$@")
-if [ ${#traces[@]} -eq 0 ]; then
-  if [ -f .device/traces/bert_infer.csv.gz ]; then
-    traces=(.device/traces/bert_infer.csv.gz)
-    for t in .device/traces/*.csv.gz; do [ "$t" = .device/traces/bert_infer.csv.gz ] || traces+=("$t"); done
-  elif [ -f ../shared/traces/bert_infer.csv.gz ]; then
-    traces=(../shared/traces/bert_infer.csv.gz)
-  fi
-fi
-[ ${#traces[@]} -gt 0 ] || { echo "policy-frontier: no trace (give its path as the argument)"; exit 2; }
-for t in "${traces[@]}"; do
-  [ -f "$t" ] || { echo "policy-frontier: no trace $t"; exit 2; }
-done
+traces_or_default policy-frontier "$@"
 
 # fig FILE: ratio, wall us/op, modelled us/op, handles mapped, handles unmapped from a replay's JSON
 fig() {

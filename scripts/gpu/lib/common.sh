@@ -1,0 +1,30 @@
+# Sourced by the scripts in scripts/gpu/ (not a check of its own: run-all.sh runs scripts/gpu/*.sh).
+# Sets root (the repository, also the working folder), out (NAME's log folder: $OUT/NAME, else a
+# temporary one) and py (PYTHON, else python3).
+#   source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" NAME
+root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../.." && pwd)"
+cd "$root"
+if [ -n "${OUT:-}" ]; then out="$OUT/$1"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-$1.XXXXXX")"; fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+py="${PYTHON:-python3}"
+
+# traces_or_default NAME [TRACE...]: sets traces to the arguments, else every trace in
+# .device/traces/ (BERT first), else ../shared/traces/bert_infer.csv.gz; exits 2 naming NAME when
+# one is missing or there is none.
+traces_or_default() {
+  local name="$1"; shift
+  traces=("$@")
+  if [ ${#traces[@]} -eq 0 ]; then
+    if [ -f .device/traces/bert_infer.csv.gz ]; then
+      traces=(.device/traces/bert_infer.csv.gz)
+      for t in .device/traces/*.csv.gz; do [ "$t" = .device/traces/bert_infer.csv.gz ] || traces+=("$t"); done
+    elif [ -f ../shared/traces/bert_infer.csv.gz ]; then
+      traces=(../shared/traces/bert_infer.csv.gz)
+    fi
+  fi
+  [ ${#traces[@]} -gt 0 ] || { echo "$name: no trace (give trace paths as arguments)"; exit 2; }
+  for t in "${traces[@]}"; do
+    [ -f "$t" ] || { echo "$name: no trace $t (give trace paths as arguments)"; exit 2; }
+  done
+}
