@@ -14,7 +14,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  * stream for blocks freed on that stream whose earlier work may still run. A block's tag
  * ({@link BlockTable#requestedOrStream}) names its tree.
  *
- * <p>Frees merge with FREE address neighbours of the same tag. Promotion moves blocks whose
+ * <p>Frees merge with FREE address neighbours of the same tag, and a stream's free absorbs
+ * neighbours with no pending work (the merged block takes the stream's tag). Promotion moves blocks whose
  * stream's work has completed into the no-pending-work tree, where any stream may reuse them and
  * their pages may be unmapped. A stream whose tree is empty and whose event is idle is forgotten
  * (its event destroyed) once more than {@value #IDLE_STREAMS_KEPT} streams are tracked, so
@@ -89,11 +90,11 @@ final class StreamFreeLists {
         return noPendingWork;
     }
 
-    /** Merges FREE block {@code id} (in no tree) with FREE neighbours of the same tag; returns the merged block. */
+    /** Merges FREE block {@code id} (in no tree) with the FREE neighbours it may merge with ({@link #mergeable}); returns the merged block. */
     int coalesce(int id) {
         long tag = blocks.requestedOrStream[id];
         int n = blocks.next[id];
-        if (n != NONE && blocks.kind[n] == FREE && blocks.requestedOrStream[n] == tag) {
+        if (n != NONE && blocks.kind[n] == FREE && mergeable(tag, blocks.requestedOrStream[n])) {
             remove(n);
             blocks.size[id] += blocks.size[n];
             blocks.freeSequence[id] = Math.max(blocks.freeSequence[id], blocks.freeSequence[n]);
@@ -101,8 +102,9 @@ final class StreamFreeLists {
             blocks.recycle(n);
         }
         int p = blocks.prev[id];
-        if (p != NONE && blocks.kind[p] == FREE && blocks.requestedOrStream[p] == tag) {
+        if (p != NONE && blocks.kind[p] == FREE && mergeable(tag, blocks.requestedOrStream[p])) {
             remove(p);
+            blocks.requestedOrStream[p] = tag;
             blocks.size[p] += blocks.size[id];
             blocks.freeSequence[p] = Math.max(blocks.freeSequence[id], blocks.freeSequence[p]);
             blocks.unlink(id);
@@ -110,6 +112,19 @@ final class StreamFreeLists {
             id = p;
         }
         return id;
+    }
+
+    /**
+     * Whether a free block tagged {@code tag} merges with a free neighbour tagged {@code neighbourTag}:
+     * the same tag, or a neighbour that no queued work can touch, which a stream's block absorbs
+     * (that memory is as safe for the stream as its own frees; other streams wait for the merged
+     * block's promotion). Without absorbing, a program on one stream, whose cache hits never promote,
+     * keeps its free space in pairs of neighbours that best fit cannot join: the blocks promoted at
+     * the last miss and the frees since. Device-wide frees absorb nothing: no one may reuse them
+     * before a device synchronisation, so that would hide memory that is reusable now.
+     */
+    private static boolean mergeable(long tag, long neighbourTag) {
+        return neighbourTag == tag || neighbourTag == NO_PENDING_WORK && reusesOwnFreesAtOnce(tag);
     }
 
     /**

@@ -20,7 +20,8 @@ import java.util.List;
  * trace, default settings, then with {@code VMM_PEAK_HINT} set to the trace's true peak, then any
  * extra settings given as {@code KEY=VALUE[,KEY=VALUE]} arguments after {@code --}. Columns: ratio,
  * modelled driver us/op (GPU-FACTS per-handle costs, a model), handles created, mapped, unmapped.
- * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.PolicyFrontier TRACE... [-- SETTINGS...]}.
+ * {@code --default-only} leaves out the hinted run.
+ * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.PolicyFrontier [--default-only] TRACE... [-- SETTINGS...]}.
  */
 public final class PolicyFrontier {
     public static void main(String[] args) throws IOException {
@@ -30,7 +31,9 @@ public final class PolicyFrontier {
         settings.add("hint");
         boolean extra = false;
         for (String a : args) {
-            if (a.equals("--")) {
+            if (a.equals("--default-only")) {
+                settings.remove("hint");
+            } else if (a.equals("--")) {
                 extra = true;
             } else if (extra) {
                 settings.add(a);

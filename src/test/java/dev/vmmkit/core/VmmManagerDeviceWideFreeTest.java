@@ -108,6 +108,30 @@ class VmmManagerDeviceWideFreeTest {
         });
     }
 
+    /**
+     * Memory no queued work can touch, next to a block freed device-wide, stays reusable by every
+     * stream: the device-wide free does not absorb it, or it would wait for the synchronisation too.
+     */
+    @Test
+    void aDeviceWideFreeDoesNotHideItsReusableNeighbour() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> new DeviceSyncGatedDriver(driver, gate));
+            long x = m.allocate(PAGE, ONE);
+            long y = m.allocate(PAGE, ONE);
+            long keep = m.allocate(PAGE, ONE);
+            assertEquals(x + PAGE, y, "precondition: x and y are neighbours");
+            m.deallocate(x, ONE);
+            long b1 = m.allocate(2 * PAGE, TWO); // a miss: records an event on stream 1 after x's free
+            events.completeStream(ONE);
+            long b2 = m.allocate(2 * PAGE, TWO); // a miss: promotes x (too small for this request)
+            m.deallocate(y, DEVICE_WIDE);
+            assertEquals(x, m.allocate(PAGE, TWO), "x is still reusable while y waits for the device");
+            assertFalse(overlaps(b1, 2 * PAGE, y, PAGE) || overlaps(b2, 2 * PAGE, y, PAGE));
+            for (long b : new long[]{b1, b2, x}) m.deallocate(b, TWO);
+            m.deallocate(keep, ONE);
+        });
+    }
+
     @Test
     void theFreeCallsNoDriverFunctionAndStartsNoThread() {
         assertTimeoutPreemptively(TIMEOUT, () -> {

@@ -147,6 +147,54 @@ class VmmManagerStreamTest {
     }
 
     /**
+     * x freed on A and promoted (A's work done), then its neighbour y freed on A: the two blocks
+     * merge into one for A, so a single-stream program's free space does not stay split between
+     * the blocks promoted at the last miss and the frees since. Returns x; {@code keep} bounds the pair.
+     */
+    private long promotedBlockThenNeighbourFreedOnA() {
+        long x = m.allocate(PAGE, A);
+        long y = m.allocate(PAGE, A);
+        long keep = m.allocate(PAGE, A);
+        assertEquals(x + PAGE, y, "precondition: x and y are neighbours");
+        assertTrue(keep > 0);
+        m.deallocate(x, A);
+        long b1 = m.allocate(2 * PAGE, B); // a miss: records an event on A after x's free; x is too small
+        events.completeStream(A);
+        long b2 = m.allocate(2 * PAGE, B); // a miss: promotes x, still too small for it
+        assertFalse(overlaps(b1, 2 * PAGE, x, PAGE) || overlaps(b2, 2 * PAGE, x, PAGE));
+        m.deallocate(y, A);
+        return x;
+    }
+
+    @Test
+    void aFreeOnAStreamMergesWithANeighbourThatNoWorkTouches() {
+        open();
+        long x = promotedBlockThenNeighbourFreedOnA();
+        Map<DriverCall, Long> before = driverCalls();
+        assertEquals(x, m.allocate(2 * PAGE, A), "x and y are one free block for A");
+        assertEquals(before, driverCalls(), "a cache hit: no driver call");
+    }
+
+    @Test
+    void theMergedBlockWaitsForTheStreamsWorkBeforeAnotherStreamGetsIt() {
+        open();
+        long x = promotedBlockThenNeighbourFreedOnA();
+        long y = x + PAGE;
+        List<Long> onB = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            long b = m.allocate(PAGE, B);
+            assertFalse(overlaps(b, PAGE, y, PAGE), String.format("allocation %d on B at 0x%x overlaps y, whose free A's work may still read", i, b));
+            onB.add(b);
+        }
+        long miss = m.allocate(3 * PAGE, B); // a miss records an event on A after y's free
+        events.completeStream(A);
+        assertEquals(x, m.allocate(2 * PAGE, B), "once A's work finished, B reuses the merged block");
+        m.deallocate(miss, B);
+        for (long b : onB) m.deallocate(b, B);
+        assertEquals(0, events.waitCount(), "nothing waited for the device");
+    }
+
+    /**
      * Device-wide frees are in the mix: the fence's thread may run a device synchronisation at any
      * moment (VmmManagerDeviceWideFreeTest covers them), so those calls and their waits are left out.
      */
