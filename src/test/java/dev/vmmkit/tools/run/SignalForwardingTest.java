@@ -44,7 +44,9 @@ class SignalForwardingTest {
         long programPid = awaitPid(pidFile, launcher);
         try {
             new ProcessBuilder("kill", "-" + signal, Long.toString(launcher.pid())).start().waitFor();
-            assertTrue(launcher.waitFor(30, TimeUnit.SECONDS), "the launcher did not exit");
+            assertTrue(launcher.waitFor(30, TimeUnit.SECONDS), () -> "the launcher did not exit; program "
+                    + (ProcessHandle.of(programPid).map(ProcessHandle::isAlive).orElse(false) ? "still running" : "gone")
+                    + "; its output:\n" + output(launcher));
 
             int expected = disposition.equals("trapped") ? 40 : 128 + signalNumber(signal);
             assertEquals(expected, launcher.exitValue(), () -> output(launcher));
