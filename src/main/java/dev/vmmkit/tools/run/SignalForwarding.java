@@ -19,7 +19,8 @@ import java.util.Map;
  * <p>A Ctrl-C or a hang-up of the terminal already reaches every process of the terminal's
  * foreground group, the program included. When the launcher is in that group, SIGINT and SIGHUP are
  * therefore not sent a second time (a program that exits on its second Ctrl-C would otherwise skip
- * its clean-up); SIGTERM always is.
+ * its clean-up); SIGTERM always is. A signal ignored when the launcher starts (as {@code nohup}
+ * ignores SIGHUP) stays ignored by the launcher and, inherited, by the program.
  */
 public final class SignalForwarding implements AutoCloseable {
     private static final String[] FORWARDED = {"INT", "TERM", "HUP"};
@@ -38,11 +39,31 @@ public final class SignalForwarding implements AutoCloseable {
      */
     public static SignalForwarding install() {
         SignalForwarding forwarding = new SignalForwarding();
+        long ignored = ignoredSignals();
         for (String name : FORWARDED) {
             Signal signal = new Signal(name);
+            // Ignored when the launcher started (nohup): the program inherits that, and the launcher
+            // keeps ignoring it too, as a shell does with signals ignored on entry.
+            if (isIgnored(ignored, signal.getNumber())) continue;
             forwarding.previous.put(signal, Signal.handle(signal, forwarding::received));
         }
         return forwarding;
+    }
+
+    /** The signals this process ignores (the SigIgn mask of /proc/self/status); 0 when unknown. */
+    static long ignoredSignals() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("SigIgn:")) return Long.parseUnsignedLong(line.substring(7).trim(), 16);
+            }
+        } catch (IOException | RuntimeException e) {
+            // unknown: forward every signal
+        }
+        return 0;
+    }
+
+    static boolean isIgnored(long mask, int signalNumber) {
+        return (mask & (1L << (signalNumber - 1))) != 0;
     }
 
     /** From now on signals go to process {@code programPid}; one that came earlier is sent now. */

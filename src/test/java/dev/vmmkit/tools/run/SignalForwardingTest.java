@@ -1,5 +1,6 @@
 package dev.vmmkit.tools.run;
 
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -13,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 /**
  * Real processes: {@code vmmkit run} (a JVM of its own, as users start it) runs a shell script that
@@ -33,6 +35,9 @@ class SignalForwardingTest {
             "INT, default",
     })
     void aSignalToTheLauncherGoesToTheProgramAndItsStatusComesBack(String signal, String disposition) throws Exception {
+        assumeFalse(SignalForwarding.isIgnored(SignalForwarding.ignoredSignals(), signalNumber(signal)),
+                "SIG" + signal + " is ignored in this process (started under nohup?), so by the launcher and the "
+                        + "program too; nohupIsKept covers that case");
         Path pidFile = dir.resolve("pid");
         Path gotFile = dir.resolve("got");
         // Trapped: the program cleans up and exits 40. Default: the signal ends it (status 128 + N).
@@ -60,9 +65,35 @@ class SignalForwardingTest {
         }
     }
 
+    /** Under nohup the launcher and the program ignore SIGHUP; SIGTERM still goes through. */
+    @Test
+    void nohupIsKept() throws Exception {
+        Path pidFile = dir.resolve("pid");
+        String script = "echo $$ > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; exec sleep 600";
+        Process launcher = launch(List.of("nohup"), "bash", "-c", script);
+        long programPid = awaitPid(pidFile, launcher);
+        try {
+            new ProcessBuilder("kill", "-HUP", Long.toString(launcher.pid())).start().waitFor();
+            assertFalse(launcher.waitFor(1, TimeUnit.SECONDS), () -> "SIGHUP ended the launcher under nohup: " + output(launcher));
+            assertTrue(ProcessHandle.of(programPid).map(ProcessHandle::isAlive).orElse(false), "SIGHUP reached the program");
+            new ProcessBuilder("kill", "-TERM", Long.toString(launcher.pid())).start().waitFor();
+            assertTrue(launcher.waitFor(30, TimeUnit.SECONDS), () -> "the launcher did not exit: " + output(launcher));
+            assertEquals(128 + signalNumber("TERM"), launcher.exitValue(), () -> output(launcher));
+        } finally {
+            launcher.destroyForcibly();
+            ProcessHandle.of(programPid).ifPresent(ProcessHandle::destroyForcibly);
+        }
+    }
+
     private Process launch(String... program) throws IOException {
+        return launch(List.of(), program);
+    }
+
+    /** Starts {@code vmmkit run -- program}, behind {@code wrapper} (e.g. nohup) when it is not empty. */
+    private Process launch(List<String> wrapper, String... program) throws IOException {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> command = new java.util.ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED",
+        List<String> command = new java.util.ArrayList<>(wrapper);
+        command.addAll(List.of(java, "--enable-native-access=ALL-UNNAMED",
                 "-cp", System.getProperty("java.class.path"), "dev.vmmkit.tools.VmmkitCli", "run", "--"));
         command.addAll(List.of(program));
         return new ProcessBuilder(command)
