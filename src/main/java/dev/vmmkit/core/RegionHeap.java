@@ -107,7 +107,11 @@ final class RegionHeap {
     /** Allocates {@code bytes} (already aligned) for {@code stream}; returns the address. */
     long allocate(long bytes, long requested, long stream) {
         long address = allocateCached(bytes, requested, stream);
-        if (address != 0) return address;
+        return address != 0 ? address : allocateMissed(bytes, requested, stream);
+    }
+
+    /** The slow path of a request that {@link #allocateCached} could not serve just now: a miss. */
+    long allocateMissed(long bytes, long requested, long stream) {
         lock.lock();
         try {
             cacheMisses++;

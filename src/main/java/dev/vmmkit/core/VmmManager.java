@@ -105,7 +105,8 @@ public final class VmmManager implements ManagedMemoryResource {
         }
         for (int i = regions.length - 1; i >= 0; i--) {
             try {
-                return regions[i].allocate(bytes, size, stream);
+                // A small request has just missed every small region's cache: straight to the slow path.
+                return small ? regions[i].allocateMissed(bytes, size, stream) : regions[i].allocate(bytes, size, stream);
             } catch (RegionHeap.RegionFullException full) {
                 // try an older region, then add one
             }
