@@ -60,6 +60,8 @@ final class RegionHeap {
     final StreamFreeLists freeLists;
     final PageTable pages;
     private final HandleSizer sizer;
+    /** The manager's physical budget (every region of a manager reckons the same one). */
+    final PhysicalBudget budget;
     /** Where slow-path placements go. */
     private final PlacementChooser placer;
     /** Which free handles move when pages must. */
@@ -91,6 +93,7 @@ final class RegionHeap {
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
         this.pages = new PageTable(driver, access, base, span, pageBytes);
         this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
+        this.budget = new PhysicalBudget(accounting, config, pageBytes);
         this.resizer = new RegionResizer(this, aliasedHandles);
         this.views = new RegionViews(this, name, base, span);
         this.placer = new PlacementChooser(this);
@@ -217,7 +220,7 @@ final class RegionHeap {
 
     private long allocateSlow(long bytes, long requested, long stream) {
         trimToBudget(requested);
-        if (physicalWouldExceedBudget(bytes, requested) && waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
+        if (budget.wouldExceed(bytes, requested) && waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
             long address = tryCachedFit(bytes, requested, stream);
             if (address != 0) return address;
         }
@@ -252,27 +255,11 @@ final class RegionHeap {
      * memory stays within one overshoot of the budget.
      */
     private void trimToBudget(long requested) {
-        long excess = accounting.physicalBytes() - physicalBudget(requested);
+        long excess = budget.excess(requested);
         if (excess <= 0) return;
         HandleRun freed = new HandleRun();
         reclaimFreeHandles(excess, freed, true);
         for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
-    }
-
-    /**
-     * Physical memory may grow to this before free pages must move: the slack over the peak of live
-     * bytes, the higher of the peak so far and the peak remembered from an earlier run.
-     */
-    private long physicalBudget(long requested) {
-        return (long) (budgetPeak(requested) * config.reserveSlack()) + pageBytes;
-    }
-
-    private long budgetPeak(long requested) {
-        return Math.max(config.peakHintBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
-    }
-
-    boolean physicalWouldExceedBudget(long bytes, long requested) {
-        return accounting.physicalBytes() + roundUpToPage(bytes) > physicalBudget(requested);
     }
 
     /**
@@ -329,12 +316,12 @@ final class RegionHeap {
             // request, which would leave nothing to map). Take such a block first.
             int fit = freeLists.bestFit(bytes, stream);
             if (fit != NONE) return carveLive(fit, bytes, requested);
-            boolean over = physicalWouldExceedBudget(bytes, requested);
-            long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) & -pageBytes;
+            boolean over = budget.wouldExceed(bytes, requested);
+            long room = budget.room(requested);
             // Within the budget, map ahead up to one handle cap: later requests land there without
             // a driver call. Those pages get handles of their own, so they can still move while the
             // request lives.
-            long ahead = Math.min(room, sizer.cap(budgetPeak(requested)));
+            long ahead = Math.min(room, sizer.cap(budget.peak(requested)));
             placement = placer.take(bytes, stream, over, ahead);
             inFlight.begin();
         } finally {
@@ -433,7 +420,7 @@ final class RegionHeap {
             }
             long missing = runBytes - out.totalBytes();
             if (missing > 0) {
-                long room = Math.max(0, physicalBudget(requested) - accounting.physicalBytes()) & -pageBytes;
+                long room = budget.room(requested);
                 long mustMove = missing - room;
                 if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
                     reclaimFreeHandles(mustMove, out, true);
@@ -443,7 +430,7 @@ final class RegionHeap {
             }
             while (out.totalBytes() < runBytes) {
                 long upTo = out.totalBytes() < neededBytes ? neededBytes : runBytes;
-                long bytes = sizer.nextHandleBytes(upTo - out.totalBytes(), budgetPeak(requested));
+                long bytes = sizer.nextHandleBytes(upTo - out.totalBytes(), budget.peak(requested));
                 out.add(driver.create(bytes), bytes);
                 accounting.physicalCreated(bytes);
             }

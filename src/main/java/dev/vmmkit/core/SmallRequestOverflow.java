@@ -27,7 +27,7 @@ final class SmallRequestOverflow {
             long address = small[i].allocateCached(bytes, requested, stream);
             if (address != 0) return address;
         }
-        if (small.length == 0 || !small[small.length - 1].physicalWouldExceedBudget(bytes, requested)) return 0;
+        if (small.length == 0 || !small[small.length - 1].budget.wouldExceed(bytes, requested)) return 0;
         for (int i = large.length - 1; i >= 0; i--) {
             long address = large[i].allocateCached(bytes, requested, stream);
             if (address != 0) return address;

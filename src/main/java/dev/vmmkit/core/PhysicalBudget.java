@@ -1,0 +1,47 @@
+package dev.vmmkit.core;
+
+/**
+ * How much physical memory the manager may hold before free pages must move instead of new ones
+ * being made: {@code max(peak of live bytes so far, live bytes with this request, VMM_PEAK_HINT) x
+ * VMM_RESERVE_SLACK}, plus one page. The hint is a peak remembered from an earlier run (the peak
+ * profile of {@code vmmkit run}), so the budget is right from the start.
+ *
+ * <p>Every figure comes from the manager's {@link MemoryAccounting}, so the regions of one manager
+ * agree on the budget. Reads only atomics: callable with or without a region's lock.
+ */
+final class PhysicalBudget {
+    private final MemoryAccounting accounting;
+    private final VmmConfig config;
+    private final long pageBytes;
+
+    PhysicalBudget(MemoryAccounting accounting, VmmConfig config, long pageBytes) {
+        this.accounting = accounting;
+        this.config = config;
+        this.pageBytes = pageBytes;
+    }
+
+    /** The peak of live bytes the budget is reckoned from, counting a request of {@code requested} bytes. */
+    long peak(long requested) {
+        return Math.max(config.peakHintBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
+    }
+
+    /** The physical bytes allowed while a request of {@code requested} bytes is placed. */
+    long limit(long requested) {
+        return (long) (peak(requested) * config.reserveSlack()) + pageBytes;
+    }
+
+    /** Whole pages that may still be made before the limit, 0 at or past it. */
+    long room(long requested) {
+        return Math.max(0, limit(requested) - accounting.physicalBytes()) & -pageBytes;
+    }
+
+    /** Physical bytes over the limit (0 or less when within it). */
+    long excess(long requested) {
+        return accounting.physicalBytes() - limit(requested);
+    }
+
+    /** True when mapping the pages of a block of {@code bytes} would pass the limit. */
+    boolean wouldExceed(long bytes, long requested) {
+        return accounting.physicalBytes() + ((bytes + pageBytes - 1) & -pageBytes) > limit(requested);
+    }
+}
