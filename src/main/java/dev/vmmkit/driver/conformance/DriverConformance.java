@@ -5,7 +5,6 @@ import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CountingDriver;
 import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DriverAdaptor;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverCallCounts;
 import dev.vmmkit.driver.DeviceSet;
@@ -21,6 +20,18 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+
+import static dev.vmmkit.driver.conformance.Expectations.expect;
+import static dev.vmmkit.driver.conformance.Expectations.expectCount;
+import static dev.vmmkit.driver.conformance.Expectations.expectEqual;
+import static dev.vmmkit.driver.conformance.Expectations.expectError;
+import static dev.vmmkit.driver.conformance.Expectations.expectInvalid;
+import static dev.vmmkit.driver.conformance.Expectations.expectMentions;
+import static dev.vmmkit.driver.conformance.Expectations.expectPattern;
+import static dev.vmmkit.driver.conformance.Expectations.expectWord;
+import static dev.vmmkit.driver.conformance.Expectations.giveBackIfCreated;
+import static dev.vmmkit.driver.conformance.Expectations.giveBackIfReserved;
+import static dev.vmmkit.driver.conformance.Expectations.requireStrictEmulation;
 
 /**
  * The behaviour every {@link VmmDriver} must show, as a list of named checks that run against any
@@ -43,8 +54,6 @@ public final class DriverConformance {
 
     /** Codes accepted for a released handle: the documented INVALID_VALUE, or INVALID_HANDLE. */
     private static final Set<Integer> RELEASED_HANDLE_CODES = Set.of(CudaResult.INVALID_VALUE, CudaResult.INVALID_HANDLE);
-    /** Codes accepted for invalid arguments. */
-    private static final Set<Integer> INVALID_CODES = Set.of(CudaResult.INVALID_VALUE, CudaResult.NOT_SUPPORTED);
     /** Codes accepted for a size too large for any address space: invalid, or no room for it. */
     private static final Set<Integer> HUGE_SIZE_CODES = Set.of(CudaResult.INVALID_VALUE, CudaResult.OUT_OF_MEMORY);
     /** At most this many creates to reach out of memory. */
@@ -169,7 +178,7 @@ public final class DriverConformance {
             scratch.map(va, g, scratch.create(g));
             scratch.map(va + g, g, scratch.create(g));
             long own = DeviceSet.of(driver.device());
-            expectError("grant and revoke the same device", () -> driver.setAccess(va, 2 * g, own, own), INVALID_CODES);
+            expectError("grant and revoke the same device", () -> driver.setAccess(va, 2 * g, own, own), Expectations.INVALID_CODES);
             driver.setAccess(va, 2 * g, own, DeviceSet.NONE); // one call over two mappings
             bytes.fill(va, 2 * g, 51);
             expectPattern(bytes, va, 2 * g, 51, "range given access as a device set");
@@ -588,98 +597,6 @@ public final class DriverConformance {
         expectError("memoryInfo after close", fresh::memoryInfo, deinitialized, "cuMemGetInfo");
         expectError("event create after close", () -> fresh.events().create(), deinitialized, "cuEventCreate");
         fresh.close(); // closing twice is harmless
-    }
-
-    // ---- helpers ----
-
-    /** Invalid arguments: CUDA answers INVALID_VALUE, or NOT_SUPPORTED for a map size other than the handle's. */
-    private static void expectInvalid(String what, Runnable call, String... mentions) {
-        expectError(what, call, INVALID_CODES, mentions);
-    }
-
-    /**
-     * Skips a check of a misuse that the emulation refuses but CUDA does not (measured on an H200,
-     * driver 580): the emulation is stricter on purpose, so that the allocator's tests catch it.
-     */
-    private static void requireStrictEmulation(ConformanceTarget target, String why) {
-        if (!"host".equals(DriverAdaptor.innermost(target.driver()).name())) {
-            throw new CheckSkipped("emulation only: " + why);
-        }
-    }
-
-    /** Runs {@code call}, which must throw a DriverException with one of {@code codes} whose call text names each of {@code mentions}. */
-    private static DriverException expectError(String what, Runnable call, Set<Integer> codes, String... mentions) {
-        try {
-            call.run();
-        } catch (DriverException e) {
-            if (!codes.contains(e.result())) {
-                throw new AssertionError(what + ": expected " + names(codes) + ", got " + e.getMessage(), e);
-            }
-            expectMentions(e, mentions);
-            return e;
-        }
-        throw new AssertionError(what + ": succeeded, expected " + names(codes));
-    }
-
-    private static void expectMentions(DriverException e, String... mentions) {
-        for (String mention : mentions) {
-            if (!e.call().contains(mention)) {
-                throw new AssertionError("the message does not name '" + mention + "': " + e.getMessage(), e);
-            }
-        }
-    }
-
-    private static void expectPattern(DeviceBytes bytes, long va, long size, long seed, String what) {
-        long mismatch = bytes.firstMismatch(va, size, seed);
-        if (mismatch >= 0) {
-            throw new AssertionError(what + ": wrong data at " + CallText.hex(va + mismatch)
-                    + " (offset " + CallText.hex(mismatch) + " of " + CallText.hex(size) + ")");
-        }
-    }
-
-    private static void expect(boolean condition, String failure) {
-        if (!condition) {
-            throw new AssertionError(failure);
-        }
-    }
-
-    private static void expectEqual(Object expected, Object actual, String what) {
-        if (!expected.equals(actual)) {
-            throw new AssertionError(what + ": expected " + expected + ", got " + actual);
-        }
-    }
-
-    private static void expectCount(long expected, long actual, String what) {
-        if (expected != actual) {
-            throw new AssertionError(what + ": expected " + expected + ", got " + actual);
-        }
-    }
-
-    private static void expectWord(long expected, long actual, String what) {
-        if (expected != actual) {
-            throw new AssertionError(what + ": expected " + CallText.hex(expected) + ", got " + CallText.hex(actual));
-        }
-    }
-
-    /** A call expected to fail succeeded: give back what it took before the check reports it. */
-    private static void giveBackIfReserved(VmmDriver driver, long va, long size) {
-        try {
-            driver.addressFree(va, size);
-        } catch (DriverException ignored) {
-            // The failure being reported is that reserve succeeded.
-        }
-    }
-
-    private static void giveBackIfCreated(VmmDriver driver, long handle) {
-        try {
-            driver.release(handle);
-        } catch (DriverException ignored) {
-            // The failure being reported is that create succeeded.
-        }
-    }
-
-    private static String names(Set<Integer> codes) {
-        return codes.stream().sorted().map(CudaResult::name).reduce((a, b) -> a + " or " + b).orElse("");
     }
 
     private static String oneLine(Throwable failure) {
