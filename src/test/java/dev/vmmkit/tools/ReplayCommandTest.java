@@ -3,6 +3,7 @@ package dev.vmmkit.tools;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.host.HostDeviceBytes;
 import dev.vmmkit.tools.replay.MallocAllocator;
 import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayTarget;
@@ -47,7 +48,7 @@ class ReplayCommandTest {
     private final List<VmmConfig> configs = new ArrayList<>();
     private int targetsMade;
     private boolean backendClosed;
-    private Optional<DeviceBytes> backendBytes = Optional.of(DeviceBytes.host());
+    private Optional<DeviceBytes> backendBytes = Optional.of(HostDeviceBytes.unchecked());
     private Path trace;
     private Map<String, String> environment = Map.of();
 

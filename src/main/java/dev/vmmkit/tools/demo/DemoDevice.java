@@ -1,5 +1,6 @@
 package dev.vmmkit.tools.demo;
 
+import dev.vmmkit.compute.Computes;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.VmmDriver;
@@ -20,7 +21,7 @@ final class DemoDevice {
         VmmManager manager;
         TimedCompute timing;
         try {
-            timing = new TimedCompute(driver.compute());
+            timing = new TimedCompute(Computes.open(driver));
             manager = new VmmManager(driver, VmmConfig.fromEnvironment());
         } catch (RuntimeException e) {
             driver.close();
@@ -28,6 +29,7 @@ final class DemoDevice {
         }
         TensorDevice device = new TensorDevice(manager, timing, LeakDetector.Level.fromEnvironment(), () -> {
             try {
+                timing.close();
                 manager.close();
             } finally {
                 driver.close();
