@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * Everything one interposed process needs, made once when the shim starts Java: the mode, the
  * per-device allocators (vmm mode), the ledger (monitor mode), the trace recorder and the stats file.
  * Settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
- * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_HOST_CAPACITY},
+ * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_DEVICE_MEMORY},
  * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}).
  */
 final class InterposeSession {
