@@ -54,7 +54,7 @@ final class InterposeSession {
             throws ReflectiveOperationException {
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
-        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty(profile);
+        ResourceFactory factory = monitorMode ? device -> null : VmmManagerFactory.orSystemProperty(profile);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
         return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,

@@ -30,6 +30,16 @@ public final class VmmManagerFactory implements ResourceFactory {
         this.profile = profile;
     }
 
+    /**
+     * The factory named by {@value ResourceFactory#PROPERTY}, or this real one, whose peak hints come
+     * from {@code profile}.
+     */
+    static ResourceFactory orSystemProperty(PeakProfileUse profile) throws ReflectiveOperationException {
+        String name = System.getProperty(ResourceFactory.PROPERTY);
+        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile);
+        return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
+    }
+
     @Override
     public ManagedMemoryResource open(int device) {
         DriverKind kind = DriverKind.parse(env.getOrDefault("VMM_DRIVER", "cuda"));
