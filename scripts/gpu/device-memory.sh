@@ -45,7 +45,7 @@ capped_reserved="$(field "$out/capped-fits.json" peak_reserved_bytes)"
 check capped-fits "--device-memory $fits: exit $rc, peak reserved $capped_reserved (uncapped $peak_reserved)" \
   "$([ $rc = 0 ] && [ "$capped_reserved" -le "$fits" ] && echo 0 || echo 1)"
 
-# 4. A cap below the peak of live bytes cannot fit: out of memory, exit 1, the cap named.
+# 4. A cap below the peak of live bytes cannot fit: out of memory, exit 1.
 short=$(( peak_live / 2 ))
 replay capped-short --driver cuda --device-memory "$short"
 check capped-short "--device-memory $short: exit $rc, $(grep -m1 -io 'out of.*memory.*' "$out/capped-short.log" | cut -c1-160)" \
