@@ -7,7 +7,7 @@ import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.lifetime.LeakDetector;
 import dev.vmmkit.lifetime.TensorDevice;
 
-/** Opens the tensor device the demos run on: a driver, vmmkit's allocator over it, the driver's kernels (timed). */
+/** Opens the tensor device the demos run on: a driver, vmmkit's allocator over it, kernels on its device (timed). */
 final class DemoDevice {
     private DemoDevice() {
     }
