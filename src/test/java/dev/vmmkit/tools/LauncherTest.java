@@ -149,12 +149,18 @@ class LauncherTest {
                 result.stdout());
     }
 
+    /** The launcher with a pom and a fake Maven wrapper ending with {@code status}: a tree it can (pretend to) build. */
+    private Path buildableCopy(int status) throws IOException {
+        Path copy = launcherOnly();
+        fakeMavenWrapper(copy, status);
+        Files.writeString(copy.resolve("pom.xml"), "<project/>\n");
+        return copy;
+    }
+
     @Test
     void aFailedBuildSaysSoAndRunsNothing() throws Exception {
-        Path copy = launcherOnly();
+        Path copy = buildableCopy(1);
         Path jdk = fakeJdk(dir, "my-jdk", "25.0.2");
-        fakeMavenWrapper(copy, 1);
-        Files.writeString(copy.resolve("pom.xml"), "<project/>\n");
 
         Result result = launch(copy, jdk.toString(), Files.createDirectories(dir.resolve("jvm")), "--version");
         assertEquals(1, result.exitCode(), result::toString);
@@ -166,10 +172,8 @@ class LauncherTest {
 
     @Test
     void aJarOlderThanTheSourcesIsRebuiltAndANewerOneIsNot() throws Exception {
-        Path copy = launcherOnly();
+        Path copy = buildableCopy(0);
         Path jdk = fakeJdk(dir, "my-jdk", "25.0.2");
-        fakeMavenWrapper(copy, 0);
-        Files.writeString(copy.resolve("pom.xml"), "<project/>\n");
         Path source = Files.createDirectories(copy.resolve("src/main/java")).resolve("A.java");
         Files.writeString(source, "class A {}\n");
         Path jar = Files.createDirectories(copy.resolve("target")).resolve("vmmkit.jar");
