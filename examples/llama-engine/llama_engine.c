@@ -21,6 +21,7 @@
 
 #include "engine_options.h"
 #include "host_buffer.h"
+#include "logits.h"
 #include "llama.h"
 
 #include <dlfcn.h>
@@ -50,6 +51,9 @@ static char last_error[512];   /* llama.cpp's first error line since the load be
 static TokenResult* results;
 static float* logprobs;        /* max_tokens rows of logprobs_width floats */
 static int logprobs_width;
+static float* scratch;         /* a copy of the logits, read while the next token decodes */
+static int* top_ids;
+static float scratch_top[1];
 static llama_token* prompt_tokens;
 static int prompt_capacity;
 
@@ -143,7 +147,9 @@ int engine_load_model(const char* model_path) {
     logprobs_width = options.top_k == 0 || options.top_k > vocab_size ? vocab_size : options.top_k;
     results = calloc((size_t)options.max_tokens, sizeof *results);
     logprobs = calloc((size_t)options.max_tokens * (size_t)logprobs_width, sizeof *logprobs);
-    if (!results || !logprobs) return ERR_NO_MEMORY;
+    scratch = malloc((size_t)vocab_size * sizeof *scratch);
+    top_ids = malloc((size_t)logprobs_width * sizeof *top_ids);
+    if (!results || !logprobs || !scratch || !top_ids) return ERR_NO_MEMORY;
     char description[128];
     llama_model_desc(model, description, sizeof description);
     say(1, "llama: loaded %s (%s, %.1f MiB, vocabulary %d, context %u, %d threads, %s)", model_path, description,
@@ -160,50 +166,11 @@ static uint64_t next_random(uint64_t* state) {
     return z ^ (z >> 31);
 }
 
-/* Picks the next token from the logits: the largest, or a sample from softmax(logits / temperature). */
-static int choose(const float* logits, uint64_t* random) {
-    int best = 0;
-    for (int i = 1; i < vocab_size; i++) if (logits[i] > logits[best]) best = i;
+/* The next token: the most likely one, or a sample from softmax(logits / temperature). */
+static int choose(const float* logits, int best, uint64_t* random) {
     if (options.temperature <= 0) return best;
-    double total = 0;
-    for (int i = 0; i < vocab_size; i++) total += exp((logits[i] - logits[best]) / options.temperature);
-    double target = (double)(next_random(random) >> 11) / 9007199254740992.0 * total;
-    for (int i = 0; i < vocab_size; i++) {
-        target -= exp((logits[i] - logits[best]) / options.temperature);
-        if (target <= 0) return i;
-    }
-    return best;
-}
-
-static int descending(const void* a, const void* b) {
-    float x = *(const float*)a, y = *(const float*)b;
-    return (x < y) - (x > y);
-}
-
-/* Writes the log-softmax of the logits into row: all of it, or its top logprobs_width values. */
-static void log_softmax(const float* logits, float* row) {
-    float max = logits[0];
-    for (int i = 1; i < vocab_size; i++) if (logits[i] > max) max = logits[i];
-    double total = 0;
-    for (int i = 0; i < vocab_size; i++) total += exp((double)logits[i] - max);
-    double log_total = log(total);
-    if (logprobs_width == vocab_size) {
-        for (int i = 0; i < vocab_size; i++) row[i] = (float)(logits[i] - max - log_total);
-        return;
-    }
-    /* The k largest by insertion into a short sorted row: k is small, the vocabulary is not. */
-    int filled = 0;
-    for (int i = 0; i < vocab_size; i++) {
-        float value = (float)(logits[i] - max - log_total);
-        if (filled == logprobs_width && value <= row[filled - 1]) continue;
-        int at = filled < logprobs_width ? filled++ : filled - 1;
-        while (at > 0 && row[at - 1] < value) {
-            row[at] = row[at - 1];
-            at--;
-        }
-        row[at] = value;
-    }
-    qsort(row, (size_t)filled, sizeof *row, descending);
+    return logits_sample(logits, vocab_size, logits[best], options.temperature,
+                         (double)(next_random(random) >> 11) / 9007199254740992.0);
 }
 
 static int tokenize(const char* prompt) {
@@ -224,6 +191,11 @@ static int tokenize(const char* prompt) {
     return count;
 }
 
+static int decode_failed(int produced) {
+    say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
+    return ERR_DECODE;
+}
+
 int engine_generate(const char* prompt, TokenResult** out) {
     if (!context) return ERR_CONTEXT;
     int count = tokenize(prompt);
@@ -235,22 +207,35 @@ int engine_generate(const char* prompt, TokenResult** out) {
     }
     llama_memory_clear(llama_get_memory(context), true);
     uint64_t random = options.seed;
-    struct llama_batch batch = llama_batch_get_one(prompt_tokens, count);
+    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
     int produced = 0;
-    while (produced < options.max_tokens) {
-        if (llama_decode(context, batch) != 0) {
-            say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
-            return ERR_DECODE;
-        }
+    for (;;) {
+        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
         const float* logits = llama_get_logits_ith(context, -1);
-        llama_token token = choose(logits, &random);
         float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
-        log_softmax(logits, row);
+        int best;
+        if (logprobs_width == vocab_size) {
+            memcpy(row, logits, (size_t)vocab_size * sizeof *row);
+            logits_top(logits, vocab_size, 1, scratch_top, &best);
+        } else {
+            logits_top(logits, vocab_size, logprobs_width, row, top_ids);
+            best = top_ids[0];
+        }
+        llama_token token = choose(logits, best, &random);
+        float max = logits[best];
+        if (logprobs_width != vocab_size) memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
         results[produced] = (TokenResult){.token_id = (uint32_t)token, .logprobs = row, .logprobs_len = (size_t)logprobs_width};
         produced++;
-        if (llama_vocab_is_eog(vocab, token)) break;
-        prompt_tokens[0] = token;   /* the next batch is this one token */
-        batch = llama_batch_get_one(prompt_tokens, 1);
+        int more = produced < options.max_tokens && !llama_vocab_is_eog(vocab, token);
+        if (more) {
+            /* Queue the next token first: the log-softmax below runs while the GPU decodes. */
+            prompt_tokens[0] = token;
+            if (llama_decode(context, llama_batch_get_one(prompt_tokens, 1)) != 0) return decode_failed(produced);
+        }
+        const float* all = logprobs_width == vocab_size ? row : scratch;
+        float shift = max + logits_log_sum_exp(all, vocab_size, max);
+        for (int i = 0; i < logprobs_width; i++) row[i] -= shift;
+        if (!more) break;
     }
     *out = results;
     return produced;
@@ -264,6 +249,10 @@ void engine_shutdown(void) {
     free(results);
     free(logprobs);
     free(prompt_tokens);
+    free(scratch);
+    free(top_ids);
+    scratch = NULL;
+    top_ids = NULL;
     results = NULL;
     logprobs = NULL;
     prompt_tokens = NULL;
