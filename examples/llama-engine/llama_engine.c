@@ -119,7 +119,8 @@ int engine_load_model(const char* model_path) {
         model_params.n_gpu_layers = 0;
     } else {
         model_params.n_gpu_layers = options.gpu_layers;
-        model_params.main_gpu = 0;   /* the one device the engine's process sees */
+        model_params.split_mode = LLAMA_SPLIT_MODE_NONE;   /* the whole model on the host's device */
+        model_params.main_gpu = host.device;
     }
     last_error[0] = 0;
     model = llama_model_load_from_file(model_path, model_params);
