@@ -6,8 +6,9 @@
 #   3. writes a generated llama model of about 1.9 GB (scripts/tiny-gguf.sh, f16);
 #   4. runs llama-bench on that file (the native anchor: tg128, all layers on the GPU), then serves
 #      the same file and settings through `vmmkit serve` and times 128-token requests over HTTP;
-#   5. prints device memory as /metrics and nvidia-smi see it after each step: load, a second model
-#      that makes the resource monitor evict the first, a shadow reload, unloads.
+#   5. prints device memory as /metrics and nvidia-smi see it after each step: a first load and
+#      unload (the baseline), load, a second model that makes the resource monitor evict the first,
+#      a shadow reload, unload; the end must be within 64 MiB of the baseline.
 #   bash scripts/gpu/llama.sh
 # Carry: .deps/llama.cpp/3.22.1/source.tar.xz (7.2 MiB; scripts/fetch-llama-cpp.sh makes it from
 # the npm package), runtime/ and target/ (the jar). No network. Needs nvcc, cmake, ninja, python3
@@ -83,7 +84,9 @@ if [ "$mode" = cuda ]; then
 fi
 
 python3 - "$mode" "$work" "$out" "$tokens" "$bench_ts" "$model_mib" "${driver_args[@]}" <<'PY'
-import json, os, select, subprocess, sys, time, urllib.error, urllib.request
+import os, subprocess, sys, time
+sys.path.insert(0, "scripts/gpu/lib")
+from serve_client import ServeProcess
 
 mode, work, out, tokens, bench_ts, model_mib = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
 driver_args = sys.argv[7:]
@@ -104,51 +107,10 @@ if cuda:
     threshold = round(min(0.95, (smi() + 1024 + 1.5 * (model_mib + 600)) / total_mib), 3)
 else:
     threshold = 0.5
-log = open(os.path.join(out, "serve.log"), "w")
-cmd = ["./vmmkit", "serve", "--engines", work + "/engines", "--models", work + "/models", "--port", "0",
-       "--vram-threshold", str(threshold), "--poll-interval", "200ms", "--no-watch"] + driver_args
-print("llama:", " ".join(cmd), flush=True)
-serve = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+server = ServeProcess("llama", ["--engines", work + "/engines", "--models", work + "/models", "--vram-threshold", str(threshold),
+                                 "--poll-interval", "200ms", "--no-watch"] + driver_args, os.path.join(out, "serve.log"), 120)
+call, metrics, stop = server.call, server.metrics, server.stop
 failures = []
-
-def stop(code):
-    serve.terminate()
-    try:
-        serve.wait(30)
-    except subprocess.TimeoutExpired:
-        serve.kill()
-    log.close()
-    print("llama: server log in", os.path.join(out, "serve.log"))
-    sys.exit(code)
-
-ready, _, _ = select.select([serve.stdout], [], [], 120)
-line = serve.stdout.readline().strip() if ready else ""
-if not line.startswith("listening on "):
-    print("llama: the server did not start:", line or "(no output in 120 s)")
-    stop(1)
-base = line[len("listening on "):]
-
-def call(method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            text, status = response.read().decode(), response.status
-    except urllib.error.HTTPError as e:
-        text, status = e.read().decode(), e.code
-    try:
-        return status, json.loads(text)
-    except ValueError:
-        return status, text
-
-def metrics():
-    _, text = call("GET", "/metrics")
-    values = {}
-    for row in text.splitlines():
-        if row and not row.startswith("#"):
-            name, value = row.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
 
 def row(step):
     m = metrics()
@@ -176,7 +138,12 @@ def wait_gone(name, seconds=60):
         time.sleep(0.1)
     return False
 
-_, gpu_start = row("start")
+m_start, gpu_start = row("start")
+# One load and unload first: the CUDA runtime's context and cuBLAS's handles stay once made, a
+# model must not. What is in use after it is the baseline the end is compared with.
+generate("other")
+call("DELETE", "/api/models/other")
+m_base, gpu_base = row("baseline (after a load and unload)")
 first, took = generate("big")
 print(f"llama: first request (load + {tokens} tokens) {took:.2f} s", flush=True)
 runs = []
@@ -214,12 +181,14 @@ status, _ = call("DELETE", "/api/models/other")
 _, gpu_end = row("unloaded other")
 if status != 200:
     failures.append("unload other failed")
+m_end = metrics()
+print(f"llama-figure: metrics_device_used_mib_baseline_end {int(m_base['vmmkit_device_used_bytes']) >> 20} {int(m_end['vmmkit_device_used_bytes']) >> 20}")
 if cuda:
-    print(f"llama-figure: nvidia_smi_start_mib {gpu_start}")
-    print(f"llama-figure: nvidia_smi_end_mib {gpu_end}")
-    # The host's CUDA context and cuBLAS's handles stay after the first load; the model must not.
-    if gpu_end - gpu_start > max(512, model_mib // 4):
-        failures.append(f"device memory did not come back: {gpu_start} MiB at the start, {gpu_end} MiB at the end")
+    print(f"llama-figure: nvidia_smi_mib_start_baseline_end {gpu_start} {gpu_base} {gpu_end}")
+    if gpu_end - gpu_base > 64:
+        failures.append(f"device memory did not come back: {gpu_base} MiB at the baseline, {gpu_end} MiB at the end")
+elif m_end["vmmkit_device_used_bytes"] > m_base["vmmkit_device_used_bytes"]:
+    failures.append("device memory did not come back to the baseline")
 for failure in failures:
     print("FAIL:", failure)
 print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")
