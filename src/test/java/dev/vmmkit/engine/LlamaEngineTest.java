@@ -136,6 +136,33 @@ class LlamaEngineTest {
     }
 
     @Test
+    void theTokensAndLogprobsAreThoseOfAnIndependentNumpyForwardPass(@TempDir Path root) throws Exception {
+        // src/test/python/llama_reference.py: llama's arithmetic written out in numpy over the same
+        // file, from the prompt BOS + "▁a" (how SentencePiece tokenizes "a" with this vocabulary).
+        Process process = new ProcessBuilder("bash", "scripts/gguf-python.sh", "src/test/python/llama_reference.py",
+                tiny.toString(), "8", "\u2581a").redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        String said = new String(process.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the reference did not finish");
+        assertEquals(0, process.exitValue(), said);
+        JsonNode reference = EngineTestBed.JSON.readTree(said);
+        try (EngineTestBed bed = bed(root, ",\"top_k\":0,\"max_tokens\":8", "tiny")) {
+            bed.start();
+            EngineTestBed.Answer answer = bed.generate("tiny", "a");
+            List<Long> expected = new ArrayList<>();
+            for (JsonNode id : reference.get("ids")) expected.add(id.asLong());
+            assertEquals(expected, ids(answer), "greedy tokens as the reference computes them");
+            for (int t = 0; t < expected.size(); t++) {
+                JsonNode served = answer.json().get("tokens").get(t).get("logprobs");
+                JsonNode wanted = reference.get("logprobs").get(t);
+                assertEquals(wanted.size(), served.size());
+                for (int i = 0; i < wanted.size(); i++) {
+                    assertEquals(wanted.get(i).asDouble(), served.get(i).asDouble(), 2e-3, "token " + t + ", logprob of id " + i);
+                }
+            }
+        }
+    }
+
+    @Test
     void samplingWithATemperatureIsSeededSoItRepeats(@TempDir Path root) throws Exception {
         List<Long> greedy;
         try (EngineTestBed bed = bed(root.resolve("greedy"), "", "tiny")) {
