@@ -14,7 +14,7 @@ import dev.vmmkit.ipc.IpcImports;
 import java.lang.foreign.MemorySegment;
 
 /**
- * The calls the native shim ({@code src/main/c/vmmkit_preload.c}) makes, through FFM upcall stubs.
+ * The calls the native shim ({@code src/main/c/}) makes, through FFM upcall stubs.
  * Primitive arguments only, and no method ever throws: an exception leaving an upcall would end the
  * host process. Results use the CUDA runtime's own error codes, negated.
  *

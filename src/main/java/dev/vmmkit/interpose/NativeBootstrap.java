@@ -22,7 +22,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeBootstrap {
 
-    /** Mirror of {@code struct entry_table} in vmmkit_preload.c; keep both in the same order. */
+    /** Mirror of {@code struct entry_table} in src/main/c/shim.h; keep both in the same order. */
     static final StructLayout TABLE = MemoryLayout.structLayout(
             JAVA_INT.withName("table_size"),
             JAVA_INT.withName("monitor_mode"),
