@@ -246,9 +246,9 @@ static void init_cuda_while_java_starts(void) {
     if (driver && *driver && strcmp(driver, "cuda") != 0 && strcmp(driver, "auto") != 0) return;
     void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!libcuda) return;
-    cu_init_fn init = (cu_init_fn) dlsym(libcuda, "cuInit");
-    cu_device_get_fn device_get = (cu_device_get_fn) dlsym(libcuda, "cuDeviceGet");
-    cu_ctx_retain_fn retain = (cu_ctx_retain_fn) dlsym(libcuda, "cuDevicePrimaryCtxRetain");
+    cu_init_fn init = (cu_init_fn) lookup(libcuda, "cuInit");
+    cu_device_get_fn device_get = (cu_device_get_fn) lookup(libcuda, "cuDeviceGet");
+    cu_ctx_retain_fn retain = (cu_ctx_retain_fn) lookup(libcuda, "cuDevicePrimaryCtxRetain");
     int device;
     void *context;
     if (init && device_get && retain && init(0) == 0 && device_get(&device, current_device()) == 0)

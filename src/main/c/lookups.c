@@ -73,7 +73,7 @@ static void *libc_function(const char *name) {
     return want.address;
 }
 
-static int log_lookups; /* VMM_LOG=debug: each lookup of a cuda* name by handle is printed */
+static int log_lookups; /* VMM_LOG=debug: each lookup of a cu* name by handle is printed */
 
 static void find_next_dlsym(void) {
     next_dlsym = (dlsym_fn) libc_function("dlsym");
@@ -87,6 +87,15 @@ void *lookup(void *handle, const char *name) {
     return next_dlsym ? next_dlsym(handle, name) : NULL;
 }
 
+/* True when code at address belongs to the JVM (libjvm.so, or the JDK's libjava.so). */
+static int called_from_jvm(void *address) {
+    Dl_info where;
+    if (!dladdr(address, &where) || !where.dli_fname) return 0;
+    const char *file = strrchr(where.dli_fname, '/');
+    file = file ? file + 1 : where.dli_fname;
+    return strcmp(file, "libjvm.so") == 0 || strcmp(file, "libjava.so") == 0;
+}
+
 /* ---- dlsym ------------------------------------------------------------------------------- */
 
 void *substitute(void **real_slot, void *runtime_fn, void *ours) {
@@ -96,15 +105,19 @@ void *substitute(void **real_slot, void *runtime_fn, void *ours) {
     return ours;
 }
 
-/* vmmkit's function for a name the library's own function was found under, else that function. */
-static void *intercepted(const char *name, void *library_fn) {
+/* vmmkit's function for a name the library's own function was found under, else that function.
+ * The JVM's own lookups (vmmkit's driver binding libcuda through FFM) always get the library's
+ * function: vmmkit's calls to the driver must never come back into the shim. */
+static void *intercepted(const char *name, void *library_fn, void *caller) {
+    if (called_from_jvm(caller)) return library_fn;
     void *ours = runtime_api_substitute(name, library_fn);
+    if (!ours) ours = driver_api_substitute(name, library_fn);
     return ours ? ours : library_fn;
 }
 
-/* Names vmmkit may answer: the runtime's cuda* functions. */
+/* Names vmmkit may answer: the runtime's cuda* and the driver's cu* functions. */
 static int may_intercept(const char *name) {
-    return name && strncmp(name, "cuda", 4) == 0;
+    return name && name[0] == 'c' && name[1] == 'u';
 }
 
 EXPORT void *dlsym(void *handle, const char *name) {
@@ -113,7 +126,7 @@ EXPORT void *dlsym(void *handle, const char *name) {
         return next_dlsym(handle, name); /* a tail call: libc sees the original caller */
     }
     void *fn = next_dlsym(handle, name);
-    void *answer = fn ? intercepted(name, fn) : NULL;
+    void *answer = fn ? intercepted(name, fn, __builtin_return_address(0)) : NULL;
     if (log_lookups) fprintf(stderr, "vmmkit: dlsym(%p, %s) -> %p%s\n", handle, name, answer, answer != fn ? " (vmmkit)" : "");
     return answer;
 }
@@ -124,7 +137,7 @@ EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
         return next_dlvsym(handle, name, version); /* a tail call: libc sees the original caller */
     }
     void *fn = next_dlvsym(handle, name, version);
-    void *answer = fn ? intercepted(name, fn) : NULL;
+    void *answer = fn ? intercepted(name, fn, __builtin_return_address(0)) : NULL;
     if (log_lookups) fprintf(stderr, "vmmkit: dlvsym(%p, %s, %s) -> %p%s\n", handle, name, version ? version : "", answer, answer != fn ? " (vmmkit)" : "");
     return answer;
 }

@@ -7,8 +7,10 @@
  * CloseMemHandle) is vmmkit's own: its handles carry a magic; other handles and pointers go to the
  * runtime. Cross-device copies (cudaMemcpyPeer[Async], cudaMemcpy with cudaMemcpyDefault) need
  * nothing: vmmkit memory lives in the unified address space, so the runtime copies it as it is.
- * The driver API counterparts (cuCtxEnablePeerAccess, cuIpc*) are not interposed: PyTorch, CuPy and
- * NCCL's use of user buffers go through the runtime calls above.
+ * The driver API counterparts (cuCtxEnablePeerAccess, cuIpc*) are in driver_api.c.
+ *
+ * Managed memory (cudaMallocManaged) and pinned host memory (cudaMallocHost, cudaHostAlloc) stay
+ * with CUDA: they are not device memory vmmkit could map.
  */
 #include "shim.h"
 
@@ -38,6 +40,35 @@ EXPORT cudaError_t cudaFree(void *devPtr) {
 EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
     int rc = vmmkit_free(devPtr, -1, (int64_t) (intptr_t) stream);
     return rc != CALL_REAL ? rc : freed_by_runtime(REAL(cudaFreeAsync, devPtr, stream));
+}
+
+static int width_fits(size_t width) {
+    return width <= SIZE_MAX / 2;
+}
+
+/* Pitched allocations: rows of pitch_of(width) bytes (driver_api.c), served as one allocation. */
+EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
+    if (pitch && width > 0 && height > 0 && width_fits(width) && height <= SIZE_MAX / pitch_of(width)) {
+        int rc = vmmkit_malloc(devPtr, pitch_of(width) * height, -1, NULL);
+        if (rc == cudaSuccess) *pitch = pitch_of(width);
+        if (rc != CALL_REAL) return rc;
+    }
+    cudaError_t rc = REAL(cudaMallocPitch, devPtr, pitch, width, height);
+    return served_by_runtime(rc, devPtr, rc == cudaSuccess && pitch ? *pitch * height : 0, NULL);
+}
+
+/* extent.width is in bytes; depth slices of height rows each. */
+EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr *pitched, cudaExtent extent) {
+    size_t rows = extent.height * extent.depth;
+    if (pitched && extent.width > 0 && extent.height > 0 && extent.depth > 0 && width_fits(extent.width)
+            && rows / extent.depth == extent.height && rows <= SIZE_MAX / pitch_of(extent.width)) {
+        void *ptr = NULL;
+        int rc = vmmkit_malloc(&ptr, pitch_of(extent.width) * rows, -1, NULL);
+        if (rc == cudaSuccess) *pitched = (cudaPitchedPtr) { ptr, pitch_of(extent.width), extent.width, extent.height };
+        if (rc != CALL_REAL) return rc;
+    }
+    cudaError_t rc = REAL(cudaMalloc3D, pitched, extent);
+    return served_by_runtime(rc, pitched ? &pitched->ptr : NULL, rc == cudaSuccess ? pitched->pitch * rows : 0, NULL);
 }
 
 /* With VMM_ZERO_COPY=1, a device-to-device copy (or cudaMemcpyDefault) between two vmmkit
@@ -165,6 +196,7 @@ void *runtime_api_substitute(const char *name, void *runtime_fn) {
     OURS(cudaMemcpy); OURS(cudaMemcpyAsync);
     OURS(cudaDeviceEnablePeerAccess); OURS(cudaDeviceDisablePeerAccess);
     OURS(cudaIpcGetMemHandle); OURS(cudaIpcOpenMemHandle); OURS(cudaIpcCloseMemHandle);
+    OURS(cudaMallocPitch); OURS(cudaMalloc3D);
 #undef OURS
     return NULL;
 }

@@ -11,6 +11,9 @@
  *   jvm_bootstrap.c  starting (or joining) the JVM that runs vmmkit, and the exit hook
  *   allocation.c     the two decisions: serve with vmmkit, or forward to the real runtime
  *   runtime_api.c    the exported CUDA runtime functions (cudaMalloc, IPC, peer access, ...)
+ *   driver_api.c     the exported CUDA driver functions (cuMemAlloc_v2, ranges, IPC, peer access, ...)
+ *   entry_points.c   the driver functions a program asks for by name (cuGetProcAddress,
+ *                    cudaGetDriverEntryPoint): vmmkit's, where it has one
  *   lookups.c        libc's own dlsym, and the exported dlsym and dlvsym, which answer lookups of
  *                    intercepted names by handle
  * A file adding exported functions includes this header; when programs may look its names up by
@@ -41,8 +44,22 @@ enum {
 /* cudaIpcMemHandle_t: 64 opaque bytes. vmmkit's own handles start with this magic ("VMMKIPC\1"). */
 typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
 #define VMMKIT_IPC_MAGIC 0x014350494B4D4D56ULL
+typedef struct { size_t width, height, depth; } cudaExtent;
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } cudaPitchedPtr;
 enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
        cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+
+/* The driver API's types (cuda.h), as far as the shim uses them. */
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUstream;
+typedef void *CUcontext;
+typedef int CUdevice;
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+};
 
 /* ---- The table Java fills (layout mirrored by NativeBootstrap.TABLE) ---------------------- */
 
@@ -78,6 +95,8 @@ struct entry_table {
     int64_t (*reallocate)(int64_t address, int64_t size, int32_t device, int64_t stream);
     /* out: JAVA_REMAPPED, or anything else: make the copy */
     int32_t (*remap_copy)(int64_t dst, int64_t src, int64_t count, int32_t device, int64_t stream);
+    /* the live allocation holding address: writes its start and size to out[0], out[1]; 0 or JAVA_NOT_OURS */
+    int32_t (*address_range)(int64_t address, int32_t device, int64_t out);
 };
 
 /* ---- jvm_bootstrap.c ---------------------------------------------------------------------- */
@@ -107,17 +126,60 @@ struct real_runtime {
     cudaError_t (*cudaIpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
     cudaError_t (*cudaIpcOpenMemHandle)(void **, cudaIpcMemHandle_t, unsigned int);
     cudaError_t (*cudaIpcCloseMemHandle)(void *);
+    cudaError_t (*cudaMallocPitch)(void **, size_t *, size_t, size_t);
+    cudaError_t (*cudaMalloc3D)(cudaPitchedPtr *, cudaExtent);
+    cudaError_t (*cudaGetDriverEntryPoint)(const char *, void **, unsigned long long, int *);
+    cudaError_t (*cudaGetDriverEntryPointByVersion)(const char *, void **, unsigned int, unsigned long long, int *);
 };
 extern struct real_runtime real;
 extern pthread_once_t real_once;
 void resolve_real(void);
 cudaError_t no_runtime(const char *name);
 
-/* Calls the real function, or fails cleanly when no runtime is loaded. */
+/* Calls the real function, or fails cleanly when no runtime is loaded. While it runs, the driver
+ * calls the runtime makes on this thread are its own business: the driver entry points pass them
+ * straight to the driver (inside_runtime), so a call is never served or counted twice. */
+extern __thread int inside_runtime;
 #define REAL(name, ...) (pthread_once(&real_once, resolve_real), \
-    real.name ? real.name(__VA_ARGS__) : no_runtime(#name))
+    real.name ? ({ inside_runtime++; __typeof__(real.name(__VA_ARGS__)) r_ = real.name(__VA_ARGS__); \
+                   inside_runtime--; r_; }) : no_runtime(#name))
 
 int current_device(void);          /* the runtime's current device, 0 when it cannot say */
+
+/* The real driver (libcuda), found once a driver entry point is first called. */
+struct real_driver {
+    CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
+    CUresult (*cuMemFree_v2)(CUdeviceptr);
+    CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*cuMemAllocAsync_ptsz)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+    CUresult (*cuMemFreeAsync_ptsz)(CUdeviceptr, CUstream);
+    CUresult (*cuMemAllocPitch_v2)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+    CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, CUstream);
+    CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, void *, CUstream);
+    CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr *, size_t *, CUdeviceptr);
+    CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
+    CUresult (*cuPointerGetAttributes)(unsigned int, int *, void **, CUdeviceptr);
+    CUresult (*cuIpcGetMemHandle)(cudaIpcMemHandle_t *, CUdeviceptr);
+    CUresult (*cuIpcOpenMemHandle)(CUdeviceptr *, cudaIpcMemHandle_t, unsigned int);
+    CUresult (*cuIpcOpenMemHandle_v2)(CUdeviceptr *, cudaIpcMemHandle_t, unsigned int);
+    CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
+    CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned int);
+    CUresult (*cuCtxDisablePeerAccess)(CUcontext);
+    CUresult (*cuGetProcAddress)(const char *, void **, int, uint64_t);
+    CUresult (*cuGetProcAddress_v2)(const char *, void **, int, uint64_t, int *);
+    CUresult (*cuCtxGetDevice)(CUdevice *);
+    CUresult (*cuCtxPushCurrent_v2)(CUcontext);
+    CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
+};
+extern struct real_driver real_cu;
+extern pthread_once_t real_cu_once;
+void resolve_real_driver(void);
+CUresult no_driver(const char *name);
+
+/* Calls the real driver function, or fails cleanly when no libcuda is loaded. */
+#define DRIVER(name, ...) (pthread_once(&real_cu_once, resolve_real_driver), \
+    real_cu.name ? real_cu.name(__VA_ARGS__) : no_driver(#name))
 
 /* ---- lookups.c ---------------------------------------------------------------------------- */
 
@@ -142,5 +204,38 @@ cudaError_t freed_by_runtime(cudaError_t rc);
 
 /* vmmkit's function for an intercepted runtime name found by handle, else NULL. */
 void *runtime_api_substitute(const char *name, void *runtime_fn);
+
+/* ---- driver_api.c ------------------------------------------------------------------------- */
+
+/* The pitch of a pitched allocation (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): the row's
+ * width in bytes rounded up to PITCH_ALIGNMENT, as CUDA gives on current GPUs. */
+#define PITCH_ALIGNMENT 512
+size_t pitch_of(size_t width);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, void *, CUstream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, void *, CUstream);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
+CUresult cuPointerGetAttributes(unsigned int, int *, void **, CUdeviceptr);
+CUresult cuIpcGetMemHandle(cudaIpcMemHandle_t *, CUdeviceptr);
+CUresult cuIpcOpenMemHandle(CUdeviceptr *, cudaIpcMemHandle_t, unsigned int);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, cudaIpcMemHandle_t, unsigned int);
+CUresult cuIpcCloseMemHandle(CUdeviceptr);
+CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int);
+CUresult cuCtxDisablePeerAccess(CUcontext);
+CUresult cuGetProcAddress(const char *, void **, int, uint64_t);        /* entry_points.c */
+CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
+
+/* ---- entry_points.c ----------------------------------------------------------------------- */
+
+/* vmmkit's function for an intercepted driver name (as exported: cuMemAlloc_v2) or one of the
+ * runtime's entry-point queries found by handle, else NULL. */
+void *driver_api_substitute(const char *name, void *library_fn);
 
 #endif
