@@ -13,10 +13,14 @@ public interface ResourceFactory {
     /** The allocator of {@code device}, or null when this factory serves none (its calls pass through). */
     ManagedMemoryResource open(int device);
 
-    /** The factory named by {@value #PROPERTY}, or the real one, whose peak hints come from {@code profile}. */
-    static ResourceFactory fromSystemProperty(PeakProfileUse profile) throws ReflectiveOperationException {
+    /**
+     * The factory named by {@value #PROPERTY}, or the real one, whose peak hints come from {@code profile}
+     * and whose devices {@code notServed} watches.
+     */
+    static ResourceFactory fromSystemProperty(PeakProfileUse profile, NotServedWatch notServed)
+            throws ReflectiveOperationException {
         String name = System.getProperty(PROPERTY);
-        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile);
+        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile, notServed);
         return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
     }
 }
