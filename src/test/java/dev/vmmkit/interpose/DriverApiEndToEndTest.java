@@ -66,11 +66,15 @@ class DriverApiEndToEndTest {
 
     /** {@code vmmkit run ARGS} in a new JVM, as a user runs it. */
     private Result vmmkitRun(String... args) throws IOException, InterruptedException {
+        return vmmkitRun(Map.of(), args);
+    }
+
+    private Result vmmkitRun(Map<String, String> env, String... args) throws IOException, InterruptedException {
         assumeTrue(RealAllocator.present(), "the real allocator has not landed in this build");
         List<String> command = new ArrayList<>(List.of(javaBinary(), "--enable-native-access=ALL-UNNAMED",
                 "-cp", System.getProperty("java.class.path"), "dev.vmmkit.tools.VmmkitCli", "run"));
         command.addAll(List.of(args));
-        return start(command, Map.of());
+        return start(command, env);
     }
 
     private static String javaBinary() {
@@ -122,6 +126,19 @@ class DriverApiEndToEndTest {
             JsonNode s = JSON.readTree(stats.toFile());
             assertTrue(s.get("allocs").asLong() > 0 && s.get("passthrough_calls").asLong() == 0, scenario + ": " + s);
         }
+    }
+
+    /** The pair benchmark through the driver API: every pair served by vmmkit (the GPU script times it). */
+    @Test
+    void theDriverPairBenchmarkRunsOnVmmkit() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun(Map.of("LD_LIBRARY_PATH", NATIVE.toString()), "--driver", "host", "--stats",
+                stats.toString(), "--", NATIVE.getParent().resolve("bench_pair").toString(), "4096", "2000", "driver");
+        assertEquals(0, result.exitCode(), result::toString);
+        assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
+        JsonNode s = JSON.readTree(stats.toFile());
+        // One call only reaches the stand-in runtime: cudaFree(NULL), which starts it.
+        assertTrue(s.get("allocs").asLong() > 500_000 && s.get("passthrough_calls").asLong() == 1, s::toString);
     }
 
     /**
