@@ -28,15 +28,13 @@ final class NotServedMemory {
     }
 
     /** What the process has loaded and set that explains memory vmmkit does not manage. */
-    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate, boolean tensorflow, String tensorflowAllocator) {
-        static final Clues NONE = new Clues(false, null, null, false, null);
+    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate) {
+        static final Clues NONE = new Clues(false, null, null);
 
         /** From the environment and the libraries mapped into this process ({@code /proc/self/maps}). */
         static Clues of(Map<String, String> env, String loadedLibraries) {
             boolean jax = loadedLibraries.contains("jaxlib") || loadedLibraries.contains("xla_extension");
-            boolean tensorflow = loadedLibraries.contains("libtensorflow");
-            return new Clues(jax, env.get("XLA_PYTHON_CLIENT_ALLOCATOR"), env.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
-                    tensorflow, env.get("TF_GPU_ALLOCATOR"));
+            return new Clues(jax, env.get("XLA_PYTHON_CLIENT_ALLOCATOR"), env.get("XLA_PYTHON_CLIENT_PREALLOCATE"));
         }
 
         /** Of this process. */
@@ -82,9 +80,6 @@ final class NotServedMemory {
         if (clues.jaxPools()) {
             return "JAX's BFC allocator " + (!"false".equals(clues.jaxPreallocate()) ? "preallocates most of the device "
                     + "and pools it" : "pools device memory") + ": set XLA_PYTHON_CLIENT_ALLOCATOR=platform";
-        }
-        if (clues.tensorflow() && !"cuda_malloc_async".equals(clues.tensorflowAllocator())) {
-            return "TensorFlow's BFC allocator pools device memory: set TF_GPU_ALLOCATOR=cuda_malloc_async";
         }
         return "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the program's "
                 + "own, or an allocator that reserved it before vmmkit started)";

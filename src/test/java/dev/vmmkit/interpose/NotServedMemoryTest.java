@@ -42,8 +42,6 @@ class NotServedMemoryTest {
         NotServedMemory.Clues noPrealloc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
         assertTrue(!NotServedMemory.lines(0, 60 * GIB, 62 * GIB, noPrealloc).getFirst().contains("preallocates"));
 
-        NotServedMemory.Clues tf = NotServedMemory.Clues.of(Map.of(), "/usr/lib/libtensorflow_framework.so.2\n");
-        assertTrue(NotServedMemory.lines(0, 9 * GIB, 10 * GIB, tf).getFirst().contains("TF_GPU_ALLOCATOR=cuda_malloc_async"));
     }
 
     @Test
