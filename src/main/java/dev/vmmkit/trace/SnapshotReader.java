@@ -53,7 +53,10 @@ public final class SnapshotReader {
         Object root;
         try {
             root = unpickler.load(in);
-        } catch (PickleException | ClassCastException e) {
+        } catch (java.io.EOFException | java.util.zip.ZipException e) {
+            throw e;   // the gzip layer's: TraceFiles names it
+        } catch (PickleException | ClassCastException | IOException e) {
+            // The library says "premature end of file" for a pickle cut short.
             throw new IOException(source + ": not a readable PyTorch memory snapshot (" + e.getMessage() + ")", e);
         }
         if (!(root instanceof Map<?, ?> snapshot) || !(snapshot.get("device_traces") instanceof List<?> deviceTraces)) {
