@@ -17,6 +17,7 @@ import picocli.CommandLine.Command;
                 RunCommand.class,
                 DemoCommand.class,
                 ServeCommand.class,
+                TraceCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */

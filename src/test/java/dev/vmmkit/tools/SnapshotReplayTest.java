@@ -95,6 +95,36 @@ class SnapshotReplayTest {
         assertEquals(expected.get(1).get("reserved_peak_bytes").asLong(), chosen.get("recorded_reserved_peak_bytes").asLong());
     }
 
+    @Test
+    void convertWritesTheSnapshotsRequestsAsACsvTraceThatReplaysTheSame() throws IOException {
+        Path csv = dir.resolve("t.csv.gz");
+        String snapshot = DIR.resolve("truncated-expandable.pickle.gz").toString();
+
+        int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out, true)).setErr(new PrintWriter(err, true))
+                .execute("trace", "convert", snapshot, csv.toString());
+
+        assertEquals(0, exit, err.toString());
+        var fromSnapshot = dev.vmmkit.trace.TraceFiles.read(Path.of(snapshot), java.util.OptionalInt.empty()).getFirst();
+        var fromCsv = dev.vmmkit.trace.TraceReader.read(csv);
+        assertEquals(fromSnapshot.ops(), fromCsv.ops());
+        assertEquals(figures("truncated-expandable").get(0).get("live_peak_bytes").asLong(), fromCsv.peakLiveBytes());
+        for (int op = 0; op < fromCsv.ops(); op++) {
+            assertEquals(fromSnapshot.kind(op), fromCsv.kind(op));
+            assertEquals(fromSnapshot.size(op), fromCsv.size(op));
+            assertEquals(fromSnapshot.stream(op), fromCsv.stream(op));
+        }
+    }
+
+    @Test
+    void convertOfSeveralDevicesNeedsOne() {
+        int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out, true)).setErr(new PrintWriter(err, true))
+                .execute("trace", "convert", DIR.resolve("two-devices.pickle.gz").toString(), dir.resolve("x.csv").toString());
+
+        assertEquals(2, exit);
+        assertEquals("vmmkit trace convert: two-devices.pickle.gz has 2 device traces; choose one with --device N",
+                err.toString().strip());
+    }
+
     private int replay(String... args) {
         List<String> all = new ArrayList<>(List.of("replay", "--driver", "host", "--warmup", "0"));
         all.addAll(List.of(args));
