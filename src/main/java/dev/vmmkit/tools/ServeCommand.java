@@ -12,6 +12,12 @@ import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
+import java.io.IOException;
+import java.net.BindException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.util.Optional;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -46,7 +52,7 @@ public final class ServeCommand implements Callable<Integer> {
     private DriverOptions driverOptions;
 
     @Option(names = "--device-memory", paramLabel = "SIZE", converter = ByteSizeConverter.class,
-            description = "Capacity of the host emulation's device (e.g. 512MiB; --driver host only). Default: 80GiB.")
+            description = "Capacity of the host emulation's device (e.g. 512M; --driver host only). Default: 80G.")
     private Long deviceMemory;
 
     @Option(names = "--vram-threshold", defaultValue = "0.9", paramLabel = "FRACTION",
@@ -68,12 +74,26 @@ public final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
+        // A busy port is found before the host starts, so nothing is logged as available that will never serve.
+        Optional<String> busy = portInUse(port);
+        if (busy.isPresent()) {
+            spec.commandLine().getErr().println("vmmkit serve: " + busy.get());
+            spec.commandLine().getErr().flush();
+            return VmmkitCli.EXIT_ERROR;
+        }
         VmmLog.oneLinePerRecord();
         EngineHost.Settings settings = new EngineHost.Settings(engines, models, vramThreshold, ramThreshold,
                 parseDuration(pollInterval), watch);
         VmmDriver driver = openDriver();
         EngineHost host = EngineHost.start(settings, driver);
-        EngineHttpServer server = EngineHttpServer.start(host, port);
+        EngineHttpServer server;
+        try {
+            server = EngineHttpServer.start(host, port);
+        } catch (BindException e) {   // taken between the check and now
+            host.close();
+            driver.close();
+            throw new IllegalStateException(portInUseMessage(port), e);
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();
@@ -85,6 +105,24 @@ public final class ServeCommand implements Callable<Integer> {
         out.flush();
         stopped.await();
         return 0;
+    }
+
+    /** Why {@code port} cannot be listened on, when it is taken; empty for a free port or 0 (any free port). */
+    static Optional<String> portInUse(int port) {
+        if (port == 0) return Optional.empty();
+        try (ServerSocket probe = new ServerSocket()) {
+            probe.setReuseAddress(true);
+            probe.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+            return Optional.empty();
+        } catch (BindException e) {
+            return Optional.of(portInUseMessage(port));
+        } catch (IOException e) {
+            return Optional.of("--port " + port + ": cannot listen on 127.0.0.1:" + port + " (" + e.getMessage() + ")");
+        }
+    }
+
+    private static String portInUseMessage(int port) {
+        return "--port " + port + ": 127.0.0.1:" + port + " is already in use (another server? --port 0 picks a free one)";
     }
 
     private VmmDriver openDriver() {
