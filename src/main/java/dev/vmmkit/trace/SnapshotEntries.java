@@ -1,10 +1,8 @@
 package dev.vmmkit.trace;
 
-import java.util.Arrays;
-
 /**
  * The trace entries of one device of a PyTorch memory snapshot that matter for memory, in order, in
- * primitive arrays (25 bytes an entry): the application's {@code alloc} and {@code free_completed},
+ * primitive arrays (29 bytes an entry): the application's {@code alloc} and {@code free_completed},
  * and the allocator's own {@code segment_*} traffic. {@code free_requested}, {@code snapshot},
  * {@code oom} and actions a later PyTorch may add are dropped as they arrive.
  */
@@ -18,14 +16,9 @@ final class SnapshotEntries {
     /** Any other action: not kept. */
     static final byte IGNORED = 4;
 
-    private int count;
-    private byte[] actions = new byte[256];
-    private long[] addrs = new long[256];
-    private long[] sizes = new long[256];
-    private long[] streams = new long[256];
-    /** Entries of the device trace before dropping the ignored ones; gives each kept one its 1-based place. */
+    /** Kind is the action, key the address, line the entry's 1-based place in its device trace (all actions counted). */
+    private final OpColumns rows = new OpColumns();
     private int seen;
-    private int[] places = new int[256];
 
     static byte actionCode(String action) {
         return switch (action) {
@@ -39,47 +32,31 @@ final class SnapshotEntries {
 
     void add(byte action, long addr, long size, long stream) {
         seen++;
-        if (action == IGNORED) return;
-        if (count == actions.length) grow();
-        actions[count] = action;
-        addrs[count] = addr;
-        sizes[count] = size;
-        streams[count] = stream;
-        places[count] = seen;
-        count++;
+        if (action != IGNORED) rows.append(action, addr, size, stream, seen);
     }
 
     int count() {
-        return count;
+        return rows.count();
     }
 
     byte action(int i) {
-        return actions[i];
+        return rows.kind(i);
     }
 
     long addr(int i) {
-        return addrs[i];
+        return rows.key(i);
     }
 
     long size(int i) {
-        return sizes[i];
+        return rows.size(i);
     }
 
     long stream(int i) {
-        return streams[i];
+        return rows.stream(i);
     }
 
     /** 1-based place of entry {@code i} in its device trace, all actions counted. */
     int place(int i) {
-        return places[i];
-    }
-
-    private void grow() {
-        int capacity = Math.multiplyExact(actions.length, 2);
-        actions = Arrays.copyOf(actions, capacity);
-        addrs = Arrays.copyOf(addrs, capacity);
-        sizes = Arrays.copyOf(sizes, capacity);
-        streams = Arrays.copyOf(streams, capacity);
-        places = Arrays.copyOf(places, capacity);
+        return rows.line(i);
     }
 }

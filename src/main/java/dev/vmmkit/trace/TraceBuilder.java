@@ -2,7 +2,6 @@ package dev.vmmkit.trace;
 
 import org.agrona.collections.Long2LongHashMap;
 
-import java.util.Arrays;
 
 /**
  * Collects the requests of one trace into the primitive arrays of an {@link AllocationTrace}, and
@@ -14,12 +13,7 @@ final class TraceBuilder {
     /** Size of a key that is not live; real sizes are never negative. */
     static final long NOT_LIVE = -1;
 
-    private int ops;
-    private byte[] kinds = new byte[1024];
-    private long[] keys = new long[1024];
-    private long[] sizes = new long[1024];
-    private long[] streams = new long[1024];
-    private int[] lineNumbers = new int[1024];
+    private final OpColumns ops = new OpColumns();
     private int allocs;
     private long liveBytes;
     private long peakLiveBytes;
@@ -34,7 +28,7 @@ final class TraceBuilder {
         peakLiveBytes = Math.max(peakLiveBytes, liveBytes);
         maxLiveAllocations = Math.max(maxLiveAllocations, liveSizes.size());
         allocs++;
-        append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
+        ops.append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
         return true;
     }
 
@@ -43,7 +37,7 @@ final class TraceBuilder {
         long size = liveSizes.remove(key);
         if (size == NOT_LIVE) return NOT_LIVE;
         liveBytes -= size;
-        append(AllocationTrace.FREE, key, size, stream, lineNumber);
+        ops.append(AllocationTrace.FREE, key, size, stream, lineNumber);
         return size;
     }
 
@@ -53,32 +47,10 @@ final class TraceBuilder {
 
     /** Operations appended so far. */
     int ops() {
-        return ops;
+        return ops.count();
     }
 
     AllocationTrace build(String name, RecordedMemory recorded) {
-        // Trim the growth slack so a held trace costs only what it holds.
-        return new AllocationTrace(name, ops, Arrays.copyOf(kinds, ops), Arrays.copyOf(keys, ops),
-                Arrays.copyOf(sizes, ops), Arrays.copyOf(streams, ops), Arrays.copyOf(lineNumbers, ops),
-                allocs, maxLiveAllocations, peakLiveBytes, recorded);
-    }
-
-    private void append(byte kind, long key, long size, long stream, int lineNumber) {
-        if (ops == kinds.length) grow();
-        kinds[ops] = kind;
-        keys[ops] = key;
-        sizes[ops] = size;
-        streams[ops] = stream;
-        lineNumbers[ops] = lineNumber;
-        ops++;
-    }
-
-    private void grow() {
-        int capacity = Math.multiplyExact(kinds.length, 2);
-        kinds = Arrays.copyOf(kinds, capacity);
-        keys = Arrays.copyOf(keys, capacity);
-        sizes = Arrays.copyOf(sizes, capacity);
-        streams = Arrays.copyOf(streams, capacity);
-        lineNumbers = Arrays.copyOf(lineNumbers, capacity);
+        return ops.toTrace(name, allocs, maxLiveAllocations, peakLiveBytes, recorded);
     }
 }
