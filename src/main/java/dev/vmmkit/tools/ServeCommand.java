@@ -74,6 +74,12 @@ public final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
+        for (var folder : java.util.Map.of("--engines", engines, "--models", models).entrySet()) {
+            if (!java.nio.file.Files.isDirectory(folder.getValue())) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                        folder.getKey() + " " + folder.getValue() + ": no such folder");
+            }
+        }
         // A busy port is found before the host starts, so nothing is logged as available that will never serve.
         Optional<String> busy = portInUse(port);
         if (busy.isPresent()) {

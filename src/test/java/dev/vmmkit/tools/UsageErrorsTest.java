@@ -82,6 +82,15 @@ class UsageErrorsTest {
     }
 
     @Test
+    void serveNamesAMissingFolderByItsOption() {
+        Path missing = dir.resolve("no-engines");
+
+        assertEquals(2, run("serve", "--driver", "host", "--engines", missing.toString(), "--models", dir.toString()));
+
+        assertEquals(List.of("vmmkit serve: --engines " + missing + ": no such folder", "try 'vmmkit serve --help'"), errLines());
+    }
+
+    @Test
     void serveNamesABusyPortBeforeStartingAnything() throws Exception {
         try (ServerSocket taken = new ServerSocket()) {
             taken.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
