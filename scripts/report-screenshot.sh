@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates docs/memory-report-bert.png: the HTML memory report of the BERT trace, as headless
-# Chromium draws it. Needs chromium (scripts/install-test-deps.sh) and the shared traces.
+# Chromium draws it. Needs chromium (scripts/install-test-deps.sh) and the traces in traces/.
 #   bash scripts/report-screenshot.sh [TRACE] [PNG]
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
-trace="${1:-$root/../shared/traces/bert_infer.csv.gz}"
+trace="${1:-$root/traces/bert_infer.csv.gz}"
 png="${2:-$root/docs/memory-report-bert.png}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -3,7 +3,7 @@
 # allocator. Run from the repository root on a machine with an NVIDIA GPU, CUDA 13 and python3 with
 # PyTorch, with runtime/ (scripts/build-runtime.sh) and target/ built:
 #   bash scripts/gpu/allocator-speed.sh [TRACE...]
-# TRACE defaults to every trace in .device/traces/ (BERT first), else ../shared/traces/bert_infer.csv.gz.
+# TRACE defaults to every trace in .device/traces/ (BERT first), else the repository's traces/*.csv.gz.
 # Steps (logs and JSON in $OUT/allocator-speed/ when OUT is set), about 1-2 minutes in all:
 #   1. aot        trains runtime/vmmkit.aot for this machine's paths when missing (first-call time)
 #   2. replay     each trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:

@@ -4,7 +4,7 @@
 # with one handle per page (VMM_HANDLE_CAP=2M), then by cudaMallocAsync, all in one run. Run from
 # the repository root on a machine with an NVIDIA GPU and CUDA 13, with runtime/ and target/ built:
 #   bash scripts/gpu/policy-frontier.sh [TRACE...]
-# TRACE defaults to every trace in .device/traces/ (BERT first), else ../shared/traces/bert_infer.csv.gz.
+# TRACE defaults to every trace in .device/traces/ (BERT first), else the repository's traces/*.csv.gz.
 # Prints one row per trace and setting: fragmentation ratio, wall us/op, modelled driver us/op, and
 # the handles mapped and unmapped (unmapped = pages moved or trimmed); logs and JSON in
 # $OUT/policy-frontier/ when OUT is set. About 10 s a trace. Exits non-zero if a replay failed, or

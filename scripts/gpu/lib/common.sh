@@ -10,7 +10,7 @@ out="$(cd "$out" && pwd)"
 py="${PYTHON:-python3}"
 
 # traces_or_default NAME [TRACE...]: sets traces to the arguments, else every trace in
-# .device/traces/ (BERT first), else ../shared/traces/bert_infer.csv.gz; exits 2 naming NAME when
+# .device/traces/ (BERT first), else the repository's traces/*.csv.gz (BERT first); exits 2 naming NAME when
 # one is missing or there is none.
 traces_or_default() {
   local name="$1"; shift
@@ -19,8 +19,9 @@ traces_or_default() {
     if [ -f .device/traces/bert_infer.csv.gz ]; then
       traces=(.device/traces/bert_infer.csv.gz)
       for t in .device/traces/*.csv.gz; do [ "$t" = .device/traces/bert_infer.csv.gz ] || traces+=("$t"); done
-    elif [ -f ../shared/traces/bert_infer.csv.gz ]; then
-      traces=(../shared/traces/bert_infer.csv.gz)
+    elif [ -f traces/bert_infer.csv.gz ]; then
+      traces=(traces/bert_infer.csv.gz)
+      for t in traces/*.csv.gz; do [ "$t" = traces/bert_infer.csv.gz ] || traces+=("$t"); done
     fi
   fi
   [ ${#traces[@]} -gt 0 ] || { echo "$name: no trace (give trace paths as arguments)"; exit 2; }

@@ -12,6 +12,9 @@ import java.util.Locale;
  */
 public final class ByteSize {
     private static final String[] UNITS = {"B", "KiB", "MiB", "GiB", "TiB"};
+    /** The grammar in one line, for every message about a bad size. */
+    private static final String UNIT_RULE = "a whole number of bytes, or with a unit K, M, G, T or KiB, MiB, GiB, TiB "
+            + "(KB, MB... too; all binary, 1K = 1024), e.g. 4096, 512M, 80G";
 
     private ByteSize() {
     }
@@ -27,7 +30,7 @@ public final class ByteSize {
         int unitStart = 0;
         while (unitStart < s.length() && Character.isDigit(s.charAt(unitStart))) unitStart++;
         if (unitStart == 0) {
-            throw new IllegalArgumentException("'" + text + "' is not a size (examples: 4096, 2M, 64MiB, 1G)");
+            throw new IllegalArgumentException("'" + text + "' is not a size (" + UNIT_RULE + ")");
         }
         int shift = switch (s.substring(unitStart)) {
             case "", "b" -> 0;
@@ -35,7 +38,7 @@ public final class ByteSize {
             case "m", "mb", "mib" -> 20;
             case "g", "gb", "gib" -> 30;
             case "t", "tb", "tib" -> 40;
-            default -> throw new IllegalArgumentException("unknown unit in '" + text + "' (use B, K, M, G or T)");
+            default -> throw new IllegalArgumentException("unknown unit in '" + text + "' (" + UNIT_RULE + ")");
         };
         long number;
         try {

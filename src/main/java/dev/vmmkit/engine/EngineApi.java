@@ -56,8 +56,8 @@ final class EngineApi {
         if (body == null || !body.isObject()) throw RequestFailure.badRequest("the body must be a JSON object {\"model\", \"prompt\"}");
         JsonNode model = body.get("model");
         JsonNode prompt = body.get("prompt");
-        if (model == null || !model.isTextual()) throw RequestFailure.badRequest("\"model\" must be a string");
-        if (prompt == null || !prompt.isTextual()) throw RequestFailure.badRequest("\"prompt\" must be a string");
+        requireText("model", model);
+        requireText("prompt", prompt);
         if (prompt.asText().indexOf('\0') >= 0) throw RequestFailure.badRequest("\"prompt\" must not contain NUL characters");
         List<EngineInstance.Token> tokens;
         EngineManifest manifest;
@@ -110,5 +110,11 @@ final class EngineApi {
     ObjectNode unload(String name) {
         if (!host.registry().unload(name)) throw RequestFailure.notFound("model '" + name + "' is not loaded");
         return JSON.createObjectNode().put("unloaded", name);
+    }
+
+    /** A missing field is called missing; a field of another type is named with what it must be. */
+    private static void requireText(String field, JsonNode value) {
+        if (value == null || value.isMissingNode()) throw RequestFailure.badRequest("\"" + field + "\" is missing");
+        if (!value.isTextual()) throw RequestFailure.badRequest("\"" + field + "\" must be a string, not " + value);
     }
 }

@@ -42,8 +42,16 @@ final class EngineInstance implements AutoCloseable {
 
     /** Signals that a model did not load for lack of device memory (the caller may evict and retry). */
     static final class OutOfMemoryOnLoad extends Exception {
-        OutOfMemoryOnLoad(String message) {
+        private final long neededBytes;
+
+        OutOfMemoryOnLoad(String message, long neededBytes) {
             super(message);
+            this.neededBytes = neededBytes;
+        }
+
+        /** The least device memory the load needs: what it held when a request failed, plus that request. */
+        long neededBytes() {
+            return neededBytes;
         }
     }
 
@@ -78,10 +86,11 @@ final class EngineInstance implements AutoCloseable {
         }
         if (rc != 0) {
             boolean outOfMemory = memory.outOfMemorySeen();
+            long needed = memory.neededWhenOutOfMemory();
             instance.close();
             String said = callbacks.lastError();
             String what = name + ": " + failedCall + " returned error " + rc + (said == null ? "" : " (" + said + ")");
-            if (outOfMemory) throw new OutOfMemoryOnLoad(what + " after alloc_device found no device memory");
+            if (outOfMemory) throw new OutOfMemoryOnLoad(what + " after alloc_device found no device memory", needed);
             throw RequestFailure.engineFailed(what);
         }
         return instance;

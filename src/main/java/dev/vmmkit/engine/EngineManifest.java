@@ -116,7 +116,8 @@ public record EngineManifest(String id, String version, int abiVersion, String g
     private static List<String> strings(JsonNode root, String key, boolean required) throws InvalidManifestException {
         JsonNode node = root.get(key);
         if (node == null && !required) return List.of();
-        if (node == null || !node.isArray() || (required && node.isEmpty())) {
+        if (node == null) throw new InvalidManifestException("\"" + key + "\" is missing");
+        if (!node.isArray() || (required && node.isEmpty())) {
             throw new InvalidManifestException("\"" + key + "\" must be a " + (required ? "non-empty " : "") + "list of strings");
         }
         List<String> values = new ArrayList<>();

@@ -17,6 +17,8 @@ final class InstanceMemory {
     private final Long2LongHashMap sizes = new Long2LongHashMap(NOT_OURS);
     private long bytes;
     private boolean outOfMemorySeen;
+    /** Bytes held plus the request that first found no memory: the least this instance needs. */
+    private long neededWhenOutOfMemory;
 
     InstanceMemory(DeviceMemoryResource resource) {
         this.resource = resource;
@@ -30,6 +32,7 @@ final class InstanceMemory {
             address = resource.allocate(size, 0);
         } catch (OutOfDeviceMemoryException e) {
             synchronized (this) {
+                if (!outOfMemorySeen) neededWhenOutOfMemory = bytes + size;
                 outOfMemorySeen = true;
             }
             return 0;
@@ -78,6 +81,11 @@ final class InstanceMemory {
     }
 
     /** True once an allocation failed for lack of device memory. */
+    /** The bytes held when a request first found no memory, plus that request; 0 before then. */
+    synchronized long neededWhenOutOfMemory() {
+        return neededWhenOutOfMemory;
+    }
+
     synchronized boolean outOfMemorySeen() {
         return outOfMemorySeen;
     }

@@ -141,6 +141,13 @@ final class ModelRegistry {
                 return EngineInstance.start(snapshot, privateDir, device.resource(), device.engineDevice(),
                         logger, file.name(), file.path());
             } catch (EngineInstance.OutOfMemoryOnLoad e) {
+                // A model larger than the whole device never fits: evicting others would only lose them.
+                long total = device.figures().totalBytes();
+                if (total > 0 && e.neededBytes() > total) {
+                    throw RequestFailure.outOfMemory("model " + file.name() + " cannot fit this device: loading it needs at least "
+                            + e.neededBytes() + " bytes (" + (e.neededBytes() >> 20) + " MiB) of device memory, and the device has "
+                            + total + " bytes (" + (total >> 20) + " MiB) in all; no model was evicted");
+                }
                 Optional<String> evicted = evictLeastRecentlyUsedIdle("load", forModel);
                 if (evicted.isEmpty()) {
                     throw RequestFailure.outOfMemory(e.getMessage() + "; no idle model left to evict (device "

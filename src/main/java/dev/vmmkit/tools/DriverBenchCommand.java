@@ -44,7 +44,7 @@ public final class DriverBenchCommand implements Callable<Integer> {
     @Option(names = "--iterations", defaultValue = "2000", description = "Timed iterations (default: ${DEFAULT-VALUE}).")
     int iterations;
 
-    @Option(names = "--size", defaultValue = "2MiB", converter = ByteSizeConverter.class,
+    @Option(names = "--size", defaultValue = "2M", converter = ByteSizeConverter.class,
             description = "Handle size, a multiple of the granularity (default: ${DEFAULT-VALUE}).")
     long size;
 

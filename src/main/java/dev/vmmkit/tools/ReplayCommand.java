@@ -22,7 +22,8 @@ import dev.vmmkit.tools.report.MemoryReport;
 import dev.vmmkit.tools.report.PeakAllocations;
 import dev.vmmkit.tools.report.ReportSampler;
 import dev.vmmkit.trace.AllocationTrace;
-import dev.vmmkit.trace.TraceReader;
+import dev.vmmkit.trace.RecordedMemory;
+import dev.vmmkit.trace.TraceFiles;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -33,13 +34,13 @@ import picocli.CommandLine.Spec;
 
 import java.io.IOException;
 import java.io.PrintWriter;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.concurrent.Callable;
 
 /**
@@ -50,7 +51,8 @@ import java.util.concurrent.Callable;
 @Command(name = "replay",
         mixinStandardHelpOptions = true,
         description = {
-                "Replays allocation traces (action,addr,size,stream; plain or gzipped) through vmmkit's "
+                "Replays allocation traces (vmmkit's action,addr,size,stream CSV, or a PyTorch memory snapshot "
+                        + "from torch.cuda.memory._dump_snapshot; plain or gzipped) through vmmkit's "
                         + "allocator, a fresh one per run, and prints latency, memory and driver-call figures.",
                 "With one trace --json holds one report object; with several, an object keyed by trace file name."},
         exitCodeListHeading = "%nExit codes:%n",
@@ -75,8 +77,10 @@ public final class ReplayCommand implements Callable<Integer> {
                     + "runtime's cudaMallocAsync/cudaFreeAsync on stream 0, for comparison; needs a GPU). Default: ${DEFAULT-VALUE}.")
     private String backend;
 
-    @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
-    private int device;
+    @Option(names = "--device", paramLabel = "N",
+            description = "CUDA device ordinal (default: 0). For a PyTorch snapshot, also replay only the trace of its device N "
+                    + "(default: every device that has one).")
+    private Integer device;
 
     @Mixin
     private DeviceMemoryOption deviceMemory;
@@ -161,9 +165,15 @@ public final class ReplayCommand implements Callable<Integer> {
         try {
             // Every trace is read (and checked) before any is replayed, so a bad one fails fast.
             List<AllocationTrace> traces = new ArrayList<>();
-            for (Path file : traceFiles) traces.add(read(file));
+            List<Path> files = new ArrayList<>();
+            for (Path file : traceFiles) {
+                for (AllocationTrace trace : TraceFiles.read(file, device == null ? OptionalInt.empty() : OptionalInt.of(device))) {
+                    traces.add(trace);
+                    files.add(file);
+                }
+            }
             List<MemoryReport> memoryReports = new ArrayList<>();
-            Map<String, ReplayReport> reports = replayAll(traces, memoryReports);
+            Map<String, ReplayReport> reports = replayAll(traces, files, memoryReports);
             if (jsonFile != null) {
                 Object json = reports.size() == 1 ? reports.values().iterator().next() : reports;
                 ReportFiles.write(jsonFile, json);
@@ -192,19 +202,11 @@ public final class ReplayCommand implements Callable<Integer> {
         }
     }
 
-    private static AllocationTrace read(Path file) throws IOException {
-        try {
-            return TraceReader.read(file);
-        } catch (NoSuchFileException e) {
-            throw new IOException("cannot read trace " + file + ": no such file", e);
-        }
-    }
-
     private List<String> traceNames() {
         return traceFiles.stream().map(p -> String.valueOf(p.getFileName())).toList();
     }
 
-    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces, List<MemoryReport> memoryReports) {
+    private Map<String, ReplayReport> replayAll(List<AllocationTrace> traces, List<Path> files, List<MemoryReport> memoryReports) {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         VmmConfig config = VmmConfig.from(environment);
@@ -215,7 +217,8 @@ public final class ReplayCommand implements Callable<Integer> {
             PatternCheck check = verify ? patternCheck(backend) : null;
             for (int i = 0; i < traces.size(); i++) {
                 AllocationTrace trace = traces.get(i);
-                ReplayReport report = replay(backend, trace, check);
+                ReplayReport measured = replay(backend, trace, check);
+                ReplayReport report = trace.recorded().map(measured::withRecorded).orElse(measured);
                 out.print(ReplaySummary.format(trace.name(), backend.driverName(), report));
                 out.flush();
                 if (report.peakLiveBytes() != trace.peakLiveBytes()) {
@@ -223,17 +226,21 @@ public final class ReplayCommand implements Callable<Integer> {
                             trace.name(), report.peakLiveBytes(), trace.peakLiveBytes());
                     err.flush();
                 }
-                reports.put(reportKey(reports, trace, traceFiles.get(i)), report);
+                reports.put(reportKey(reports, trace, files.get(i)), report);
                 if (htmlFile != null) memoryReports.add(memoryReport(backend, trace, report));
             }
         }
         return reports;
     }
 
+    private int cudaDevice() {
+        return device == null ? 0 : device;
+    }
+
     private ReplayBackend openBackend(VmmConfig config) {
         return switch (backend) {
-            case "vmm" -> backends.open(driver, device, deviceMemory.bytes(), config);
-            case "cuda-malloc-async" -> new CudaMallocAsyncBackend(device);
+            case "vmm" -> backends.open(driver, cudaDevice(), deviceMemory.bytes(), config);
+            case "cuda-malloc-async" -> new CudaMallocAsyncBackend(cudaDevice());
             default -> throw new CommandLine.ParameterException(spec.commandLine(),
                     "--backend must be vmm or cuda-malloc-async, not " + backend);
         };
@@ -256,7 +263,8 @@ public final class ReplayCommand implements Callable<Integer> {
     /** One more replay, followed by a {@link ReportSampler}, for the HTML report; {@code measured} gives the figures. */
     private MemoryReport memoryReport(ReplayBackend backend, AllocationTrace trace, ReplayReport measured) {
         PeakAllocations peak = PeakAllocations.of(trace, MemoryReport.LARGEST);
-        ReportSampler sampler = new ReportSampler(trace.ops(), peak.peakOp());
+        ReportSampler sampler = new ReportSampler(trace.ops(), peak.peakOp(),
+                trace.recorded().map(RecordedMemory::reservedAtOp).orElse(null));
         try (ReplayTarget target = backend.newTarget()) {
             new Replayer(trace).replay(target, null, sampler);
         }

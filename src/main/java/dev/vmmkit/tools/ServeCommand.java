@@ -10,6 +10,12 @@ import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
+import java.io.IOException;
+import java.net.BindException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.util.Optional;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -65,12 +71,32 @@ public final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
+        for (var folder : java.util.Map.of("--engines", engines, "--models", models).entrySet()) {
+            if (!java.nio.file.Files.isDirectory(folder.getValue())) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                        folder.getKey() + " " + folder.getValue() + ": no such folder");
+            }
+        }
+        // A busy port is found before the host starts, so nothing is logged as available that will never serve.
+        Optional<String> busy = portInUse(port);
+        if (busy.isPresent()) {
+            spec.commandLine().getErr().println("vmmkit serve: " + busy.get());
+            spec.commandLine().getErr().flush();
+            return VmmkitCli.EXIT_ERROR;
+        }
         VmmLog.oneLinePerRecord();
         EngineHost.Settings settings = new EngineHost.Settings(engines, models, vramThreshold, ramThreshold,
                 parseDuration(pollInterval), watch);
         VmmDriver driver = openDriver();
         EngineHost host = EngineHost.start(settings, driver);
-        EngineHttpServer server = EngineHttpServer.start(host, port);
+        EngineHttpServer server;
+        try {
+            server = EngineHttpServer.start(host, port);
+        } catch (BindException e) {   // taken between the check and now
+            host.close();
+            driver.close();
+            throw new IllegalStateException(portInUseMessage(port), e);
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();
@@ -82,6 +108,24 @@ public final class ServeCommand implements Callable<Integer> {
         out.flush();
         stopped.await();
         return 0;
+    }
+
+    /** Why {@code port} cannot be listened on, when it is taken; empty for a free port or 0 (any free port). */
+    static Optional<String> portInUse(int port) {
+        if (port == 0) return Optional.empty();
+        try (ServerSocket probe = new ServerSocket()) {
+            probe.setReuseAddress(true);
+            probe.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+            return Optional.empty();
+        } catch (BindException e) {
+            return Optional.of(portInUseMessage(port));
+        } catch (IOException e) {
+            return Optional.of("--port " + port + ": cannot listen on 127.0.0.1:" + port + " (" + e.getMessage() + ")");
+        }
+    }
+
+    private static String portInUseMessage(int port) {
+        return "--port " + port + ": 127.0.0.1:" + port + " is already in use (another server? --port 0 picks a free one)";
     }
 
     private VmmDriver openDriver() {

@@ -17,6 +17,7 @@ import picocli.CommandLine.Command;
                 RunCommand.class,
                 DemoCommand.class,
                 ServeCommand.class,
+                TraceCommand.class,
         })
 public final class VmmkitCli implements Runnable {
     /** Exit code of a command that stopped on an unexpected error. */
@@ -34,7 +35,8 @@ public final class VmmkitCli implements Runnable {
     /** The configured command line, for callers that redirect its output (tests). */
     public static CommandLine commandLine() {
         // Enum options such as --driver are written in lower case on the command line.
-        CommandLine commandLine = new CommandLine(new VmmkitCli()).setCaseInsensitiveEnumValuesAllowed(true);
+        CommandLine commandLine = new CommandLine(new VmmkitCli()).setCaseInsensitiveEnumValuesAllowed(true)
+                .setParameterExceptionHandler(new UsageErrors());
         // An error a command did not handle is one clear line, never a stack trace.
         commandLine.setExecutionExceptionHandler((failure, failedCommand, parsed) -> {
             String prefix = failedCommand.getCommandSpec().qualifiedName(); // "vmmkit demo mlp"

@@ -23,9 +23,10 @@ public final class AllocationTrace {
     private final int allocs;
     private final int maxLiveAllocations;
     private final long peakLiveBytes;
+    private final RecordedMemory recorded;
 
     AllocationTrace(String name, int ops, byte[] kinds, long[] keys, long[] sizes, long[] streams,
-                    int[] lineNumbers, int allocs, int maxLiveAllocations, long peakLiveBytes) {
+                    int[] lineNumbers, int allocs, int maxLiveAllocations, long peakLiveBytes, RecordedMemory recorded) {
         this.name = name;
         this.ops = ops;
         this.kinds = kinds;
@@ -36,6 +37,12 @@ public final class AllocationTrace {
         this.allocs = allocs;
         this.maxLiveAllocations = maxLiveAllocations;
         this.peakLiveBytes = peakLiveBytes;
+        this.recorded = recorded;
+    }
+
+    /** What the recording allocator itself held, when the trace came from a PyTorch memory snapshot. */
+    public java.util.Optional<RecordedMemory> recorded() {
+        return java.util.Optional.ofNullable(recorded);
     }
 
     /** The trace's name, normally its file name; used in messages and reports. */
@@ -84,7 +91,10 @@ public final class AllocationTrace {
         return streams[op];
     }
 
-    /** 1-based line of the trace file that the operation came from, for messages. */
+    /**
+     * 1-based line of the trace file that the operation came from, for messages; for a snapshot the
+     * 1-based entry of its device trace, and 0 for an allocation made before the snapshot's first entry.
+     */
     public int lineNumber(int op) {
         return lineNumbers[op];
     }

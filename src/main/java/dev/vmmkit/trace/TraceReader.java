@@ -1,7 +1,5 @@
 package dev.vmmkit.trace;
 
-import org.agrona.collections.Long2LongHashMap;
-
 import java.io.BufferedInputStream;
 import java.io.BufferedReader;
 import java.io.EOFException;
@@ -11,13 +9,12 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Arrays;
 import java.util.regex.Pattern;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.ZipException;
 
 /**
- * Reads an allocation trace (see {@code shared/traces/README.md}), plain or gzipped, into an
+ * Reads an allocation trace (see {@code traces/README.md}), plain or gzipped, into an
  * {@link AllocationTrace}. Gzip is recognised by its magic bytes, never by the file name.
  *
  * <p>One event a line: {@code action,addr,size,stream}. Blank lines, lines starting with {@code #}
@@ -34,24 +31,12 @@ public final class TraceReader {
     private static final String HEADER = "action,addr,size,stream";
     private static final int GZIP_MAGIC_1 = 0x1f;
     private static final int GZIP_MAGIC_2 = 0x8b;
-    /** Size of a key that is not live in {@link #liveSizes}; real sizes are never negative. */
-    private static final long NOT_LIVE = -1;
     /** A well-formed number that did not parse was too large. */
     private static final Pattern DIGITS = Pattern.compile("[0-9]+");
     private static final Pattern SIGNED_DIGITS = Pattern.compile("[+-]?[0-9]+");
 
     private final String source;
-    private int ops;
-    private byte[] kinds = new byte[1024];
-    private long[] keys = new long[1024];
-    private long[] sizes = new long[1024];
-    private long[] streams = new long[1024];
-    private int[] lineNumbers = new int[1024];
-    private int allocs;
-    private long liveBytes;
-    private long peakLiveBytes;
-    private int maxLiveAllocations;
-    private final Long2LongHashMap liveSizes = new Long2LongHashMap(NOT_LIVE);
+    private final TraceBuilder builder = new TraceBuilder();
 
     private TraceReader(String source) {
         this.source = source;
@@ -84,21 +69,18 @@ public final class TraceReader {
             if (text.isEmpty() || text.startsWith("#") || text.equals(HEADER)) continue;
             parseLine(text, lineNumber);
         }
-        // Trim the growth slack so a held trace costs only what it holds.
-        return new AllocationTrace(source, ops, Arrays.copyOf(kinds, ops), Arrays.copyOf(keys, ops),
-                Arrays.copyOf(sizes, ops), Arrays.copyOf(streams, ops), Arrays.copyOf(lineNumbers, ops),
-                allocs, maxLiveAllocations, peakLiveBytes);
+        return builder.build(source, null);
     }
 
-    /** Wraps {@code in} in a gzip stream when it starts with gzip's magic bytes. */
-    private static InputStream decompressed(InputStream in) throws IOException {
+    /** Wraps {@code in} in a gzip stream when it starts with gzip's magic bytes; the result supports mark/reset. */
+    static InputStream decompressed(InputStream in) throws IOException {
         BufferedInputStream buffered = new BufferedInputStream(in, 1 << 16);
         buffered.mark(2);
         int first = buffered.read();
         int second = buffered.read();
         buffered.reset();
         boolean gzipped = first == GZIP_MAGIC_1 && second == GZIP_MAGIC_2;
-        return gzipped ? new GZIPInputStream(buffered, 1 << 16) : buffered;
+        return gzipped ? new BufferedInputStream(new GZIPInputStream(buffered, 1 << 16), 1 << 16) : buffered;
     }
 
     private void parseLine(String text, int lineNumber) throws TraceFormatException {
@@ -122,44 +104,16 @@ public final class TraceReader {
     }
 
     private void alloc(long key, long size, long stream, int lineNumber) throws TraceFormatException {
-        if (liveSizes.get(key) != NOT_LIVE) {
+        if (!builder.alloc(key, size, stream, lineNumber)) {
             throw malformed(lineNumber, "alloc of key " + Long.toUnsignedString(key) + ", which is already live");
         }
-        liveSizes.put(key, size);
-        liveBytes += size;
-        peakLiveBytes = Math.max(peakLiveBytes, liveBytes);
-        maxLiveAllocations = Math.max(maxLiveAllocations, liveSizes.size());
-        allocs++;
-        append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
     }
 
     private void free(long key, long stream, int lineNumber) throws TraceFormatException {
-        long size = liveSizes.remove(key);
-        if (size == NOT_LIVE) {
+        if (builder.free(key, stream, lineNumber) == TraceBuilder.NOT_LIVE) {
             throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
                     + ", which is not live (never allocated or already freed)");
         }
-        liveBytes -= size;
-        append(AllocationTrace.FREE, key, size, stream, lineNumber);
-    }
-
-    private void append(byte kind, long key, long size, long stream, int lineNumber) {
-        if (ops == kinds.length) grow();
-        kinds[ops] = kind;
-        keys[ops] = key;
-        sizes[ops] = size;
-        streams[ops] = stream;
-        lineNumbers[ops] = lineNumber;
-        ops++;
-    }
-
-    private void grow() {
-        int capacity = Math.multiplyExact(kinds.length, 2);
-        kinds = Arrays.copyOf(kinds, capacity);
-        keys = Arrays.copyOf(keys, capacity);
-        sizes = Arrays.copyOf(sizes, capacity);
-        streams = Arrays.copyOf(streams, capacity);
-        lineNumbers = Arrays.copyOf(lineNumbers, capacity);
     }
 
     /** Addresses and stream handles: unsigned 64-bit decimals. */

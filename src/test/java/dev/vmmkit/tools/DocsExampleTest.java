@@ -2,6 +2,7 @@ package dev.vmmkit.tools;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.vmmkit.trace.TestTraces;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -22,7 +23,6 @@ import java.util.List;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The example output in docs/replay.md is the current build's: the BERT trace replayed on the host
@@ -35,12 +35,12 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  */
 class DocsExampleTest {
     private static final Path DOC = Path.of("docs", "replay.md");
-    private static final Path BERT = Path.of("..", "shared", "traces", "bert_infer.csv.gz");
+    private static final Path BERT = TestTraces.BERT;
     private static final String MARK = "<!-- replay-example -->";
 
     @Test
     void theReplayExampleIsTheCurrentOutput() throws Exception {
-        assumeTrue(Files.isReadable(BERT), "the shared traces are not at " + BERT.toAbsolutePath());
+        assertTrue(Files.isReadable(BERT), "the repository ships " + BERT);
         String doc = Files.readString(DOC);
         int at = doc.indexOf(MARK);
         assertTrue(at >= 0, "docs/replay.md marks its example with " + MARK);
@@ -63,7 +63,7 @@ class DocsExampleTest {
     }
     @Test
     void theFiguresAreThoseOfTheTraceCountedByHand(@TempDir Path dir) throws Exception {
-        assumeTrue(Files.isReadable(BERT), "the shared traces are not at " + BERT.toAbsolutePath());
+        assertTrue(Files.isReadable(BERT), "the repository ships " + BERT);
         long allocs = 0, frees = 0, live = 0, peak = 0;
         Map<String, Long> liveSizes = new HashMap<>();
         try (BufferedReader lines = new BufferedReader(new InputStreamReader(

@@ -6,11 +6,9 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
-import java.util.Optional;
 import java.util.zip.GZIPOutputStream;
 
-/** Small traces written in tests, and where the shared real traces are. */
+/** Small traces written in tests, and the real traces the repository ships in {@code traces/}. */
 public final class TestTraces {
 
     /** Figures of bert_infer.csv.gz computed independently (a Python pass over the file). */
@@ -21,16 +19,14 @@ public final class TestTraces {
     private TestTraces() {
     }
 
-    /**
-     * The real BERT trace: {@code shared/traces} next to the repository root (the main checkout), one
-     * level further up (a worktree under {@code wt/}), or inside the root (the device machine's copy).
-     */
-    public static Optional<Path> bert() {
-        for (String dir : List.of("../shared/traces", "../../shared/traces", "shared/traces")) {
-            Path file = Path.of(dir, "bert_infer.csv.gz");
-            if (Files.isReadable(file)) return Optional.of(file);
-        }
-        return Optional.empty();
+    /** The repository's copy of the real BERT trace (tests run from the repository root). */
+    public static final Path BERT = Path.of("traces", "bert_infer.csv.gz");
+
+    /** A trace shipped in the repository's {@code traces/} folder. */
+    public static Path shipped(String name) {
+        Path file = Path.of("traces", name);
+        if (!Files.isReadable(file)) throw new IllegalStateException("the repository ships " + file + ", but it is not there");
+        return file;
     }
 
     public static AllocationTrace parse(String text) throws IOException {

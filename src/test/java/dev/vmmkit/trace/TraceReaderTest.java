@@ -12,7 +12,6 @@ import java.nio.file.Path;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 class TraceReaderTest {
 
@@ -149,10 +148,7 @@ class TraceReaderTest {
 
     @Test
     void readsTheRealBertTrace() throws IOException {
-        Path bert = TestTraces.bert().orElse(null);
-        assumeTrue(bert != null, "shared/traces/bert_infer.csv.gz not found");
-
-        AllocationTrace trace = TraceReader.read(bert);
+        AllocationTrace trace = TraceReader.read(TestTraces.shipped("bert_infer.csv.gz"));
 
         assertEquals(TestTraces.BERT_ALLOCS, trace.allocs());
         assertEquals(TestTraces.BERT_FREES, trace.frees());

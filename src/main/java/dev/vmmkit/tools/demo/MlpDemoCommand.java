@@ -4,6 +4,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.tools.DriverOptions;
+import dev.vmmkit.tools.OutputFiles;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -57,12 +59,24 @@ public final class MlpDemoCommand implements Callable<Integer> {
     @Option(names = "--json", paramLabel = "FILE", description = "Write the measurements as JSON to FILE.")
     private Path json;
 
+    /** Each bad option is named alone; an output file that cannot be written stops the demo before it trains. */
+    private void checkOptions() {
+        CommandLine commandLine = spec.commandLine();
+        for (var option : new Object[][] {{"--steps", steps, 1}, {"--batch", batch, 1}, {"--inputs", inputs, 1},
+                {"--hidden", hidden, 1}, {"--classes", classes, 2}}) {
+            if ((int) option[1] < (int) option[2]) {
+                throw new CommandLine.ParameterException(commandLine, option[0] + " must be at least " + option[2] + ", not " + option[1]);
+            }
+        }
+        new OutputFiles().add("--json", json).problem().ifPresent(problem -> {
+            throw new CommandLine.ParameterException(commandLine, problem);
+        });
+    }
+
     @Override
     public Integer call() throws IOException {
         PrintWriter out = spec.commandLine().getOut();
-        if (steps < 1 || batch < 1 || inputs < 1 || hidden < 1 || classes < 2) {
-            throw new IllegalArgumentException("--steps, --batch, --inputs, --hidden must be at least 1 and --classes at least 2");
-        }
+        checkOptions();
         MlpTraining.Settings settings = new MlpTraining.Settings(batch, inputs, hidden, classes, steps, learningRate, seed);
         DemoDevice.Opened opened = DemoDevice.open(driverOptions.open());
         MlpTraining.Result result;

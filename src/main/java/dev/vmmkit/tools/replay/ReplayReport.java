@@ -1,10 +1,12 @@
 package dev.vmmkit.tools.replay;
 
+import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.tools.Percentiles;
+import dev.vmmkit.trace.RecordedMemory;
 
 /**
  * The figures of one replay, as written to {@code --json}. Sizes and counts come from the
@@ -22,10 +24,13 @@ import dev.vmmkit.tools.Percentiles;
  * @param wallNsPerOp         wall time of the whole replay loop over {@code ops}
  * @param driverHandles       handles the driver calls touched, by kind (setAccess and unmap cost per handle)
  * @param modelledDriverUsPerOp GPU driver time per op priced by {@link DriverCostModel}: a model, not a measurement
+ * @param recordedReservedPeakBytes for a PyTorch snapshot, the most bytes PyTorch's own allocator reserved (else null, left out)
+ * @param recordedLivePeakBytes     for a PyTorch snapshot, its peak of live bytes (else null, left out)
+ * @param traceTruncated            for a PyTorch snapshot, whether allocations made before its first entry seeded the replay
  */
 @JsonPropertyOrder({"ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
         "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op", "driver_handles",
-        "modelled_driver_us_per_op"})
+        "modelled_driver_us_per_op", "recorded_reserved_peak_bytes", "recorded_live_peak_bytes", "trace_truncated"})
 public record ReplayReport(
         @JsonProperty("ops") long ops,
         @JsonProperty("allocs") long allocs,
@@ -39,14 +44,17 @@ public record ReplayReport(
         @JsonProperty("free_ns") Latency freeNs,
         @JsonProperty("wall_ns_per_op") double wallNsPerOp,
         @JsonProperty("driver_handles") DriverCalls driverHandles,
-        @JsonProperty("modelled_driver_us_per_op") double modelledDriverUsPerOp) {
+        @JsonProperty("modelled_driver_us_per_op") double modelledDriverUsPerOp,
+        @JsonProperty("recorded_reserved_peak_bytes") @JsonInclude(JsonInclude.Include.NON_NULL) Long recordedReservedPeakBytes,
+        @JsonProperty("recorded_live_peak_bytes") @JsonInclude(JsonInclude.Include.NON_NULL) Long recordedLivePeakBytes,
+        @JsonProperty("trace_truncated") @JsonInclude(JsonInclude.Include.NON_NULL) Boolean traceTruncated) {
 
     /** A report without handle counts (a resource that does not count them). */
     public ReplayReport(long ops, long allocs, long frees, long peakLiveBytes, long peakReservedBytes,
                         double fragmentationRatio, DriverCalls driverCalls, double hitRate, Latency allocNs,
                         Latency freeNs, double wallNsPerOp) {
         this(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls, hitRate, allocNs,
-                freeNs, wallNsPerOp, new DriverCalls(0, 0, 0, 0, 0, 0, 0), 0.0);
+                freeNs, wallNsPerOp, new DriverCalls(0, 0, 0, 0, 0, 0, 0), 0.0, null, null, null);
     }
 
     /** Builds the report of a replay of {@code allocs} allocations and {@code frees} frees. */
@@ -56,7 +64,14 @@ public record ReplayReport(
         return new ReplayReport(ops, allocs, frees, stats.peakLiveBytes(), stats.peakReservedBytes(),
                 stats.fragmentationRatio(), DriverCalls.of(stats), stats.hitRate(), allocNs, freeNs,
                 ops == 0 ? 0.0 : (double) wallNs / ops, DriverCalls.handlesOf(stats),
-                ops == 0 ? 0.0 : DriverCostModel.micros(stats.driverHandles()) / ops);
+                ops == 0 ? 0.0 : DriverCostModel.micros(stats.driverHandles()) / ops, null, null, null);
+    }
+
+    /** This report with what PyTorch's allocator held while the snapshot was recorded. */
+    public ReplayReport withRecorded(RecordedMemory recorded) {
+        return new ReplayReport(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls,
+                hitRate, allocNs, freeNs, wallNsPerOp, driverHandles, modelledDriverUsPerOp,
+                recorded.reservedPeakBytes(), recorded.livePeakBytes(), recorded.truncated());
     }
 
     /** Counts of the virtual memory API's calls; event calls are left out. */

@@ -32,7 +32,26 @@ public final class ReplaySummary {
                 + String.format(Locale.ROOT, "alloc p50 %s p99 %s; free p50 %s p99 %s; wall %s/op%n",
                 p50(r.allocNs(), r.allocs()), p99(r.allocNs(), r.allocs()),
                 p50(r.freeNs(), r.frees()), p99(r.freeNs(), r.frees()), wallPerOp(r))
-                + handles(r);
+                + handles(r)
+                + (r.recordedReservedPeakBytes() == null ? "" : comparedWithPyTorch(r) + System.lineSeparator());
+    }
+
+    /**
+     * One sentence comparing vmmkit's peak reserved bytes with what PyTorch's allocator reserved while
+     * the snapshot was recorded, e.g. {@code PyTorch reserved 812.0 MiB at most (its live peak 709.5
+     * MiB); vmmkit would reserve 78.0 MiB less (9.6%).}
+     */
+    public static String comparedWithPyTorch(ReplayReport r) {
+        long pytorch = r.recordedReservedPeakBytes();
+        long difference = pytorch - r.peakReservedBytes();
+        String verdict;
+        if (difference == 0) verdict = "vmmkit would reserve the same";
+        else verdict = String.format(Locale.ROOT, "vmmkit would reserve %s %s (%.1f%%)", bytes(Math.abs(difference)),
+                difference > 0 ? "less" : "more", pytorch == 0 ? 100.0 : 100.0 * Math.abs(difference) / pytorch);
+        return String.format(Locale.ROOT, "PyTorch reserved %s at most (its live peak %s); %s.", bytes(pytorch),
+                bytes(r.recordedLivePeakBytes()), verdict)
+                + (Boolean.TRUE.equals(r.traceTruncated())
+                ? " The snapshot's trace was truncated: allocations made before its first entry start the replay." : "");
     }
 
     /** The handles line, when the resource counted them: what the GPU driver would charge for. */

@@ -2,6 +2,7 @@ package dev.vmmkit.tools.report;
 
 import com.fasterxml.jackson.annotation.JsonProperty;
 import dev.vmmkit.tools.replay.ReplayReport;
+import dev.vmmkit.tools.replay.ReplaySummary;
 import dev.vmmkit.trace.AllocationTrace;
 
 import java.util.List;
@@ -18,6 +19,7 @@ import java.util.List;
  * @param peakOps      operations done when live bytes first reached their peak (0: no allocation)
  * @param addressSpace the allocator's address space right after that operation
  * @param largest      the largest allocations alive then
+ * @param comparison   for a PyTorch snapshot, one sentence comparing vmmkit's reserved peak with PyTorch's (else empty)
  */
 public record MemoryReport(
         @JsonProperty("trace") String trace,
@@ -27,7 +29,8 @@ public record MemoryReport(
         @JsonProperty("timeline") ReportSampler.Timeline timeline,
         @JsonProperty("peakOps") int peakOps,
         @JsonProperty("addressSpace") AddressSpaceCells addressSpace,
-        @JsonProperty("largest") List<PeakAllocations.Allocation> largest) {
+        @JsonProperty("largest") List<PeakAllocations.Allocation> largest,
+        @JsonProperty("comparison") String comparison) {
 
     /** Number of largest allocations listed. */
     public static final int LARGEST = 20;
@@ -36,6 +39,7 @@ public record MemoryReport(
     public static MemoryReport of(AllocationTrace trace, String driver, String note, ReplayReport summary,
                                   PeakAllocations peak, ReportSampler sampler, long pageBytes) {
         return new MemoryReport(trace.name(), driver, note, SummaryFigures.of(summary), sampler.timeline(),
-                peak.peakOp() + 1, AddressSpaceCells.of(sampler.peakBlockMap(), pageBytes), peak.largest());
+                peak.peakOp() + 1, AddressSpaceCells.of(sampler.peakBlockMap(), pageBytes), peak.largest(),
+                summary.recordedReservedPeakBytes() == null ? "" : ReplaySummary.comparedWithPyTorch(summary));
     }
 }

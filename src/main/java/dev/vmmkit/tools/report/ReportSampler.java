@@ -29,11 +29,22 @@ public final class ReportSampler implements ReplayListener {
     private int[] opAt = new int[SAMPLES + 8];
     private long[] live = new long[SAMPLES + 8];
     private long[] reserved = new long[SAMPLES + 8];
+    private final long[] recordedReservedAtOp;
+    private long[] recordedReserved = new long[SAMPLES + 8];
     private final Map<DriverCall, long[]> calls = new EnumMap<>(DriverCall.class);
     private BlockMap peakMap = new BlockMap(List.of());
 
     /** Samples a replay of {@code ops} operations whose peak live bytes come after operation {@code peakOp}. */
     public ReportSampler(int ops, int peakOp) {
+        this(ops, peakOp, null);
+    }
+
+    /**
+     * Also samples {@code recordedReservedAtOp}, what the recording allocator (PyTorch's) reserved
+     * at each operation, beside the replay's own reserved bytes; null when the trace has none.
+     */
+    public ReportSampler(int ops, int peakOp, long[] recordedReservedAtOp) {
+        this.recordedReservedAtOp = recordedReservedAtOp;
         this.ops = ops;
         this.every = Math.max(1, ops / SAMPLES);
         this.peakOp = peakOp;
@@ -60,6 +71,7 @@ public final class ReportSampler implements ReplayListener {
         opAt[count] = op + 1; // operations done
         live[count] = stats.liveBytes();
         reserved[count] = stats.reservedBytes();
+        if (recordedReservedAtOp != null) recordedReserved[count] = recordedReservedAtOp[op];
         for (DriverCall call : CALLS) calls.get(call)[count] = stats.driverCalls(call);
         count++;
     }
@@ -69,6 +81,7 @@ public final class ReportSampler implements ReplayListener {
         opAt = Arrays.copyOf(opAt, n);
         live = Arrays.copyOf(live, n);
         reserved = Arrays.copyOf(reserved, n);
+        recordedReserved = Arrays.copyOf(recordedReserved, n);
         calls.replaceAll((call, values) -> Arrays.copyOf(values, n));
     }
 
@@ -76,7 +89,8 @@ public final class ReportSampler implements ReplayListener {
     public Timeline timeline() {
         Map<String, long[]> byCall = new java.util.LinkedHashMap<>();
         for (DriverCall call : CALLS) byCall.put(call.key(), Arrays.copyOf(calls.get(call), count));
-        return new Timeline(Arrays.copyOf(opAt, count), Arrays.copyOf(live, count), Arrays.copyOf(reserved, count), byCall);
+        return new Timeline(Arrays.copyOf(opAt, count), Arrays.copyOf(live, count), Arrays.copyOf(reserved, count),
+                recordedReservedAtOp == null ? null : Arrays.copyOf(recordedReserved, count), byCall);
     }
 
     /** The allocator's blocks right after the peak operation (empty before it was reached). */
@@ -90,8 +104,10 @@ public final class ReportSampler implements ReplayListener {
      * @param ops           operations done at each sample
      * @param liveBytes     bytes requested by live allocations
      * @param reservedBytes physical memory the allocator held
+     * @param recordedReservedBytes what the recording allocator (PyTorch's) reserved then; null when unknown
      * @param driverCalls   driver calls made so far, by call name
      */
-    public record Timeline(int[] ops, long[] liveBytes, long[] reservedBytes, Map<String, long[]> driverCalls) {
+    public record Timeline(int[] ops, long[] liveBytes, long[] reservedBytes, long[] recordedReservedBytes,
+                           Map<String, long[]> driverCalls) {
     }
 }

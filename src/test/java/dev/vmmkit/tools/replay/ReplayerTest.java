@@ -5,6 +5,8 @@ import dev.vmmkit.driver.host.HostDeviceBytes;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.driver.host.HostDriver;
 import dev.vmmkit.trace.AllocationTrace;
 import dev.vmmkit.trace.TestTraces;
 import dev.vmmkit.trace.TraceReader;
@@ -21,7 +23,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 class ReplayerTest {
 
@@ -106,21 +107,24 @@ class ReplayerTest {
     }
 
     @Test
-    void replaysTheRealBertTraceWithVerifyAndAgreesOnPeakLive() throws IOException {
-        Path bert = TestTraces.bert().orElse(null);
-        assumeTrue(bert != null, "shared/traces/bert_infer.csv.gz not found");
-        AllocationTrace trace = TraceReader.read(bert);
+    void replaysTheRealBertTraceThroughVmmkitWithVerifyAndAgreesOnPeakLive() throws IOException {
+        AllocationTrace trace = TraceReader.read(TestTraces.shipped("bert_infer.csv.gz"));
 
         ReplayReport report;
-        try (MallocAllocator malloc = new MallocAllocator()) {
-            report = new Replayer(trace).replay(malloc, new PatternCheck(HostDeviceBytes.unchecked()));
+        try (VmmBackend backend = new VmmBackend(HostDriver.open(), VmmConfig.from(Map.of()));
+             ReplayTarget target = backend.newTarget()) {
+            PatternCheck check = new PatternCheck(backend.deviceBytes().orElseThrow());
+            report = new Replayer(trace).replay(target, check);
         }
 
+        // Expected figures from an independent pass over the file (TestTraces), not from the reader.
         assertEquals(TestTraces.BERT_ALLOCS, report.allocs());
         assertEquals(TestTraces.BERT_FREES, report.frees());
         assertEquals(TestTraces.BERT_PEAK_LIVE_BYTES, trace.peakLiveBytes());
-        assertEquals(trace.peakLiveBytes(), report.peakLiveBytes(), "allocator and trace agree on peak live");
-        assertEquals(TestTraces.BERT_ALLOCS, report.driverCalls().create());
+        assertEquals(TestTraces.BERT_PEAK_LIVE_BYTES, report.peakLiveBytes(), "vmmkit counts the trace's peak live");
+        assertTrue(report.peakReservedBytes() >= TestTraces.BERT_PEAK_LIVE_BYTES, "reserved covers live");
+        assertTrue(report.driverCalls().map() > 0 && report.hitRate() > 0.5,
+                "most requests reuse mapped memory: " + report);
     }
 
     @Test
