@@ -5,6 +5,7 @@
  *   FIXTURE_OMIT_GENERATE               lacks engine_generate
  *   FIXTURE_FAIL_LOAD                   engine_load_model returns an error code
  *   FIXTURE_NAME slow FIXTURE_DELAY_MS 300   the slow one
+ *   FIXTURE_NAME faulty                 the one the isolation tests make crash (options below)
  * FIXTURE_NAME sets engine_id (default fixture). Option "delay_ms": N (manifest "options") sets
  * the time every engine_generate takes, in ms (default FIXTURE_DELAY_MS, else 0).
  *

@@ -173,6 +173,7 @@ final class ModelRegistry {
         if (model.instance() != engine) {
             // unloaded, evicted or replaced meanwhile (a crash in engine_shutdown): counted, nothing to retire
             metrics.crashed(model.name());
+            if (death.timedOut()) metrics.timedOut(model.name());
             logger.log(System.Logger.Level.WARNING, "model " + model.name() + ": " + death.cause());
             return;
         }

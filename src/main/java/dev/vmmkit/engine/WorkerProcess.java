@@ -52,9 +52,11 @@ final class WorkerProcess implements AutoCloseable {
     private final CompletableFuture<Death> death = new CompletableFuture<>();
     private final CompletableFuture<Long> ready = new CompletableFuture<>();
     private volatile String endingReason;
+    private final Consumer<Death> onDeath;
 
-    private WorkerProcess(Process process, String name, Path errorFile) {
+    private WorkerProcess(Process process, String name, Path errorFile, Consumer<Death> onDeath) {
         this.process = process;
+        this.onDeath = onDeath;
         this.name = name;
         this.errorFile = errorFile;
         this.channel = new WorkerChannel(process.getInputStream(), process.getOutputStream());
@@ -78,8 +80,7 @@ final class WorkerProcess implements AutoCloseable {
     static WorkerProcess start(List<String> command, String name, Path errorFile, Duration timeout, Consumer<Death> onDeath)
             throws IOException, WorkerDied {
         ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
-        WorkerProcess worker = new WorkerProcess(builder.start(), name, errorFile);
-        worker.death.thenAccept(onDeath);
+        WorkerProcess worker = new WorkerProcess(builder.start(), name, errorFile, onDeath);
         worker.awaitReady(timeout);
         return worker;
     }
@@ -234,6 +235,11 @@ final class WorkerProcess implements AutoCloseable {
                 ? "the worker of " + name + " (pid " + process.pid() + ") was ended: " + reason
                 : "the worker of " + name + " (pid " + process.pid() + ") " + describe(status) + jvmReport();
         Death end = new Death(cause, timedOut);
+        try {
+            onDeath.accept(end); // before anyone waiting for the death sees it
+        } catch (RuntimeException e) {
+            EngineHost.LOGGER.log(System.Logger.Level.ERROR, "handling the end of a worker failed: " + e, e);
+        }
         death.complete(end);
         return end;
     }

@@ -80,7 +80,7 @@ class EngineWorkerTest {
     void aFaultInAnyAbiFunctionEndsOnlyItsWorker(String fault, String where, String named, @TempDir Path root) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
             bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
-            bed.install("faulty", "1.0.0", "fixture-v1.so", "\"bad\"",
+            bed.install("faulty", "1.0.0", "fixture-faulty.so", "\"bad\"",
                     ",\"options\":{\"fault\":\"" + fault + "\",\"fault_in\":\"" + where + "\"}");
             bed.model("good.fx", MIB);
             bed.model("victim.bad", 2 * MIB);
@@ -131,7 +131,7 @@ class EngineWorkerTest {
     @Test
     void aModelThatKeepsCrashingIsMarkedFailedUntilItsEngineIsReloaded(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
-            Path plugin = bed.install("faulty", "1.0.0", "fixture-v1.so", "\"bad\"",
+            Path plugin = bed.install("faulty", "1.0.0", "fixture-faulty.so", "\"bad\"",
                     ",\"options\":{\"fault\":\"exit\",\"fault_in\":\"load\"}");
             bed.model("victim.bad", MIB);
             bed.workers(LONG).start();
@@ -261,9 +261,15 @@ class EngineWorkerTest {
         }
 
         @Override
-        public void close() throws InterruptedException {
+        public void close() {
             stop.set(true);
-            for (Thread thread : threads) thread.join();
+            for (Thread thread : threads) {
+                try {
+                    thread.join();
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }
             assertTrue(failures.isEmpty(), "requests to the other model failed: " + failures);
             assertTrue(served.get() > 0);
         }
