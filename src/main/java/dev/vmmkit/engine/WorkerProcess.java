@@ -80,8 +80,11 @@ final class WorkerProcess implements AutoCloseable {
     static WorkerProcess start(List<String> command, String name, Path errorFile, Duration timeout, Consumer<Death> onDeath)
             throws IOException, WorkerDied {
         ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
+        long started = System.nanoTime();
         WorkerProcess worker = new WorkerProcess(builder.start(), name, errorFile, onDeath);
         worker.awaitReady(timeout);
+        EngineHost.LOGGER.log(System.Logger.Level.INFO, "engine worker for " + name + " (pid " + worker.pid() + ") ready in "
+                + (System.nanoTime() - started) / 1_000_000 + " ms");
         return worker;
     }
 
