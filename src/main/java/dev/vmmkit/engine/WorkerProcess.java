@@ -234,9 +234,11 @@ final class WorkerProcess implements AutoCloseable {
         }
         String reason = endingReason;
         boolean timedOut = reason != null && reason.contains("request timeout");
-        String cause = reason != null && !reason.equals("closed by the host")
-                ? "the worker of " + name + " (pid " + process.pid() + ") was ended: " + reason
-                : "the worker of " + name + " (pid " + process.pid() + ") " + describe(status) + jvmReport();
+        String worker = "the worker of " + name + " (pid " + process.pid() + ") ";
+        String caught = jvmReport();
+        String cause = reason != null && !reason.equals("closed by the host") ? worker + "was ended: " + reason
+                : caught != null ? worker + "crashed: " + caught + " (caught by its JVM, which " + describe(status) + ")"
+                : worker + describe(status);
         Death end = new Death(cause, timedOut);
         try {
             onDeath.accept(end); // before anyone waiting for the death sees it
@@ -273,11 +275,11 @@ final class WorkerProcess implements AutoCloseable {
     }
 
     /**
-     * The JVM in the worker turns a fault in native code into its own abort and writes an error
-     * report; its first lines name the real signal and the frame, which say more than SIGABRT.
+     * The JVM in the worker catches a fault in native code, writes an error report and exits; the
+     * report's first lines name the signal and the frame. Null when there is no report.
      */
     private String jvmReport() {
-        if (!Files.isRegularFile(errorFile)) return "";
+        if (!Files.isRegularFile(errorFile)) return null;
         try {
             List<String> lines = Files.readAllLines(errorFile);
             String signal = null;
@@ -288,10 +290,10 @@ final class WorkerProcess implements AutoCloseable {
                 if (frame == null && text.startsWith("C  [")) frame = text.substring(3).trim();
             }
             Files.deleteIfExists(errorFile);
-            if (signal == null) return "";
-            return "; its JVM caught " + signal + (frame == null ? "" : " in " + frame);
+            if (signal == null) return null;
+            return signal + (frame == null ? "" : " in " + frame);
         } catch (IOException | RuntimeException e) {
-            return "";
+            return null;
         }
     }
 }
