@@ -1,15 +1,16 @@
 package dev.vmmkit.lifetime;
 
 import dev.vmmkit.core.DeviceMemoryResource;
-import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.compute.DeviceCompute;
 
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 /**
  * Where tensors live: device memory from a {@link DeviceMemoryResource} (normally vmmkit's
- * {@code VmmManager} over a driver), kernels from the driver's {@link DeviceCompute}, and the
+ * {@code VmmManager} over a driver), kernels from a {@link DeviceCompute} on the same device, and the
  * accounting of live tensor bytes, their peak, and leaks. Makes leaf tensors; ops make the rest.
  *
  * <p>All memory is allocated and freed on the default stream (0), where the kernels run, so memory
@@ -38,10 +39,16 @@ public final class TensorDevice implements AutoCloseable {
      */
     public TensorDevice(DeviceMemoryResource memory, DeviceCompute compute, LeakDetector.Level leakLevel,
                         AutoCloseable owned) {
+        this(memory, compute, reclaimer -> new LeakDetector(leakLevel, reclaimer), owned);
+    }
+
+    /** With a leak detector made by {@code leakDetector} from the way to give a lost tensor's memory back. */
+    TensorDevice(DeviceMemoryResource memory, DeviceCompute compute,
+                 Function<LeakDetector.Reclaimer, LeakDetector> leakDetector, AutoCloseable owned) {
         this.memory = memory;
         this.compute = compute;
         this.owned = owned;
-        this.leakDetector = new LeakDetector(leakLevel, this::free);
+        this.leakDetector = leakDetector.apply(this::free);
     }
 
     /** A tensor of zeros. */
