@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark of the engine host on the host emulation (prints numbers; nothing is asserted):
 # overhead per generate against a direct FFM call of the plugin, requests/s with 8 HTTP clients,
-# and the reload pause. Usage: scripts/bench-engine.sh [seconds per phase, default 3]
+# and the reload pause, in process and with a worker per instance (the isolation cost per generate), and
+# how long a worker takes to start. Usage: scripts/bench-engine.sh [seconds per phase, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/java-home.sh

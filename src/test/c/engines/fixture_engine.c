@@ -5,8 +5,18 @@
  *   FIXTURE_OMIT_GENERATE               lacks engine_generate
  *   FIXTURE_FAIL_LOAD                   engine_load_model returns an error code
  *   FIXTURE_NAME slow FIXTURE_DELAY_MS 300   the slow one
+ *   FIXTURE_NAME faulty                 the one the isolation tests make crash (options below)
  * FIXTURE_NAME sets engine_id (default fixture). Option "delay_ms": N (manifest "options") sets
  * the time every engine_generate takes, in ms (default FIXTURE_DELAY_MS, else 0).
+ *
+ * Faults, for the isolation tests (manifest "options"): "fault": "segv" | "abort" | "exit" | "hang"
+ * and "fault_in": "init" | "load" | "generate" | "shutdown". In init, load and shutdown the fault
+ * fires on every call; in generate only for the prompt "crash", so the model serves other prompts.
+ *
+ * Hooks, so tests order events without sleeping: with option "hook_dir": DIR, the prompt
+ * "hold:NAME" writes one byte to the FIFO DIR/NAME.entered when it is inside engine_generate,
+ * then waits for one byte from DIR/NAME.release. It returns a third token: the most calls that
+ * were inside engine_generate at once in this instance so far.
  *
  * Behaviour the tests rely on:
  *   - engine_load_model takes device memory the size of the model file plus a 4 KiB scratch
@@ -17,11 +27,14 @@
  */
 #include "vmmkit/engine_api.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Set from the build line as bare words (no quotes survive it): -DFIXTURE_MAJOR=2 -DFIXTURE_NAME=slow */
 #define FIXTURE_STRING(x) FIXTURE_STRING2(x)
@@ -48,8 +61,55 @@ static void* scratch;
 static size_t weights_bytes;
 static long delay_ms = FIXTURE_DELAY_MS;
 static uint32_t calls;
-static TokenResult results[2];
-static float logprobs[2][2];
+static TokenResult results[3];
+static float logprobs[3][2];
+static char fault[16];
+static char fault_in[16];
+static char hook_dir[512];
+static int inside, most_inside;
+
+/* The string value of "key" in the options JSON (no escapes: the tests' values have none). */
+static void option_string(const char* json, const char* key, char* out, size_t size) {
+    out[0] = 0;
+    const char* at = json ? strstr(json, key) : NULL;
+    if (!at) return;
+    at = strchr(at + strlen(key), ':');
+    if (!at) return;
+    at = strchr(at, '"');
+    if (!at) return;
+    at++;
+    size_t n = 0;
+    while (at[n] && at[n] != '"' && n + 1 < size) n++;
+    memcpy(out, at, n);
+    out[n] = 0;
+}
+
+/* Crashes, exits or hangs as the options say, when the fault is set for `where`. */
+static void maybe_fault(const char* where) {
+    if (strcmp(fault_in, where) != 0) return;
+    if (strcmp(fault, "segv") == 0) {
+        volatile int* nowhere = NULL;
+        *nowhere = 1;
+    } else if (strcmp(fault, "abort") == 0) {
+        abort();
+    } else if (strcmp(fault, "exit") == 0) {
+        exit(3);
+    } else if (strcmp(fault, "hang") == 0) {
+        for (;;) pause();
+    }
+}
+
+/* One byte through a FIFO the test made: 'w' writes it, 'r' waits for it. */
+static int hook(const char* name, const char* suffix, char direction) {
+    char path[640];
+    snprintf(path, sizeof path, "%s/%s.%s", hook_dir, name, suffix);
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return -1;
+    char byte = 1;
+    ssize_t n = direction == 'w' ? write(fd, &byte, 1) : read(fd, &byte, 1);
+    close(fd);
+    return n == 1 ? 0 : -1;
+}
 
 EngineInfo* engine_get_info(void) {
     return &info;
@@ -62,6 +122,10 @@ int engine_init(EngineConfig* config) {
         const char* colon = strchr(key, ':');
         if (colon) delay_ms = strtol(colon + 1, NULL, 10);
     }
+    option_string(config->options_json, "\"fault\"", fault, sizeof fault);
+    option_string(config->options_json, "\"fault_in\"", fault_in, sizeof fault_in);
+    option_string(config->options_json, "\"hook_dir\"", hook_dir, sizeof hook_dir);
+    maybe_fault("init");
     host.log(host.ctx, 1, "fixture " FIXTURE_VERSION " initialised");
     return 0;
 }
@@ -72,6 +136,7 @@ int engine_load_model(const char* model_path) {
     (void)model_path;
     return -7;
 #else
+    maybe_fault("load");
     struct stat st;
     if (stat(model_path, &st) != 0) return -1;
     weights_bytes = (size_t)st.st_size;
@@ -89,13 +154,40 @@ int engine_load_model(const char* model_path) {
 #ifndef FIXTURE_OMIT_GENERATE
 int engine_generate(const char* prompt, TokenResult** out) {
     if (strcmp(prompt, "fail") == 0) return -3;
+    if (strcmp(prompt, "crash") == 0) maybe_fault("generate");
+    int held = strncmp(prompt, "hold:", 5) == 0;
+    if (held) {
+        int now = __atomic_add_fetch(&inside, 1, __ATOMIC_SEQ_CST);
+        int most = __atomic_load_n(&most_inside, __ATOMIC_SEQ_CST);
+        while (now > most && !__atomic_compare_exchange_n(&most_inside, &most, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        }
+        int failed = hook(prompt + 5, "entered", 'w') || hook(prompt + 5, "release", 'r');
+        __atomic_sub_fetch(&inside, 1, __ATOMIC_SEQ_CST);
+        if (failed) return -5;
+    }
     if (weights_bytes > 0 && weights[weights_bytes - 1] != 0xA5) return -4;
     if (delay_ms > 0) {
         struct timespec pause = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
         nanosleep(&pause, NULL);
     }
-    calls++;
-    results[0].token_id = calls;
+    uint32_t call = __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST);
+    if (held) {
+        /* per-thread results: held calls of a concurrent engine return side by side */
+        static __thread TokenResult mine[3];
+        static __thread float mine_logprobs[3][2];
+        mine[0].token_id = call;
+        mine[1].token_id = FIXTURE_MAJOR;
+        mine[2].token_id = (uint32_t)__atomic_load_n(&most_inside, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < 3; i++) {
+            mine_logprobs[i][0] = -0.5f;
+            mine_logprobs[i][1] = -1.5f;
+            mine[i].logprobs = mine_logprobs[i];
+            mine[i].logprobs_len = 2;
+        }
+        *out = mine;
+        return 3;
+    }
+    results[0].token_id = call;
     results[1].token_id = FIXTURE_MAJOR;
     for (int i = 0; i < 2; i++) {
         logprobs[i][0] = -0.5f;
@@ -109,6 +201,7 @@ int engine_generate(const char* prompt, TokenResult** out) {
 #endif
 
 void engine_shutdown(void) {
+    maybe_fault("shutdown");
     if (scratch) host.free_device(host.ctx, scratch);
     scratch = NULL;
 }

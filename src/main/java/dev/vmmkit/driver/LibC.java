@@ -78,6 +78,8 @@ public final class LibC {
             FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG));
     private static final MethodHandle DUP = bind("dup",
             FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+    private static final MethodHandle DUP2 = bind("dup2",
+            FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT));
     private static final MethodHandle LSEEK = bind("lseek",
             FunctionDescriptor.of(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_INT));
     private static final MethodHandle CLOSE = bind("close",
@@ -183,6 +185,15 @@ public final class LibC {
             return (int) DUP.invokeExact(CAPTURE.get(), fd);
         } catch (Throwable t) {
             throw new AssertionError("dup downcall failed", t);
+        }
+    }
+
+    /** Makes {@code target} a second descriptor of {@code fd}'s open file (closing what it was); -1 on failure. */
+    public static int dup2(int fd, int target) {
+        try {
+            return (int) DUP2.invokeExact(CAPTURE.get(), fd, target);
+        } catch (Throwable t) {
+            throw new AssertionError("dup2 downcall failed", t);
         }
     }
 

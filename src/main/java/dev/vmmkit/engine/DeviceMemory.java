@@ -7,6 +7,8 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The device the host serves on: vmmkit's allocator over the chosen driver, shared by every
@@ -15,6 +17,8 @@ import java.util.List;
 final class DeviceMemory implements AutoCloseable {
     private final VmmDriver driver;
     private final VmmManager manager;
+    /** What each engine worker's driver uses, as it last reported (the host emulation only: see {@link #figures}). */
+    private final Map<Object, Long> workers = new ConcurrentHashMap<>();
 
     DeviceMemory(VmmDriver driver) {
         this.driver = driver;
@@ -44,10 +48,47 @@ final class DeviceMemory implements AutoCloseable {
         return isCuda() ? driver.device() : -1;
     }
 
-    /** Used and total device memory as the driver reports them. */
+    /**
+     * Used and total device memory as the driver reports them. On CUDA that is the whole device,
+     * engine workers included; the host emulation is one process's memory, so the figures the
+     * workers reported are added to it.
+     */
     MemoryFigures figures() {
         VmmDriver.MemoryInfo info = driver.memoryInfo();
-        return new MemoryFigures(info.totalBytes() - info.freeBytes(), info.totalBytes());
+        long used = info.totalBytes() - info.freeBytes();
+        if (!isCuda()) {
+            for (long bytes : workers.values()) used += bytes;
+        }
+        return new MemoryFigures(used, info.totalBytes());
+    }
+
+    /** The driver a worker opens for itself: the host's kind and device. */
+    String driverKind() {
+        return driver.name();
+    }
+
+    int driverDevice() {
+        return driver.device();
+    }
+
+    /**
+     * The capacity of a worker's own host emulation: what the device has left now, so that a load
+     * finds no memory where it would have found none in the host. Unused on CUDA (one real device).
+     */
+    long capacityForWorker() {
+        if (isCuda()) return 0;
+        MemoryFigures now = figures();
+        return Math.max(1, now.totalBytes() - now.usedBytes()); // 0 would mean the default capacity
+    }
+
+    /** A worker reported what its driver uses. */
+    void workerUses(Object worker, long usedBytes) {
+        workers.put(worker, usedBytes);
+    }
+
+    /** A worker ended: its memory went with it. */
+    void workerGone(Object worker) {
+        workers.remove(worker);
     }
 
     /**

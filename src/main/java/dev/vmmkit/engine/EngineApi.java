@@ -38,6 +38,12 @@ final class EngineApi {
             item.put("status", snapshot == null ? "rejected" : host.registry().serves(entry) ? "loaded" : "available");
             if (entry.rejection() != null) item.put("reason", entry.rejection());
             if (entry.lastReloadError() != null) item.put("last_reload_error", entry.lastReloadError());
+            ArrayNode failedModels = null;
+            for (var failed : host.registry().health().failed().entrySet()) {
+                if (failed.getValue().entry() != entry) continue;
+                if (failedModels == null) failedModels = item.putArray("failed_models");
+                failedModels.addObject().put("name", failed.getKey()).put("reason", failed.getValue().reason());
+            }
         }
         return list;
     }
@@ -59,7 +65,7 @@ final class EngineApi {
         requireText("model", model);
         requireText("prompt", prompt);
         if (prompt.asText().indexOf('\0') >= 0) throw RequestFailure.badRequest("\"prompt\" must not contain NUL characters");
-        List<EngineInstance.Token> tokens;
+        List<RunningEngine.Token> tokens;
         EngineManifest manifest;
         try (ModelRegistry.Lease lease = host.registry().acquire(model.asText())) {
             manifest = lease.instance().manifest();
@@ -68,7 +74,7 @@ final class EngineApi {
         ObjectNode answer = JSON.createObjectNode()
                 .put("model", model.asText()).put("engine", manifest.id()).put("engine_version", manifest.version());
         ArrayNode list = answer.putArray("tokens");
-        for (EngineInstance.Token token : tokens) {
+        for (RunningEngine.Token token : tokens) {
             ArrayNode logprobs = list.addObject().put("id", token.id()).putArray("logprobs");
             for (float p : token.logprobs()) logprobs.add(p);
         }
@@ -79,14 +85,20 @@ final class EngineApi {
     ArrayNode models() {
         ArrayNode list = JSON.createArrayNode();
         for (ServedModel model : host.registry().models()) {
-            EngineInstance instance = model.instance();
+            RunningEngine instance = model.instance();
             if (instance == null) continue;
-            list.addObject().put("name", model.name()).put("engine", instance.manifest().id())
+            ObjectNode item = list.addObject().put("name", model.name()).put("status", "loaded")
+                    .put("engine", instance.manifest().id())
                     .put("engine_version", instance.manifest().version())
                     .put("gpu_backend", instance.manifest().gpuBackend())
                     .put("device_bytes", instance.deviceBytes())
                     .put("in_flight", instance.gate().inFlight())
                     .put("last_used", Instant.ofEpochMilli(model.lastUsedMillis()).toString());
+            if (instance.workerPid() >= 0) item.put("worker_pid", instance.workerPid());
+        }
+        for (var failed : host.registry().health().failed().entrySet()) {
+            list.addObject().put("name", failed.getKey()).put("status", "failed")
+                    .put("engine", failed.getValue().entry().id()).put("reason", failed.getValue().reason());
         }
         return list;
     }

@@ -29,10 +29,22 @@ public final class EngineHost implements AutoCloseable {
      * @param ramThreshold  host RAM share past which caches are cleared and idle models evicted (0..1]
      * @param pollInterval  how often memory and (with {@code watch}) plugin files are checked
      * @param watch         reload a plugin on its own when its files change
+     * @param isolation     engine instances in worker processes, or in the host's process
+     * @param requestTimeout how long one engine call may run before its worker is ended (worker isolation)
      */
     public record Settings(Path enginesDir, Path modelsDir, double vramThreshold, double ramThreshold,
-                           Duration pollInterval, boolean watch) {
+                           Duration pollInterval, boolean watch, Isolation isolation, Duration requestTimeout) {
+        public static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofSeconds(300);
+
+        /** Worker isolation with the default request timeout. */
+        public Settings(Path enginesDir, Path modelsDir, double vramThreshold, double ramThreshold,
+                        Duration pollInterval, boolean watch) {
+            this(enginesDir, modelsDir, vramThreshold, ramThreshold, pollInterval, watch, Isolation.WORKER, DEFAULT_REQUEST_TIMEOUT);
+        }
+
         public Settings {
+            if (isolation == null) throw new IllegalArgumentException("--isolation must be given");
+            if (requestTimeout.toMillis() < 1) throw new IllegalArgumentException("--request-timeout must be at least 1 ms: " + requestTimeout);
             if (!Files.isDirectory(enginesDir)) throw new IllegalArgumentException("engines directory " + enginesDir + " does not exist");
             if (!Files.isDirectory(modelsDir)) throw new IllegalArgumentException("models directory " + modelsDir + " does not exist");
             if (!(vramThreshold > 0 && vramThreshold <= 1)) throw new IllegalArgumentException("--vram-threshold must be in (0, 1]: " + vramThreshold);
@@ -58,7 +70,8 @@ public final class EngineHost implements AutoCloseable {
         this.deviceReader = deviceReader != null ? deviceReader : device::figures;
         this.ramReader = ramReader != null ? ramReader : new HostRamReader();
         this.catalog = new EngineCatalog(settings.enginesDir(), privateDir, LOGGER);
-        this.registry = new ModelRegistry(catalog, new ModelDirectory(settings.modelsDir()), device, privateDir, metrics, LOGGER);
+        this.registry = new ModelRegistry(catalog, new ModelDirectory(settings.modelsDir()), device, metrics, LOGGER,
+                new EngineLauncher(settings.isolation(), settings.requestTimeout(), privateDir, device));
         this.reloader = new EngineReloader(catalog, registry, metrics, LOGGER);
         this.monitor = new ResourceMonitor(this.deviceReader, this.ramReader, new MemoryRelief() {
             @Override
@@ -108,6 +121,10 @@ public final class EngineHost implements AutoCloseable {
         return reloader;
     }
 
+    ResourceMonitor monitor() {
+        return monitor;
+    }
+
     EngineMetrics metrics() {
         return metrics;
     }
@@ -115,7 +132,7 @@ public final class EngineHost implements AutoCloseable {
     /** The Prometheus text of {@code GET /metrics}, with memory figures read now. */
     String metricsText() {
         List<EngineMetrics.ModelRow> rows = registry.models().stream().map(m -> {
-            EngineInstance instance = m.instance();
+            RunningEngine instance = m.instance();
             return instance == null ? null : new EngineMetrics.ModelRow(m.name(), instance.manifest().id(),
                     instance.manifest().version(), instance.deviceBytes(), instance.gate().inFlight());
         }).filter(r -> r != null).toList();

@@ -15,7 +15,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * Calls into it are serialised unless its manifest says {@code "concurrent": true}; results are
  * copied out while the call still holds the engine, so the engine's buffers may be reused at once.
  */
-final class EngineInstance implements AutoCloseable {
+final class EngineInstance implements RunningEngine {
     /** More results or logprobs than this from one call is taken for a broken engine. */
     private static final int MAX_RESULTS = 1 << 20;
 
@@ -96,12 +96,8 @@ final class EngineInstance implements AutoCloseable {
         return instance;
     }
 
-    /** One generated token, copied out of the engine. */
-    record Token(long id, float[] logprobs) {
-    }
-
-    /** Runs engine_generate; the caller has entered the {@link #gate()}. */
-    List<Token> generate(String prompt) {
+    @Override
+    public List<Token> generate(String prompt) {
         if (callLock != null) callLock.lock();
         try (Arena call = Arena.ofConfined()) {
             MemorySegment resultsOut = call.allocate(ValueLayout.ADDRESS);
@@ -138,21 +134,29 @@ final class EngineInstance implements AutoCloseable {
         return tokens;
     }
 
-    InFlightGate gate() {
+    @Override
+    public InFlightGate gate() {
         return gate;
     }
 
-    PluginSnapshot snapshot() {
+    @Override
+    public PluginSnapshot snapshot() {
         return snapshot;
     }
 
-    EngineManifest manifest() {
-        return snapshot.manifest();
+    @Override
+    public long deviceBytes() {
+        return memory.bytes();
     }
 
-    /** Device memory the engine holds now. */
-    long deviceBytes() {
-        return memory.bytes();
+    @Override
+    public boolean alive() {
+        return true;
+    }
+
+    @Override
+    public long workerPid() {
+        return -1;
     }
 
     /**

@@ -10,6 +10,9 @@ final class EngineMetrics {
     private final Map<Integer, LongAdder> requestsByStatus = new ConcurrentSkipListMap<>();
     private final Map<String, LongAdder> reloadsByResult = new ConcurrentSkipListMap<>();
     private final Map<String, LongAdder> evictionsByReason = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> crashesByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> restartsByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> timeoutsByModel = new ConcurrentSkipListMap<>();
 
     void answered(int status) {
         requestsByStatus.computeIfAbsent(status, s -> new LongAdder()).increment();
@@ -21,6 +24,21 @@ final class EngineMetrics {
 
     void evicted(String reason) {
         evictionsByReason.computeIfAbsent(reason, r -> new LongAdder()).increment();
+    }
+
+    /** A model's engine worker died (a timeout ends the worker too, and counts as both). */
+    void crashed(String model) {
+        crashesByModel.computeIfAbsent(model, m -> new LongAdder()).increment();
+    }
+
+    /** A model whose worker crashed was loaded again. */
+    void restarted(String model) {
+        restartsByModel.computeIfAbsent(model, m -> new LongAdder()).increment();
+    }
+
+    /** A call into a model's engine ran past the request timeout; its worker was ended. */
+    void timedOut(String model) {
+        timeoutsByModel.computeIfAbsent(model, m -> new LongAdder()).increment();
     }
 
     /** One loaded model's row. */
@@ -41,6 +59,9 @@ final class EngineMetrics {
         labelled(out, "vmmkit_reloads_total", "Engine reloads, by result.", "result", reloadsByResult, List.of("ok", "failed"));
         labelled(out, "vmmkit_evictions_total", "Models evicted, by reason (vram, ram, load).", "reason",
                 evictionsByReason, List.of("vram", "ram", "load"));
+        perModel(out, "vmmkit_model_crashes_total", "Engine worker crashes, by model (exits, signals, broken channels, timeouts).", crashesByModel);
+        perModel(out, "vmmkit_model_restarts_total", "Models loaded again after their engine worker crashed.", restartsByModel);
+        perModel(out, "vmmkit_model_timeouts_total", "Engine calls that ran past the request timeout, by model.", timeoutsByModel);
         header(out, "vmmkit_model_device_bytes", "gauge", "Device memory each loaded model's engine holds.");
         for (ModelRow model : models) {
             out.append("vmmkit_model_device_bytes{model=\"").append(escape(model.name())).append("\",engine=\"")
@@ -68,6 +89,12 @@ final class EngineMetrics {
             out.append(name).append('{').append(label).append("=\"").append(key).append("\"} ")
                     .append(n == null ? 0 : n.sum()).append('\n');
         }
+    }
+
+    private static void perModel(StringBuilder out, String name, String help, Map<String, LongAdder> counts) {
+        header(out, name, "counter", help);
+        counts.forEach((model, n) -> out.append(name).append("{model=\"").append(escape(model)).append("\"} ")
+                .append(n.sum()).append('\n'));
     }
 
     private static void header(StringBuilder out, String name, String type, String help) {

@@ -52,7 +52,7 @@ final class EngineReloader {
         String name = entry.id() + "/" + entry.backend();
         PluginSnapshot previous = entry.snapshot();
         String previousVersion = previous == null ? null : previous.info().version();
-        Map<ServedModel, EngineInstance> retired = new LinkedHashMap<>();
+        Map<ServedModel, RunningEngine> retired = new LinkedHashMap<>();
         List<String> switched = new ArrayList<>();
         PluginSnapshot next;
         entry.lifecycle().lock();
@@ -63,19 +63,19 @@ final class EngineReloader {
             } catch (PluginLibrary.RefusedException e) {
                 throw failed(entry, previousVersion, e.getMessage());
             }
-            Map<ServedModel, EngineInstance> fresh = new LinkedHashMap<>();
+            Map<ServedModel, RunningEngine> fresh = new LinkedHashMap<>();
             try {
                 for (ServedModel model : registry.modelsOf(entry)) {
                     fresh.put(model, registry.startInstance(next, model.file(), model));
                 }
             } catch (RuntimeException e) {
-                fresh.values().forEach(EngineInstance::close);
+                fresh.values().forEach(RunningEngine::close);
                 next.discard();
                 throw failed(entry, previousVersion, "loading the models into " + next.info().version() + " failed: " + e.getMessage());
             }
             // The switch: from here on every new request goes to the new instances.
             fresh.forEach((model, instance) -> {
-                EngineInstance old = model.swap(instance);
+                RunningEngine old = model.swap(instance);
                 if (old == null) {
                     instance.close(); // the model was unloaded meanwhile
                 } else {
@@ -84,12 +84,13 @@ final class EngineReloader {
                 }
             });
             entry.accept(next);
+            registry.health().forgive(entry);
         } finally {
             entry.reloading(false);
             entry.lifecycle().unlock();
         }
         long drainStart = System.nanoTime();
-        for (EngineInstance old : retired.values()) {
+        for (RunningEngine old : retired.values()) {
             old.gate().closeAndDrain();
             old.close();
         }

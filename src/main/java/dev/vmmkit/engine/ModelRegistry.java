@@ -1,6 +1,5 @@
 package dev.vmmkit.engine;
 
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -17,23 +16,29 @@ final class ModelRegistry {
     private final EngineCatalog catalog;
     private final ModelDirectory modelDirectory;
     private final DeviceMemory device;
-    private final Path privateDir;
     private final EngineMetrics metrics;
     private final System.Logger logger;
+    private final EngineLauncher launcher;
+    private final ModelHealth health = new ModelHealth();
     private final ConcurrentHashMap<String, ServedModel> models = new ConcurrentHashMap<>();
 
-    ModelRegistry(EngineCatalog catalog, ModelDirectory modelDirectory, DeviceMemory device, Path privateDir,
-                  EngineMetrics metrics, System.Logger logger) {
+    ModelRegistry(EngineCatalog catalog, ModelDirectory modelDirectory, DeviceMemory device,
+                  EngineMetrics metrics, System.Logger logger, EngineLauncher launcher) {
         this.catalog = catalog;
         this.modelDirectory = modelDirectory;
         this.device = device;
-        this.privateDir = privateDir;
         this.metrics = metrics;
         this.logger = logger;
+        this.launcher = launcher;
+    }
+
+    /** Crashes per model and the models marked failed. */
+    ModelHealth health() {
+        return health;
     }
 
     /** A request's hold on one instance of a model; closing it counts the request out. */
-    record Lease(ServedModel model, EngineInstance instance) implements AutoCloseable {
+    record Lease(ServedModel model, RunningEngine instance) implements AutoCloseable {
         @Override
         public void close() {
             model.touch();
@@ -49,6 +54,8 @@ final class ModelRegistry {
     Lease acquire(String name) {
         ModelDirectory.checkName(name);
         for (;;) {
+            String failure = health.failure(name);
+            if (failure != null) throw RequestFailure.modelFailed("model '" + name + "' is marked failed: " + failure);
             ServedModel model = models.get(name);
             if (model == null) {
                 ServedModel fresh = choose(name);
@@ -59,8 +66,13 @@ final class ModelRegistry {
                 }
             }
             model.awaitLoaded();
-            EngineInstance instance = model.enter();
-            if (instance != null) return new Lease(model, instance);
+            RunningEngine instance = model.enter();
+            if (instance != null && instance.alive()) return new Lease(model, instance);
+            if (instance != null) {
+                // its worker died and the news is on its way: take the model away here, and load it again
+                instance.gate().exit();
+                retire(model, instance);
+            }
             // unloaded or evicted between lookup and entry: look it up again
         }
     }
@@ -91,7 +103,7 @@ final class ModelRegistry {
         ServedModel model = models.get(name);
         // Still loading (no instance yet): not loaded, and left alone so its load is not orphaned.
         if (model == null || model.instance() == null) return false;
-        EngineInstance instance = model.detach();
+        RunningEngine instance = model.detach();
         models.remove(name, model);
         if (instance == null) return false;
         instance.gate().closeAndDrain();
@@ -114,7 +126,7 @@ final class ModelRegistry {
         candidates.sort(Comparator.comparingLong(ServedModel::lastUsedNanos));
         for (ServedModel model : candidates) {
             if (model == except || model.entry().reloading()) continue;
-            EngineInstance instance = model.evictIfIdle();
+            RunningEngine instance = model.evictIfIdle();
             if (instance == null) continue;
             models.remove(model.name(), model);
             metrics.evicted(reason); // counted as it leaves the listing, so the two never disagree
@@ -135,11 +147,10 @@ final class ModelRegistry {
      *
      * @throws RequestFailure 503 when nothing idle is left to evict, 500 when the engine fails
      */
-    EngineInstance startInstance(PluginSnapshot snapshot, ModelDirectory.ModelFile file, ServedModel forModel) {
+    RunningEngine startInstance(PluginSnapshot snapshot, ModelDirectory.ModelFile file, ServedModel forModel) {
         for (;;) {
             try {
-                return EngineInstance.start(snapshot, privateDir, device.resource(), device.engineDevice(),
-                        logger, file.name(), file.path());
+                return launcher.start(snapshot, file, (engine, death) -> workerDied(forModel, engine, death));
             } catch (EngineInstance.OutOfMemoryOnLoad e) {
                 // A model larger than the whole device never fits: evicting others would only lose them.
                 long total = device.figures().totalBytes();
@@ -157,6 +168,41 @@ final class ModelRegistry {
                         + "; device now " + device.figures());
             }
         }
+    }
+
+    /**
+     * A model's worker died after its load (its requests in flight fail on their own): the crash
+     * is counted, and when the worker is still the model's current instance the model leaves the
+     * registry, to be loaded again on its next request. Runs on the worker's reader thread, so the
+     * dead instance is drained and closed elsewhere.
+     */
+    private void workerDied(ServedModel model, WorkerEngine engine, WorkerProcess.Death death) {
+        if (model.instance() != engine) {
+            // unloaded, evicted or replaced meanwhile (a crash in engine_shutdown): counted, nothing to retire
+            metrics.crashed(model.name());
+            if (death.timedOut()) metrics.timedOut(model.name());
+            logger.log(System.Logger.Level.WARNING, "model " + model.name() + ": " + death.cause());
+            return;
+        }
+        crashed(model.name(), model.entry(), death.timedOut(), death.cause());
+        retire(model, engine);
+    }
+
+    private void crashed(String name, EngineEntry entry, boolean timedOut, String cause) {
+        metrics.crashed(name);
+        if (timedOut) metrics.timedOut(name);
+        ModelHealth.Failure failure = health.crashed(name, entry, cause);
+        logger.log(System.Logger.Level.ERROR, "model " + name + ": " + cause
+                + (failure == null ? "; it loads again on its next request" : "; marked failed: " + failure.reason()));
+    }
+
+    /** Takes a dead instance away from its model (if it is still there) and closes it once its requests left. */
+    private void retire(ServedModel model, RunningEngine dead) {
+        if (model.retire(dead)) models.remove(model.name(), model);
+        Thread.ofVirtual().name("engine-retire-" + model.name()).start(() -> {
+            dead.gate().closeAndDrain();
+            dead.close();
+        });
     }
 
     /** Gives device memory freed by closed instances back to the driver (after a reload). */
@@ -191,7 +237,14 @@ final class ModelRegistry {
                 throw RequestFailure.engineFailed("engine " + entry.id() + "/" + entry.backend() + " is refused: " + entry.rejection());
             }
             long started = System.nanoTime();
-            EngineInstance instance = startInstance(snapshot, model.file(), model);
+            RunningEngine instance;
+            try {
+                instance = startInstance(snapshot, model.file(), model);
+            } catch (RequestFailure failure) {
+                if (failure.workerDied()) crashed(model.name(), entry, failure.status() == 504, failure.getMessage());
+                throw failure;
+            }
+            if (health.crashedBefore(model.name())) metrics.restarted(model.name());
             model.loaded(instance);
             logger.log(System.Logger.Level.INFO, "loaded model " + model.name() + " on " + snapshot.manifest().id() + " "
                     + snapshot.manifest().version() + "/" + snapshot.manifest().gpuBackend() + " in "

@@ -12,7 +12,7 @@ final class ServedModel {
     private final ModelDirectory.ModelFile file;
     private final EngineEntry entry;
     private final CompletableFuture<Void> loaded = new CompletableFuture<>();
-    private volatile EngineInstance instance;
+    private volatile RunningEngine instance;
     private volatile long lastUsedMillis = System.currentTimeMillis();
     /** The same moment on the monotonic clock, which orders uses finer than milliseconds. */
     private volatile long lastUsedNanos = System.nanoTime();
@@ -35,7 +35,7 @@ final class ServedModel {
     }
 
     /** The instance serving now, or null while loading and after unload. */
-    EngineInstance instance() {
+    RunningEngine instance() {
         return instance;
     }
 
@@ -55,7 +55,7 @@ final class ServedModel {
     }
 
     /** The first load finished: requests may enter. */
-    void loaded(EngineInstance first) {
+    void loaded(RunningEngine first) {
         instance = first;
         touch();
         loaded.complete(null);
@@ -81,9 +81,9 @@ final class ServedModel {
      * unloaded (the caller looks the model up again). A reload may switch instances in between;
      * then the request enters the new one.
      */
-    EngineInstance enter() {
+    RunningEngine enter() {
         for (;;) {
-            EngineInstance current = instance;
+            RunningEngine current = instance;
             if (current == null) return null;
             if (current.gate().tryEnter()) return current;
             Thread.onSpinWait(); // closed by a reload that already switched, or an unload about to clear it
@@ -91,16 +91,23 @@ final class ServedModel {
     }
 
     /** Takes the instance away if nothing is in flight on it; returns it for the caller to close, or null. */
-    synchronized EngineInstance evictIfIdle() {
-        EngineInstance current = instance;
+    synchronized RunningEngine evictIfIdle() {
+        RunningEngine current = instance;
         if (current == null || !current.gate().closeIfIdle()) return null;
         instance = null;
         return current;
     }
 
+    /** Takes {@code dead} away if it is still the current instance; true when it was. */
+    synchronized boolean retire(RunningEngine dead) {
+        if (instance != dead) return false;
+        instance = null;
+        return true;
+    }
+
     /** Takes the instance away for unloading; the caller drains its gate and closes it. Null if none. */
-    synchronized EngineInstance detach() {
-        EngineInstance current = instance;
+    synchronized RunningEngine detach() {
+        RunningEngine current = instance;
         instance = null;
         return current;
     }
@@ -109,8 +116,8 @@ final class ServedModel {
      * Switches requests to {@code next} at once; returns the old instance for the caller to drain
      * and close, or null when the model was unloaded meanwhile (then the caller closes {@code next}).
      */
-    synchronized EngineInstance swap(EngineInstance next) {
-        EngineInstance old = instance;
+    synchronized RunningEngine swap(RunningEngine next) {
+        RunningEngine old = instance;
         if (old == null) return null;
         instance = next;
         return old;

@@ -4,6 +4,7 @@ import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.engine.EngineHost;
 import dev.vmmkit.engine.EngineHttpServer;
+import dev.vmmkit.engine.Isolation;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -68,6 +69,15 @@ public final class ServeCommand implements Callable<Integer> {
             description = "Reload a plugin on its own when its files change (--no-watch: only on POST). Default: on.")
     private boolean watch;
 
+    @Option(names = "--isolation", defaultValue = "worker", paramLabel = "MODE",
+            description = "worker: each model's engine in a process of its own (a crash or hang ends only that worker); "
+                    + "in-process: in this process (trusted plugins, no per-call cost). Default: ${DEFAULT-VALUE}.")
+    private String isolation;
+
+    @Option(names = "--request-timeout", defaultValue = "300s", paramLabel = "TIME",
+            description = "How long one engine call may run before its worker is ended (answer 504; --isolation worker). Default: ${DEFAULT-VALUE}.")
+    private String requestTimeout;
+
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
@@ -86,7 +96,8 @@ public final class ServeCommand implements Callable<Integer> {
         }
         VmmLog.oneLinePerRecord();
         EngineHost.Settings settings = new EngineHost.Settings(engines, models, vramThreshold, ramThreshold,
-                parseDuration(pollInterval), watch);
+                parseDuration(pollInterval, "--poll-interval"), watch, Isolation.parse(isolation),
+                parseDuration(requestTimeout, "--request-timeout"));
         VmmDriver driver = openDriver();
         EngineHost host = EngineHost.start(settings, driver);
         EngineHttpServer server;
@@ -133,14 +144,14 @@ public final class ServeCommand implements Callable<Integer> {
     }
 
     /** Reads {@code 1s}, {@code 250ms}, {@code 2.5s} or a plain number of seconds. */
-    static Duration parseDuration(String text) {
+    static Duration parseDuration(String text, String option) {
         String t = text.trim().toLowerCase(java.util.Locale.ROOT);
         try {
             if (t.endsWith("ms")) return Duration.ofMillis(Long.parseLong(t.substring(0, t.length() - 2).trim()));
             String seconds = t.endsWith("s") ? t.substring(0, t.length() - 1).trim() : t;
             return Duration.ofMillis(Math.round(Double.parseDouble(seconds) * 1000));
         } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("--poll-interval '" + text + "' is not a time (examples: 1s, 250ms, 2.5s)");
+            throw new IllegalArgumentException(option + " '" + text + "' is not a time (examples: 1s, 250ms, 2.5s)");
         }
     }
 }

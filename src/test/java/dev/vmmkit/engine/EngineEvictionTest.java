@@ -13,7 +13,6 @@ import static dev.vmmkit.engine.EngineHttpApiTest.assertError;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
-import static org.junit.jupiter.api.Assertions.fail;
 
 /** Eviction by the resource monitor and by loads that find no device memory, with a busy model. */
 class EngineEvictionTest {
@@ -21,35 +20,39 @@ class EngineEvictionTest {
 
     @Test
     void monitorEvictsTheLeastRecentlyUsedIdleModelNeverABusyOne(@TempDir Path root) throws Exception {
-        try (EngineTestBed bed = new EngineTestBed(root)) {
-            installSlowAndFixturePlugins(bed);
+        Path hooks = root.resolve("hooks");
+        try (EngineTestBed bed = new EngineTestBed(root); EngineHooks held = EngineHooks.open(hooks, "a")) {
+            installHoldingAndFixturePlugins(bed, hooks);
             bed.model("a.sl", 8 * MIB);
             bed.model("b.fx", 8 * MIB);
             bed.model("c.fx", 8 * MIB);
             bed.model("d.fx", 8 * MIB);
             // 64 MiB device, 45 %: a, b, c (24 MiB + a shared 2 MiB page) fit; d tips it over.
-            bed.start(64L * MIB, 0.45, 40, false, null);
-            bed.host().registry().acquire("a").close(); // loads a without the 3 s request
-            Thread.sleep(5);
+            // The monitor runs when the test says (pollOnce), not on a timer.
+            bed.start(64L * MIB, 0.45, 3_600_000, false, null);
+            bed.host().registry().acquire("a").close(); // loads a without a request
             assertEquals(200, bed.generate("b", "x").status());
             assertEquals(200, bed.generate("c", "x").status());
-            CompletableFuture<EngineTestBed.Answer> busy = CompletableFuture.supplyAsync(() -> bed.generate("a", "slow"));
-            awaitInFlight(bed, "a");
+            CompletableFuture<EngineTestBed.Answer> busy = CompletableFuture.supplyAsync(() -> bed.generate("a", "hold:a"));
+            held.awaitEntered();
             // LRU order is now a (busy), b, c.
             assertEquals(200, bed.generate("d", "x").status());
-            awaitGone(bed, "b");
+            bed.host().monitor().pollOnce();
+            assertNull(bed.loadedModel("b"), bed.get("/api/models").text());
             assertNotNull(bed.loadedModel("a"), "the busy model stays although it is least recently used");
             assertNotNull(bed.loadedModel("c"));
             assertNotNull(bed.loadedModel("d"));
             assertEquals(1, bed.metric("vmmkit_evictions_total{reason=\"vram\"}"));
+            held.release();
             assertEquals(200, busy.get().status(), "the busy request finished normally");
         }
     }
 
     @Test
     void aLoadWithoutMemoryEvictsIdleModelsThenAnswers503(@TempDir Path root) throws Exception {
-        try (EngineTestBed bed = new EngineTestBed(root)) {
-            installSlowAndFixturePlugins(bed);
+        Path hooks = root.resolve("hooks");
+        try (EngineTestBed bed = new EngineTestBed(root); EngineHooks held = EngineHooks.open(hooks, "a")) {
+            installHoldingAndFixturePlugins(bed, hooks);
             bed.model("a.sl", 8 * MIB);
             bed.model("b.fx", 8 * MIB);
             bed.model("c.fx", 8 * MIB);
@@ -57,12 +60,10 @@ class EngineEvictionTest {
             bed.model("huge.fx", 28 * MIB);
             bed.start(36L * MIB, 1.0, 60_000, false, null);
             bed.host().registry().acquire("a").close();
-            Thread.sleep(5);
             assertEquals(200, bed.generate("b", "x").status());
-            Thread.sleep(5);
             assertEquals(200, bed.generate("c", "x").status());
-            CompletableFuture<EngineTestBed.Answer> busy = CompletableFuture.supplyAsync(() -> bed.generate("a", "slow"));
-            awaitInFlight(bed, "a");
+            CompletableFuture<EngineTestBed.Answer> busy = CompletableFuture.supplyAsync(() -> bed.generate("a", "hold:a"));
+            held.awaitEntered();
 
             // 26 MiB used of 36: big (20 MiB) needs b and c gone; a is busy and stays.
             assertEquals(200, bed.generate("big", "x").status());
@@ -72,6 +73,7 @@ class EngineEvictionTest {
             // huge (28 MiB) would need a gone too, but a is busy: big goes, then 503.
             assertError(bed.generate("huge", "x"), 503, "no idle model left to evict");
             assertEquals(List.of("a"), loadedNames(bed));
+            held.release();
             assertEquals(200, busy.get().status());
             assertNull(bed.loadedModel("huge"));
         }
@@ -99,26 +101,12 @@ class EngineEvictionTest {
         return names;
     }
 
-    private static void awaitInFlight(EngineTestBed bed, String name) throws InterruptedException {
-        for (int i = 0; i < 1000; i++) {
-            JsonNode model = bed.loadedModel(name);
-            if (model != null && model.get("in_flight").asInt() > 0) return;
-            Thread.sleep(5);
-        }
-        fail(name + " never had a request in flight");
-    }
-
-    private static void awaitGone(EngineTestBed bed, String name) throws InterruptedException {
-        for (int i = 0; i < 1000; i++) {
-            if (bed.loadedModel(name) == null) return;
-            Thread.sleep(5);
-        }
-        fail(name + " was never evicted: " + bed.get("/api/models").text());
-    }
-
-    /** The plugins both eviction tests load: "sl" models answer after 3 s (a busy model), "fx" at once. */
-    private static void installSlowAndFixturePlugins(EngineTestBed bed) throws Exception {
-        bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":3000}");
+    /**
+     * The plugins both eviction tests load: "sl" models hold the prompt {@code hold:NAME} inside
+     * engine_generate until the test releases it (a busy model); "fx" models answer at once.
+     */
+    private static void installHoldingAndFixturePlugins(EngineTestBed bed, Path hooks) throws Exception {
+        bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":0,\"hook_dir\":\"" + hooks + "\"}");
         bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
     }
 }

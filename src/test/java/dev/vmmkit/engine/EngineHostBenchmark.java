@@ -20,7 +20,11 @@ import java.util.concurrent.atomic.AtomicLong;
  *       through the host's instance (lock, copy-out), the registry (lease) and HTTP (one client);</li>
  *   <li>requests per second over HTTP with 8 clients;</li>
  *   <li>the reload pause: the longest request latency while a shadow reload runs under 8 clients,
- *       against the longest and mean latency before it.</li>
+ *       against the longest and mean latency before it;</li>
+ *   <li>per isolation mode (in process, a worker per instance): the median of lease + generate and
+ *       of one HTTP client's round trip, requests/s with 8 clients and the reload pause, then the
+ *       isolation's cost per generate (worker median minus in-process median);</li>
+ *   <li>how long a worker takes to start (to its first frame, model load excluded), and to load.</li>
  * </ol>
  * Arguments: [seconds per phase, default 3].
  */
@@ -30,15 +34,71 @@ public final class EngineHostBenchmark {
     public static void main(String[] args) throws Exception {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3;
         Path root = Files.createTempDirectory("vmmkit-engine-bench");
-        try (EngineTestBed bed = new EngineTestBed(root)) {
-            Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
-            bed.model("a.fx", 1 << 20);
-            bed.model("b.fx", 1 << 20);
-            bed.start();
-            directCalls(bed, seconds);
-            throughput(bed, seconds);
-            reloadPause(bed, plugin, seconds);
+        double[] medians = new double[2];
+        for (Isolation mode : List.of(Isolation.IN_PROCESS, Isolation.WORKER)) {
+            System.out.println("######## isolation: " + mode.name().toLowerCase(Locale.ROOT).replace('_', '-'));
+            try (EngineTestBed bed = new EngineTestBed(Files.createDirectories(root.resolve(mode.name())))) {
+                Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
+                bed.model("a.fx", 1 << 20);
+                bed.model("b.fx", 1 << 20);
+                if (mode == Isolation.WORKER) bed.workers(EngineHost.Settings.DEFAULT_REQUEST_TIMEOUT);
+                bed.start();
+                if (mode == Isolation.IN_PROCESS) directCalls(bed, seconds);
+                medians[mode.ordinal()] = medians(bed, seconds);
+                throughput(bed, seconds);
+                reloadPause(bed, plugin, seconds);
+            }
         }
+        System.out.printf(Locale.ROOT, "isolation cost per generate (p50, lease + call): %.1f us%n",
+                (medians[Isolation.WORKER.ordinal()] - medians[Isolation.IN_PROCESS.ordinal()]) / 1000);
+        workerStart(root);
+    }
+
+    /** Medians of lease + generate and of one HTTP client; returns the first in ns. */
+    private static double medians(EngineTestBed bed, double seconds) {
+        System.out.println("== per generate, median");
+        double lease = median(seconds, () -> {
+            try (ModelRegistry.Lease l = bed.host().registry().acquire("a")) {
+                l.instance().generate("hello");
+            }
+        });
+        print("p50 lease + generate", lease);
+        print("p50 HTTP, one client", median(seconds / 3, () -> bed.generate("a", "hello")));
+        return lease;
+    }
+
+    /** A worker's start to its first frame (JVM and channel, no model), and to a loaded model. */
+    private static void workerStart(Path root) throws Exception {
+        System.out.println("== worker start (" + 7 + " starts, median)");
+        Path privateDir = Files.createDirectories(root.resolve("start"));
+        long[] ready = new long[7];
+        for (int i = 0; i < ready.length; i++) {
+            long t0 = System.nanoTime();
+            WorkerProcess worker = WorkerProcess.start("bench", privateDir, java.time.Duration.ofSeconds(60), death -> { });
+            ready[i] = System.nanoTime() - t0;
+            worker.close();
+        }
+        java.util.Arrays.sort(ready);
+        System.out.printf(Locale.ROOT, "worker start to ready: median %.0f ms (min %.0f, max %.0f)%n",
+                ready[ready.length / 2] / 1e6, ready[0] / 1e6, ready[ready.length - 1] / 1e6);
+    }
+
+    /** Median nanoseconds per call of {@code body} over about {@code seconds}, after a warm-up. */
+    private static double median(double seconds, Runnable body) {
+        for (int i = 0; i < 2000; i++) body.run();
+        long[] samples = new long[1 << 20];
+        int n = 0;
+        long deadline = System.nanoTime() + (long) (seconds * 1e9);
+        long now = System.nanoTime();
+        while (now < deadline && n < samples.length) {
+            body.run();
+            long after = System.nanoTime();
+            samples[n++] = after - now;
+            now = after;
+        }
+        long[] taken = java.util.Arrays.copyOf(samples, n);
+        java.util.Arrays.sort(taken);
+        return taken[n / 2];
     }
 
     private static void directCalls(EngineTestBed bed, double seconds) throws Exception {
@@ -74,10 +134,7 @@ public final class EngineHostBenchmark {
                 }
             });
             print("host registry (lease + call)", lease);
-            double http = time(seconds / 3, () -> bed.generate("a", "hello"));
-            print("HTTP, one client", http);
-            System.out.printf(Locale.ROOT, "host overhead per generate: %.2f us in process, %.1f us with HTTP%n",
-                    (lease - raw) / 1000, (http - raw) / 1000);
+            System.out.printf(Locale.ROOT, "host overhead per generate in process: %.2f us%n", (lease - raw) / 1000);
         } finally {
             snapshot.discard();
         }

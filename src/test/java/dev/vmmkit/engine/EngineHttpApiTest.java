@@ -182,29 +182,44 @@ class EngineHttpApiTest {
 
     @Test
     void callsAreSerialisedPerInstanceUnlessTheManifestSaysConcurrent(@TempDir Path root) throws Exception {
-        try (EngineTestBed bed = new EngineTestBed(root)) {
-            bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", ",\"options\":{\"delay_ms\":400}");
-            bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"",
-                    ",\"options\":{\"delay_ms\":400},\"concurrent\":true");
+        Path hooks = root.resolve("hooks");
+        try (EngineTestBed bed = new EngineTestBed(root);
+             EngineHooks serial = EngineHooks.open(hooks, "serial");
+             EngineHooks parallel = EngineHooks.open(hooks, "parallel")) {
+            String options = "\"options\":{\"delay_ms\":0,\"hook_dir\":\"" + hooks + "\"}";
+            bed.install("slow", "1.0.0", "fixture-slow.so", "\"sl\"", "," + options);
+            bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "," + options + ",\"concurrent\":true");
             bed.model("serial.sl", 4096);
             bed.model("parallel.fx", 4096);
             bed.start();
-            assertEquals(200, bed.generate("serial", "warm").status());
-            assertEquals(200, bed.generate("parallel", "warm").status());
-            // Four requests of 400 ms each: one after another they take at least 1600 ms.
-            assertTrue(fourAtOnceMillis(bed, "serial") >= 1600);
-            assertTrue(fourAtOnceMillis(bed, "parallel") < 1600, "a concurrent engine runs them side by side");
+            try (ExecutorService clients = Executors.newFixedThreadPool(4)) {
+                // A concurrent engine: all four calls are inside engine_generate before any returns.
+                List<Future<EngineTestBed.Answer>> calls = new ArrayList<>();
+                for (int i = 0; i < 4; i++) calls.add(clients.submit(() -> bed.generate("parallel", "hold:parallel")));
+                for (int i = 0; i < 4; i++) parallel.awaitEntered();
+                for (int i = 0; i < 4; i++) parallel.release();
+                for (Future<EngineTestBed.Answer> call : calls) assertEquals(4, mostInside(call.get()), "side by side");
+
+                // One at a time: all four wait in the host while one is inside the engine.
+                calls.clear();
+                for (int i = 0; i < 4; i++) calls.add(clients.submit(() -> bed.generate("serial", "hold:serial")));
+                serial.awaitEntered();
+                ServedModel model = bed.host().registry().models().stream()
+                        .filter(m -> m.name().equals("serial")).findFirst().orElseThrow();
+                while (model.instance().gate().inFlight() < 4) Thread.onSpinWait();
+                for (int i = 0; i < 4; i++) {
+                    serial.release();
+                    if (i < 3) serial.awaitEntered();
+                }
+                for (Future<EngineTestBed.Answer> call : calls) assertEquals(1, mostInside(call.get()), "one call at a time");
+            }
         }
     }
 
-    private static long fourAtOnceMillis(EngineTestBed bed, String model) throws Exception {
-        try (ExecutorService clients = Executors.newFixedThreadPool(4)) {
-            long start = System.nanoTime();
-            List<Future<EngineTestBed.Answer>> calls = new ArrayList<>();
-            for (int i = 0; i < 4; i++) calls.add(clients.submit(() -> bed.generate(model, "x")));
-            for (Future<EngineTestBed.Answer> call : calls) assertEquals(200, call.get().status());
-            return (System.nanoTime() - start) / 1_000_000;
-        }
+    /** The fixture's third token for a held call: the most calls inside engine_generate at once. */
+    private static int mostInside(EngineTestBed.Answer answer) {
+        assertEquals(200, answer.status(), answer.text());
+        return answer.json().get("tokens").get(2).get("id").asInt();
     }
 
     static void assertRejected(EngineTestBed bed, String id, String reason) {

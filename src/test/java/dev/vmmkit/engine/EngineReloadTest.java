@@ -6,10 +6,12 @@ import org.junit.jupiter.api.io.TempDir;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static dev.vmmkit.engine.EngineHttpApiTest.assertError;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -24,60 +26,98 @@ class EngineReloadTest {
 
     @Test
     void reloadUnderEightClientsLosesNoRequest(@TempDir Path root) throws Exception {
+        reloadUnderEightClients(root, false);
+    }
+
+    @Test
+    void reloadUnderEightClientsLosesNoRequestWithWorkers(@TempDir Path root) throws Exception {
+        reloadUnderEightClients(root, true);
+    }
+
+    /**
+     * Eight clients on two models through two reloads (v1 to v2, the binary rewritten in place
+     * under the running instances, then back to v1). Each answer is recorded with the phase its
+     * request was sent in: 0 before the first reload answered (either version), 1 between it and
+     * the second reload (only 2.0.0), 2 during the second (either), 3 after it (only 1.0.0).
+     * Latches, not pauses, make every client send requests in phases 0, 1 and 3.
+     */
+    private static void reloadUnderEightClients(Path root, boolean workers) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
-            Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", ",\"options\":{\"delay_ms\":2}");
+            Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
             bed.model("a.fx", 1 << 20);
             bed.model("b.fx", 1 << 20);
+            if (workers) bed.workers(java.time.Duration.ofSeconds(300));
             bed.start();
             AtomicBoolean stop = new AtomicBoolean();
+            AtomicInteger phase = new AtomicInteger();
             ConcurrentLinkedQueue<String> failures = new ConcurrentLinkedQueue<>();
-            List<List<String>> versionsSeen = new ArrayList<>();
-            CountDownLatch warm = new CountDownLatch(CLIENTS);
+            List<List<String>> seen = new ArrayList<>(); // "PHASE VERSION" per answer, per client
+            CountDownLatch[] answeredIn = {new CountDownLatch(CLIENTS), new CountDownLatch(CLIENTS),
+                    new CountDownLatch(0), new CountDownLatch(CLIENTS)};
+            CountDownLatch[] overwritten = {new CountDownLatch(1), new CountDownLatch(CLIENTS)};
             List<Thread> clients = new ArrayList<>();
             for (int c = 0; c < CLIENTS; c++) {
-                List<String> versions = new ArrayList<>();
-                versionsSeen.add(versions);
+                List<String> answers = new ArrayList<>();
+                seen.add(answers);
                 String model = c % 2 == 0 ? "a" : "b";
                 clients.add(Thread.ofPlatform().start(() -> {
                     int n = 0;
+                    boolean[] counted = new boolean[4];
+                    boolean countedOverwrite = false;
                     while (!stop.get()) {
+                        int sentIn = phase.get();
+                        boolean afterOverwrite = overwritten[0].getCount() == 0;
                         EngineTestBed.Answer answer = bed.generate(model, "p" + n++);
                         if (answer.status() != 200) failures.add(answer.status() + " " + answer.text());
-                        else versions.add(answer.json().get("engine_version").asText());
-                        if (n == 3) warm.countDown();
+                        else answers.add(sentIn + " " + answer.json().get("engine_version").asText());
+                        if (!counted[sentIn] && n >= 3) {
+                            counted[sentIn] = true;
+                            answeredIn[sentIn].countDown();
+                        }
+                        if (afterOverwrite && !countedOverwrite) {
+                            countedOverwrite = true;
+                            overwritten[1].countDown();
+                        }
                     }
                 }));
             }
-            warm.await();
-            // v1 -> v2, the binary rewritten in place under the running instances, then back to v1
+            answeredIn[0].await();
             EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v2.so"));
             setVersion(plugin, "2.0.0");
-            Thread.sleep(100);
+            overwritten[0].countDown();
+            overwritten[1].await(); // every client was answered by the old instances after the file changed under them
             EngineTestBed.Answer first = bed.post("/api/engines/fixture/reload", "");
             assertEquals(200, first.status(), first.text());
             assertEquals("2.0.0", first.json().get("reloaded").get(0).get("version").asText());
             assertEquals(2, first.json().get("reloaded").get(0).get("models").size());
-            Thread.sleep(200);
+            phase.set(1);
+            answeredIn[1].await();
             EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-v1.so"));
             setVersion(plugin, "1.0.0");
+            phase.set(2);
             assertEquals(200, bed.post("/api/engines/fixture/reload", "").status());
-            Thread.sleep(200);
+            phase.set(3);
+            answeredIn[3].await();
             stop.set(true);
             for (Thread client : clients) client.join();
 
             assertTrue(failures.isEmpty(), "failed requests: " + failures);
-            int total = 0;
-            for (List<String> versions : versionsSeen) {
-                total += versions.size();
-                // Each client sees 1.0.0, then 2.0.0, then 1.0.0 again: never an old version after a newer one.
-                int phase = 0;
-                for (String version : versions) {
-                    int expected = phase % 2 == 0 ? 1 : 2;
-                    if (!version.startsWith(String.valueOf(expected))) phase++;
-                    assertTrue(phase <= 2, "client went back to an older version: " + versions);
+            List<String> expected = Arrays.asList(null, "2.0.0", null, "1.0.0"); // null: either
+            for (List<String> answers : seen) {
+                int[] perPhase = new int[4];
+                for (String answer : answers) {
+                    int sentIn = answer.charAt(0) - '0';
+                    String version = answer.substring(2);
+                    perPhase[sentIn]++;
+                    String wanted = expected.get(sentIn);
+                    if (wanted != null) {
+                        assertEquals(wanted, version, "answer " + perPhase[sentIn] + " to a request sent in phase " + sentIn);
+                    } else {
+                        assertTrue(version.equals("1.0.0") || version.equals("2.0.0"), version);
+                    }
                 }
+                assertTrue(perPhase[1] > 0 && perPhase[3] > 0, "the client saw each new version: " + Arrays.toString(perPhase));
             }
-            assertTrue(total > 50, "clients made " + total + " requests");
             assertEquals(2, bed.metric("vmmkit_reloads_total{result=\"ok\"}"));
             assertEquals(2, bed.get("/api/models").json().size());
         }

@@ -30,6 +30,8 @@ final class EngineTestBed implements AutoCloseable {
     private final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build();
     private HostDriver driver;
     private java.util.function.UnaryOperator<dev.vmmkit.driver.VmmDriver> wrap = d -> d;
+    private Isolation isolation = Isolation.IN_PROCESS;
+    private Duration requestTimeout = EngineHost.Settings.DEFAULT_REQUEST_TIMEOUT;
     private EngineHost host;
     private EngineHttpServer server;
 
@@ -67,9 +69,17 @@ final class EngineTestBed implements AutoCloseable {
     EngineTestBed start(long deviceCapacity, double vramThreshold, long pollMillis, boolean watch, MemoryReader ram)
             throws IOException {
         driver = HostDriver.builder().capacity(deviceCapacity).build();
-        host = EngineHost.start(new EngineHost.Settings(engines, models, vramThreshold, 0.9, Duration.ofMillis(pollMillis), watch),
+        host = EngineHost.start(new EngineHost.Settings(engines, models, vramThreshold, 0.9, Duration.ofMillis(pollMillis), watch,
+                        isolation, requestTimeout),
                 wrap.apply(driver), null, ram == null ? () -> new MemoryFigures(1, 100) : ram);
         server = EngineHttpServer.start(host, 0);
+        return this;
+    }
+
+    /** Runs every engine instance in a worker process of its own; call before start. */
+    EngineTestBed workers(Duration timeout) {
+        this.isolation = Isolation.WORKER;
+        this.requestTimeout = timeout;
         return this;
     }
 

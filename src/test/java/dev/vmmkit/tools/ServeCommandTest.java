@@ -63,10 +63,10 @@ class ServeCommandTest {
 
     @Test
     void pollIntervalsAreReadInSecondsOrMilliseconds() {
-        assertEquals(Duration.ofSeconds(1), ServeCommand.parseDuration("1s"));
-        assertEquals(Duration.ofMillis(250), ServeCommand.parseDuration("250ms"));
-        assertEquals(Duration.ofMillis(2500), ServeCommand.parseDuration("2.5"));
-        assertThrows(IllegalArgumentException.class, () -> ServeCommand.parseDuration("soon"));
+        assertEquals(Duration.ofSeconds(1), ServeCommand.parseDuration("1s", "--poll-interval"));
+        assertEquals(Duration.ofMillis(250), ServeCommand.parseDuration("250ms", "--poll-interval"));
+        assertEquals(Duration.ofMillis(2500), ServeCommand.parseDuration("2.5", "--poll-interval"));
+        assertThrows(IllegalArgumentException.class, () -> ServeCommand.parseDuration("soon", "--poll-interval"));
     }
 
     @Test

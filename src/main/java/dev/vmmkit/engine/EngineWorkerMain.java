@@ -1,0 +1,203 @@
+package dev.vmmkit.engine;
+
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.LibC;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.VmmLog;
+
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+
+/**
+ * An engine worker: the process that runs one engine instance for the host ({@link WorkerProcess}
+ * starts it with this class as its main class). It loads the plugin with the same code the host
+ * uses in process ({@link EngineInstance}), over its own vmmkit allocator, and answers frames on
+ * its channel ({@link WorkerChannel}). A crash here ends this process only.
+ *
+ * <p>The channel to the host is a private copy of the standard output the host gave it; standard
+ * output itself then goes to standard error, so a plugin that prints cannot corrupt the channel.
+ */
+public final class EngineWorkerMain {
+    private static final System.Logger LOGGER = System.getLogger("dev.vmmkit.engine.worker");
+
+    private final WorkerChannel channel;
+    private VmmDriver driver;
+    private DeviceMemory device;
+    private EngineInstance instance;
+    private ExecutorService concurrentCalls;
+
+    private EngineWorkerMain(WorkerChannel channel) {
+        this.channel = channel;
+    }
+
+    public static void main(String[] args) throws Exception {
+        VmmLog.oneLinePerRecord();
+        int channelFd = LibC.dup(1);
+        if (channelFd < 0 || LibC.dup2(2, 1) < 0) {
+            System.err.println("engine worker: cannot set up its channel: " + LibC.describeErrno(LibC.errno()));
+            System.exit(70);
+        }
+        FileOutputStream out = new FileOutputStream("/proc/self/fd/" + channelFd);
+        LibC.close(channelFd);
+        watchParent();
+        EngineWorkerMain worker = new EngineWorkerMain(new WorkerChannel(new FileInputStream(java.io.FileDescriptor.in), out));
+        worker.channel.write(WorkerChannel.READY, 0, data -> data.writeLong(ProcessHandle.current().pid()));
+        int status = worker.serve();
+        System.exit(status);
+    }
+
+    /** Answers frames until SHUTDOWN or the end of the channel; returns the exit status. */
+    private int serve() throws IOException {
+        for (;;) {
+            WorkerChannel.Frame frame;
+            try {
+                frame = channel.read();
+            } catch (EOFException e) {
+                shutdown(); // the host closed the channel: it is gone or gave up on us
+                return 0;
+            }
+            switch (frame.type()) {
+                case WorkerChannel.LOAD -> load(frame.call(), frame.payload());
+                case WorkerChannel.GENERATE -> {
+                    String prompt = WorkerChannel.readString(frame.payload());
+                    if (concurrentCalls != null) concurrentCalls.execute(() -> generate(frame.call(), prompt));
+                    else generate(frame.call(), prompt);
+                }
+                case WorkerChannel.SHUTDOWN -> {
+                    shutdown();
+                    reply(WorkerChannel.DONE, frame.call(), null);
+                    return 0;
+                }
+                default -> {
+                    LOGGER.log(System.Logger.Level.ERROR, "engine worker: unknown frame type " + frame.type() + " from the host");
+                    return 71;
+                }
+            }
+        }
+    }
+
+    private void load(int call, DataInputStream in) throws IOException {
+        String driverKind = WorkerChannel.readString(in);
+        int driverDevice = in.readInt();
+        long hostCapacity = in.readLong();
+        int engineDevice = in.readInt();
+        Path staged = Path.of(WorkerChannel.readString(in));
+        Path privateDir = Path.of(WorkerChannel.readString(in));
+        String id = WorkerChannel.readString(in);
+        String version = WorkerChannel.readString(in);
+        int abi = in.readInt();
+        String backend = WorkerChannel.readString(in);
+        String options = WorkerChannel.readString(in);
+        boolean concurrent = in.readBoolean();
+        String modelName = WorkerChannel.readString(in);
+        Path modelPath = Path.of(WorkerChannel.readString(in));
+        EngineManifest manifest = new EngineManifest(id, version, abi, backend, List.of(), List.of(), staged, options, concurrent);
+        PluginSnapshot snapshot = new PluginSnapshot(manifest, staged, new PluginLibrary.Info(abi, id, version));
+        try {
+            driver = Drivers.open(DriverKind.parse(driverKind), driverDevice, hostCapacity);
+            device = new DeviceMemory(driver);
+            instance = EngineInstance.start(snapshot, privateDir, device.resource(), engineDevice, LOGGER, modelName, modelPath);
+            if (concurrent) concurrentCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-call-", 0).factory());
+            reply(WorkerChannel.DONE, call, null);
+        } catch (EngineInstance.OutOfMemoryOnLoad e) {
+            failed(call, true, e.neededBytes(), e.getMessage());
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        }
+    }
+
+    private void generate(int call, String prompt) {
+        try {
+            List<RunningEngine.Token> tokens = instance.generate(prompt);
+            reply(WorkerChannel.DONE, call, out -> {
+                out.writeInt(tokens.size());
+                for (RunningEngine.Token token : tokens) {
+                    out.writeLong(token.id());
+                    out.writeInt(token.logprobs().length);
+                    for (float p : token.logprobs()) out.writeFloat(p);
+                }
+            });
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        }
+    }
+
+    private void shutdown() {
+        if (concurrentCalls != null) concurrentCalls.shutdown();
+        if (instance != null) instance.close();
+        instance = null;
+        if (device != null) device.close();
+        device = null;
+        if (driver != null) driver.close();
+        driver = null;
+    }
+
+    /** DONE or FAILED always lead with the memory figures: the instance's bytes and the driver's use. */
+    private void reply(int type, int call, WorkerChannel.Payload rest) {
+        long instanceBytes = instance == null ? 0 : instance.deviceBytes();
+        long driverUsed = driverUsedBytes();
+        try {
+            channel.write(type, call, out -> {
+                out.writeLong(instanceBytes);
+                out.writeLong(driverUsed);
+                if (rest != null) rest.write(out);
+            });
+        } catch (IOException e) {
+            Runtime.getRuntime().halt(72); // the host is gone
+        }
+    }
+
+    /** FAILED: out of memory or not, the memory figures, the message, and the least bytes the load needs (0: unknown). */
+    private void failed(int call, boolean outOfMemory, long neededBytes, String message) {
+        long instanceBytes = instance == null ? 0 : instance.deviceBytes();
+        long driverUsed = driverUsedBytes();
+        try {
+            channel.write(WorkerChannel.FAILED, call, out -> {
+                out.writeBoolean(outOfMemory);
+                out.writeLong(instanceBytes);
+                out.writeLong(driverUsed);
+                WorkerChannel.writeString(out, message);
+                out.writeLong(neededBytes);
+            });
+        } catch (IOException e) {
+            Runtime.getRuntime().halt(72);
+        }
+    }
+
+    private long driverUsedBytes() {
+        if (driver == null) return 0;
+        try {
+            VmmDriver.MemoryInfo info = driver.memoryInfo();
+            return info.totalBytes() - info.freeBytes();
+        } catch (RuntimeException e) {
+            return 0;
+        }
+    }
+
+    /**
+     * Ends this worker when the host is gone. The end of the channel says so too, but not while a
+     * call hangs inside the plugin; then only this check notices.
+     */
+    private static void watchParent() {
+        long parent = ProcessHandle.current().parent().map(ProcessHandle::pid).orElse(-1L);
+        Thread.ofPlatform().daemon().name("engine-worker-parent-watch").start(() -> {
+            for (;;) {
+                try {
+                    Thread.sleep(1000);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                long now = ProcessHandle.current().parent().map(ProcessHandle::pid).orElse(-1L);
+                if (now != parent) Runtime.getRuntime().halt(73);
+            }
+        });
+    }
+}

@@ -1,0 +1,132 @@
+package dev.vmmkit.engine;
+
+import java.io.BufferedInputStream;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The framing between the host and an engine worker, over the worker's standard input (host to
+ * worker) and a private copy of its standard output (worker to host). docs/engine.md describes it:
+ * every frame is {@code u32 length | u8 type | u32 call | payload}, big-endian, where length counts
+ * type, call and payload. The call number pairs an answer with its request, so several calls can be
+ * in flight on one worker (a concurrent engine), and a stream of frames can answer one call.
+ * Writing is thread-safe; reading is for one thread.
+ */
+final class WorkerChannel implements AutoCloseable {
+    /** Host to worker: load the model (the engine's identity, the driver, the model file). */
+    static final int LOAD = 1;
+    /** Host to worker: engine_generate with a prompt. */
+    static final int GENERATE = 2;
+    /** Host to worker: engine_shutdown, free what is left, exit. */
+    static final int SHUTDOWN = 3;
+    /** Worker to host, first frame: the worker is up (its pid). */
+    static final int READY = 64;
+    /** Worker to host: a call succeeded (memory figures, then the call's results). */
+    static final int DONE = 65;
+    /** Worker to host: a call failed (out-of-memory flag, memory figures, message). */
+    static final int FAILED = 66;
+
+    /** A frame longer than this is garbage, not a message. */
+    static final int MAX_FRAME = 64 << 20;
+
+    /** A frame that does not follow the framing; the peer is broken. */
+    static final class GarbageException extends IOException {
+        GarbageException(String message) {
+            super(message);
+        }
+    }
+
+    /** One received frame. */
+    record Frame(int type, int call, DataInputStream payload) {
+    }
+
+    private final DataInputStream in;
+    private final OutputStream out;
+
+    WorkerChannel(InputStream in, OutputStream out) {
+        this.in = new DataInputStream(new BufferedInputStream(in, 1 << 16));
+        this.out = out;
+    }
+
+    /** The next frame; EOFException when the peer closed its end. */
+    Frame read() throws IOException {
+        int length = in.readInt();
+        if (length < 5 || length > MAX_FRAME) throw new GarbageException("a frame of " + length + " bytes");
+        int type = in.readUnsignedByte();
+        int call = in.readInt();
+        byte[] payload = new byte[length - 5];
+        in.readFully(payload);
+        return new Frame(type, call, new DataInputStream(new ByteArrayInputStream(payload)));
+    }
+
+    /** What a frame carries, written by the caller. */
+    interface Payload {
+        void write(DataOutputStream out) throws IOException;
+    }
+
+    /** Sends one frame in one write. */
+    void write(int type, int call, Payload payload) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream(64);
+        DataOutputStream data = new DataOutputStream(bytes);
+        data.writeInt(0);
+        data.writeByte(type);
+        data.writeInt(call);
+        if (payload != null) payload.write(data);
+        byte[] frame = bytes.toByteArray();
+        int length = frame.length - 4;
+        frame[0] = (byte) (length >>> 24);
+        frame[1] = (byte) (length >>> 16);
+        frame[2] = (byte) (length >>> 8);
+        frame[3] = (byte) length;
+        synchronized (out) {
+            out.write(frame);
+            out.flush();
+        }
+    }
+
+    /** A string as u32 byte count (-1 for null) and UTF-8 bytes. */
+    static void writeString(DataOutputStream out, String value) throws IOException {
+        if (value == null) {
+            out.writeInt(-1);
+            return;
+        }
+        byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
+        out.writeInt(bytes.length);
+        out.write(bytes);
+    }
+
+    static String readString(DataInputStream in) throws IOException {
+        int length = in.readInt();
+        if (length == -1) return null;
+        if (length < 0 || length > MAX_FRAME) throw new GarbageException("a string of " + length + " bytes");
+        byte[] bytes = new byte[length];
+        in.readFully(bytes);
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    /** True for the end of the stream, as opposed to garbage. */
+    static boolean closed(IOException e) {
+        return e instanceof EOFException;
+    }
+
+    @Override
+    public void close() {
+        try {
+            in.close();
+        } catch (IOException ignored) {
+            // closing a pipe end: nothing to report
+        }
+        try {
+            out.close();
+        } catch (IOException ignored) {
+            // the peer is gone already
+        }
+    }
+}

@@ -1,0 +1,301 @@
+package dev.vmmkit.engine;
+
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+
+/**
+ * The host's side of one engine worker: starts the process, sends calls and pairs answers with
+ * them by call number (a reader thread per worker), and notices the worker's end: its channel
+ * closing or carrying garbage, its exit, or a call that outran the timeout (then the host ends
+ * it). Every call in flight then fails with what happened, named: the exit status or signal, and
+ * for a JVM that caught a fault in native code, the signal from its error report.
+ */
+final class WorkerProcess implements AutoCloseable {
+    /** What ended a worker, in words, and whether the host ended it for running too long. */
+    record Death(String cause, boolean timedOut) {
+    }
+
+    /** One answer: DONE or FAILED, and its payload. */
+    record Answer(int type, DataInputStream payload) {
+    }
+
+    /** A call that failed because the worker ended; its message names the cause. */
+    static final class WorkerDied extends Exception {
+        final Death death;
+
+        WorkerDied(Death death) {
+            super(death.cause());
+            this.death = death;
+        }
+    }
+
+    private static final AtomicInteger WORKERS = new AtomicInteger();
+    /** How long a worker whose channel ended may take to exit before it counts as having closed it on purpose. */
+    private static final long CLOSED_CHANNEL_GRACE_SECONDS = 5;
+
+    private final Process process;
+    private final WorkerChannel channel;
+    private final String name;
+    private final Path errorFile;
+    private final ConcurrentHashMap<Integer, CompletableFuture<Answer>> pending = new ConcurrentHashMap<>();
+    private final AtomicInteger calls = new AtomicInteger();
+    private final CompletableFuture<Death> death = new CompletableFuture<>();
+    private final CompletableFuture<Long> ready = new CompletableFuture<>();
+    private volatile String endingReason;
+    private final Consumer<Death> onDeath;
+
+    private WorkerProcess(Process process, String name, Path errorFile, Consumer<Death> onDeath) {
+        this.process = process;
+        this.onDeath = onDeath;
+        this.name = name;
+        this.errorFile = errorFile;
+        this.channel = new WorkerChannel(process.getInputStream(), process.getOutputStream());
+        Thread.ofPlatform().daemon().name("engine-worker-reader-" + process.pid()).start(this::readAnswers);
+    }
+
+    /**
+     * Starts a worker and waits for its first frame.
+     *
+     * @param privateDir where the JVM's error report goes if the worker crashes
+     * @param onDeath    told once when the worker ends, whatever the reason
+     * @throws WorkerDied when the worker ended before it was ready, or did not get ready within {@code timeout}
+     */
+    static WorkerProcess start(String name, Path privateDir, Duration timeout, Consumer<Death> onDeath)
+            throws IOException, WorkerDied {
+        Path errorFile = privateDir.resolve("worker-" + WORKERS.incrementAndGet() + "-hs_err.log");
+        return start(javaCommand(errorFile), name, errorFile, timeout, onDeath);
+    }
+
+    /** Starts {@code command} as a worker (tests start programs that break the framing). */
+    static WorkerProcess start(List<String> command, String name, Path errorFile, Duration timeout, Consumer<Death> onDeath)
+            throws IOException, WorkerDied {
+        ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
+        long started = System.nanoTime();
+        WorkerProcess worker = new WorkerProcess(builder.start(), name, errorFile, onDeath);
+        worker.awaitReady(timeout);
+        EngineHost.LOGGER.log(System.Logger.Level.INFO, "engine worker for " + name + " (pid " + worker.pid() + ") ready in "
+                + (System.nanoTime() - started) / 1_000_000 + " ms");
+        return worker;
+    }
+
+    /** The same JVM and class path as the host's, running {@link EngineWorkerMain}. */
+    private static List<String> javaCommand(Path errorFile) {
+        List<String> command = new ArrayList<>();
+        command.add(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()));
+        command.add("--enable-native-access=ALL-UNNAMED");
+        command.add("-XX:+UseSerialGC");
+        command.add("-XX:TieredStopAtLevel=1");
+        command.add("-Xss4m");
+        command.add("-XX:-CreateCoredumpOnCrash");
+        command.add("-XX:+DisplayVMOutputToStderr");
+        command.add("-XX:ErrorFile=" + errorFile);
+        command.add("-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"));
+        String log = System.getProperty("vmmkit.log");
+        if (log != null) command.add("-Dvmmkit.log=" + log);
+        command.add("-cp");
+        command.add(System.getProperty("java.class.path"));
+        command.add(EngineWorkerMain.class.getName());
+        return command;
+    }
+
+    long pid() {
+        return process.pid();
+    }
+
+    boolean alive() {
+        return !death.isDone();
+    }
+
+    /**
+     * Sends one call and waits for its answer.
+     *
+     * @param what    the ABI function it runs, for messages
+     * @param timeout how long the call may take before the host ends the worker
+     * @throws WorkerDied when the worker ended before it answered (the host ended it on timeout)
+     */
+    Answer call(int type, String what, WorkerChannel.Payload payload, Duration timeout) throws WorkerDied {
+        int call = calls.incrementAndGet();
+        CompletableFuture<Answer> answer = new CompletableFuture<>();
+        pending.put(call, answer);
+        try {
+            if (death.isDone()) throw new WorkerDied(death.join());
+            try {
+                channel.write(type, call, payload);
+            } catch (IOException e) {
+                throw new WorkerDied(awaitDeath("its channel failed while sending " + what + ": " + e.getMessage()));
+            }
+            try {
+                return answer.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+            } catch (TimeoutException e) {
+                endingReason = what + " ran longer than the request timeout of " + timeout.toMillis() + " ms";
+                process.destroyForcibly();
+                throw new WorkerDied(death.join());
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof WorkerDied died) throw died;
+                throw new IllegalStateException(e.getCause());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted waiting for " + what);
+            }
+        } finally {
+            pending.remove(call);
+        }
+    }
+
+    /** Ends the worker at once (no shutdown call) and waits for its exit. */
+    void kill(String why) {
+        if (endingReason == null) endingReason = why;
+        process.destroyForcibly();
+        death.join();
+    }
+
+    /** Closes the channel (the worker exits on its end) and waits for the exit. */
+    @Override
+    public void close() {
+        if (endingReason == null) endingReason = "closed by the host";
+        channel.close();
+        try {
+            if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            process.destroyForcibly();
+        }
+        death.join();
+    }
+
+    private void awaitReady(Duration timeout) throws WorkerDied {
+        try {
+            ready.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            endingReason = "it did not start within " + timeout.toMillis() + " ms";
+            process.destroyForcibly();
+            throw new WorkerDied(death.join());
+        } catch (ExecutionException e) {
+            throw new WorkerDied(death.join());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            process.destroyForcibly();
+            throw new WorkerDied(death.join());
+        }
+    }
+
+    private void readAnswers() {
+        String broken;
+        try {
+            WorkerChannel.Frame first = channel.read();
+            if (first.type() != WorkerChannel.READY) throw new WorkerChannel.GarbageException("frame type " + first.type() + " before READY");
+            ready.complete(first.payload().readLong());
+            for (;;) {
+                WorkerChannel.Frame frame = channel.read();
+                if (frame.type() != WorkerChannel.DONE && frame.type() != WorkerChannel.FAILED) {
+                    throw new WorkerChannel.GarbageException("unknown frame type " + frame.type());
+                }
+                CompletableFuture<Answer> waiting = pending.get(frame.call());
+                if (waiting == null) throw new WorkerChannel.GarbageException("an answer to call " + frame.call() + ", which nobody made");
+                waiting.complete(new Answer(frame.type(), frame.payload()));
+            }
+        } catch (IOException e) {
+            broken = WorkerChannel.closed(e) ? null : "it wrote garbage on its channel (" + e.getMessage() + ")";
+        }
+        Death end = awaitDeath(broken);
+        ready.completeExceptionally(new WorkerDied(end));
+        for (CompletableFuture<Answer> waiting : pending.values()) waiting.completeExceptionally(new WorkerDied(end));
+    }
+
+    /** Ends the process if it still runs, waits for it, and settles what ended it (once). */
+    private synchronized Death awaitDeath(String channelProblem) {
+        if (death.isDone()) return death.join();
+        if (channelProblem != null && endingReason == null) endingReason = channelProblem;
+        if (channelProblem != null) process.destroyForcibly();
+        channel.close();
+        int status;
+        try {
+            // A worker that dies closes its channel as it exits; one whose channel ended but that
+            // still runs seconds later closed it on purpose, and is ended like a crash.
+            if (!process.waitFor(CLOSED_CHANNEL_GRACE_SECONDS, TimeUnit.SECONDS)) {
+                if (endingReason == null) endingReason = "it closed its channel without exiting";
+                process.destroyForcibly();
+            }
+            status = process.waitFor();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            process.destroyForcibly();
+            status = -1;
+        }
+        String reason = endingReason;
+        boolean timedOut = reason != null && reason.contains("request timeout");
+        String worker = "the worker of " + name + " (pid " + process.pid() + ") ";
+        String caught = jvmReport();
+        String cause = reason != null && !reason.equals("closed by the host") ? worker + "was ended: " + reason
+                : caught != null ? worker + "crashed: " + caught + " (caught by its JVM, which " + describe(status) + ")"
+                : worker + describe(status);
+        Death end = new Death(cause, timedOut);
+        try {
+            onDeath.accept(end); // before anyone waiting for the death sees it
+        } catch (RuntimeException e) {
+            EngineHost.LOGGER.log(System.Logger.Level.ERROR, "handling the end of a worker failed: " + e, e);
+        }
+        death.complete(end);
+        return end;
+    }
+
+    /** An exit status as the JDK reports it: 128 + N for a process killed by signal N. */
+    static String describe(int status) {
+        if (status > 128 && status < 128 + 65) {
+            int signal = status - 128;
+            return "was killed by signal " + signal + " (" + signalName(signal) + ")";
+        }
+        return "exited with status " + status;
+    }
+
+    private static String signalName(int signal) {
+        return switch (signal) {
+            case 1 -> "SIGHUP";
+            case 2 -> "SIGINT";
+            case 4 -> "SIGILL";
+            case 6 -> "SIGABRT";
+            case 7 -> "SIGBUS";
+            case 8 -> "SIGFPE";
+            case 9 -> "SIGKILL";
+            case 11 -> "SIGSEGV";
+            case 13 -> "SIGPIPE";
+            case 15 -> "SIGTERM";
+            default -> "signal " + signal;
+        };
+    }
+
+    /**
+     * The JVM in the worker catches a fault in native code, writes an error report and exits; the
+     * report's first lines name the signal and the frame. Null when there is no report.
+     */
+    private String jvmReport() {
+        if (!Files.isRegularFile(errorFile)) return null;
+        try {
+            List<String> lines = Files.readAllLines(errorFile);
+            String signal = null;
+            String frame = null;
+            for (String line : lines.subList(0, Math.min(lines.size(), 40))) {
+                String text = line.replaceFirst("^#\\s*", "").trim();
+                if (signal == null && text.matches("SIG[A-Z]+ \\(0x[0-9a-f]+\\).*")) signal = text.split(" ")[0];
+                if (frame == null && text.startsWith("C  [")) frame = text.substring(3).trim();
+            }
+            Files.deleteIfExists(errorFile);
+            if (signal == null) return null;
+            return signal + (frame == null ? "" : " in " + frame);
+        } catch (IOException | RuntimeException e) {
+            return null;
+        }
+    }
+}
