@@ -41,6 +41,8 @@ public final class VmmManager implements ManagedMemoryResource {
     private long deviceBytes;
 
     private final AliasedHandles aliasedHandles = new AliasedHandles();
+    /** Memory tags: allocations in regions of their own, paused and resumed by name. */
+    private final MemoryTags tags;
     /** Reallocation and remap-instead-of-copy: the zero-copy decisions and their counters. */
     private final ManagerResizing resizing;
 
@@ -56,7 +58,8 @@ public final class VmmManager implements ManagedMemoryResource {
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
-        this.peerAccess = new PeerAccess(this.driver, this::allRegions);
+        this.tags = new MemoryTags(this.driver, this::newTagRegion);
+        this.peerAccess = new PeerAccess(this.driver, this::allRegionsWithTags);
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);
     }
@@ -98,6 +101,8 @@ public final class VmmManager implements ManagedMemoryResource {
         }
         boolean small = size <= config.smallLimitBytes();
         long bytes = blockBytes(size, small);
+        MemoryTag tag = tags.current();
+        if (tag != null) return tags.allocate(tag, bytes, size, stream);
         RegionHeap[] regions = small ? smallRegions : largeRegions;
         if (small) {
             long address = SmallRequestOverflow.allocateFromMappedMemory(regions, largeRegions, bytes, size, stream);
@@ -160,6 +165,7 @@ public final class VmmManager implements ManagedMemoryResource {
      */
     @Override
     public long reallocate(long address, long newSize, long stream) {
+        refuseWhilePaused(address);
         return resizing.reallocate(address, newSize, stream);
     }
 
@@ -175,6 +181,8 @@ public final class VmmManager implements ManagedMemoryResource {
      */
     @Override
     public boolean remapCopy(long dst, long src, long count, long stream) {
+        // A tag's pages are released and made anew by pause and resume: they take no aliases.
+        if (tags.regionOf(dst) != null || tags.regionOf(src) != null) return false;
         return resizing.remapCopy(dst, src, count, stream);
     }
 
@@ -227,7 +235,7 @@ public final class VmmManager implements ManagedMemoryResource {
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
                 hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(), driver.handleCounts(),
-                resizing.stats());
+                resizing.stats(), tags.stats());
     }
 
     /** Each region's counters, small regions first. */
@@ -235,6 +243,7 @@ public final class VmmManager implements ManagedMemoryResource {
         java.util.List<RegionStats> all = new java.util.ArrayList<>();
         for (RegionHeap r : smallRegions) all.add(r.stats());
         for (RegionHeap r : largeRegions) all.add(r.stats());
+        for (RegionHeap r : tags.regions()) all.add(r.stats());
         return all;
     }
 
@@ -243,6 +252,7 @@ public final class VmmManager implements ManagedMemoryResource {
         java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
         for (RegionHeap r : smallRegions) regions.add(r.views.blockMap());
         for (RegionHeap r : largeRegions) regions.add(r.views.blockMap());
+        for (RegionHeap r : tags.regions()) regions.add(r.views.blockMap());
         return new BlockMap(regions);
     }
 
@@ -264,6 +274,7 @@ public final class VmmManager implements ManagedMemoryResource {
         for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
             for (RegionHeap r : regions) r.releaseCachedMemory(waitForFrees);
         }
+        tags.releaseCachedMemory(waitForFrees);
         pool.drain(driver, accounting);
         return before - accounting.physicalBytes();
     }
@@ -279,6 +290,7 @@ public final class VmmManager implements ManagedMemoryResource {
             closed = true;
             try {
                 sharedPages.close();
+                tags.close();
                 for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
                     for (RegionHeap r : regions) r.close();
                 }
@@ -301,7 +313,83 @@ public final class VmmManager implements ManagedMemoryResource {
     RegionHeap regionOf(long address) {
         for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
         for (RegionHeap r : smallRegions) if (r.contains(address)) return r;
-        return null;
+        return tags.regionOf(address);
+    }
+
+    // ---------------------------------------------------------------- memory tags
+
+    /**
+     * This thread's next allocations carry {@code tag} until {@link #endTagRegion}; regions nest. A
+     * tag's allocations live in reserved ranges of their own, so {@link #pause} gives back every
+     * page they hold and nothing else. {@code keepContents} is the tag's setting, shared by all its
+     * allocations (the latest region opened sets it): a pause copies their bytes to pinned host
+     * memory and a resume brings them back; otherwise the contents after a resume are undefined.
+     *
+     * @throws IllegalArgumentException when {@code tag} is null, empty or too long
+     */
+    public void beginTagRegion(String tag, boolean keepContents) {
+        tags.begin(tag, keepContents);
+    }
+
+    /** Leaves this thread's innermost tag region. @throws IllegalStateException when none is open */
+    public void endTagRegion() {
+        tags.end();
+    }
+
+    /**
+     * Gives back the physical memory of {@code tag} (every tag when null), keeping its addresses:
+     * waits for the device's work, copies kept contents to pinned host memory, unmaps and releases
+     * every handle, cached free pages included. Frees of the tag's blocks work while it is paused;
+     * allocations into it fail with {@link TagPausedException}.
+     *
+     * @throws IllegalArgumentException when no region of that name was ever opened
+     * @throws TagTransitionException   when a driver call failed partway; the tag is consistent and
+     *                                  the call may be repeated
+     */
+    public void pause(String tag) {
+        ensureInitialised();
+        tags.pause(tag);
+    }
+
+    /**
+     * Backs {@code tag}'s ranges (every tag when null) with memory again at the same addresses, with
+     * few large handles, and copies kept contents back.
+     *
+     * @throws IllegalArgumentException when no region of that name was ever opened
+     * @throws TagTransitionException   when a driver call failed partway (out of memory, say); the
+     *                                  tag is consistent and the call may be repeated
+     */
+    public void resume(String tag) {
+        ensureInitialised();
+        tags.resume(tag);
+    }
+
+    /** Waits until the host copies of completed resumes are freed (they are freed in the background). */
+    public void awaitHostCopiesFreed() {
+        tags.awaitFreed();
+    }
+
+    private void refuseWhilePaused(long address) {
+        RegionHeap region = tags.regionOf(address);
+        if (region == null) return;
+        MemoryTag tag = tags.tagOf(region);
+        if (tag != null && !tag.isRunning()) throw new TagPausedException(tag.name);
+    }
+
+    private RegionHeap newTagRegion(String tag, long bytes) {
+        synchronized (regionLock) {
+            if (closed) throw new IllegalStateException("manager is closed");
+            long span = Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes);
+            return newRegion("region of tag '" + tag + "'", span);
+        }
+    }
+
+    private RegionHeap[] allRegionsWithTags() {
+        RegionHeap[] base = allRegions();
+        RegionHeap[] tagged = tags.regions();
+        RegionHeap[] all = java.util.Arrays.copyOf(base, base.length + tagged.length);
+        System.arraycopy(tagged, 0, all, base.length, tagged.length);
+        return all;
     }
 
     private void ensureInitialised() {

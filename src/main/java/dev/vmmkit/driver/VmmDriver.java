@@ -121,6 +121,17 @@ public interface VmmDriver extends AutoCloseable {
         throw DriverException.of(CudaResult.NOT_SUPPORTED, "compute(): driver '" + name() + "' runs no kernels");
     }
 
+    /**
+     * Pinned host memory and stream-ordered copies between it and device memory, for the one
+     * allocator operation that keeps contents off the device (pausing a tag). Kept apart from the
+     * memory calls, like {@link #events()}.
+     *
+     * @throws DriverException CUDA_ERROR_NOT_SUPPORTED when the driver has none
+     */
+    default HostTransfers transfers() {
+        throw DriverException.of(CudaResult.NOT_SUPPORTED, "transfers(): driver '" + name() + "' has no host transfers");
+    }
+
     /** Releases the driver's own resources. Any later call fails with {@link CudaResult#DEINITIALIZED}. */
     @Override
     void close();

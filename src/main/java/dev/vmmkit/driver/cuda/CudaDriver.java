@@ -46,6 +46,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final long granularity;
     private volatile boolean exportable;
     private final CudaEvents events;
+    private final CudaTransfers transfers = new CudaTransfers(this);
     private final CudaKernels kernels = new CudaKernels(this);
     private final CudaCompute compute;
     private volatile boolean closed;
@@ -335,6 +336,12 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     }
 
     /** Checks the driver is open and the thread has a context; {@code function} names the call refused. */
+    /** Pinned host memory and asynchronous host copies ({@link CudaTransfers}). */
+    @Override
+    public dev.vmmkit.driver.HostTransfers transfers() {
+        return transfers;
+    }
+
     void prepare(String function) {
         if (closed) {
             throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");
