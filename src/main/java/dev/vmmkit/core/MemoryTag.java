@@ -133,7 +133,7 @@ final class MemoryTag {
      *
      * @throws TagTransitionException when a driver call failed partway (out of memory, say); the tag is consistent
      */
-    void resume(Consumer<PinnedBackup> freeLater) {
+    void resume(Consumer<PinnedBackup> freeLater, Runnable releaseCachedMemory) {
         gate.writeLock().lock();
         try {
             if (running) return;
@@ -141,7 +141,7 @@ final class MemoryTag {
             long start = System.nanoTime();
             try {
                 for (RegionPause p : pauses) {
-                    PinnedBackup done = p.resume();
+                    PinnedBackup done = p.resume(releaseCachedMemory);
                     if (done != null) freeLater.accept(done);
                 }
             } catch (RuntimeException e) {

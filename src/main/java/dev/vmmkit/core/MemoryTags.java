@@ -22,6 +22,8 @@ final class MemoryTags {
 
     private final VmmDriver driver;
     private final MemoryTag.RegionMaker maker;
+    /** Gives back every cached page of the allocator (a resume that found no memory). */
+    private final Runnable releaseCachedMemory;
     private final ConcurrentHashMap<String, MemoryTag> byName = new ConcurrentHashMap<>();
     private final List<MemoryTag> inOrder = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final ThreadLocal<ArrayDeque<MemoryTag>> entered = ThreadLocal.withInitial(ArrayDeque::new);
@@ -30,8 +32,9 @@ final class MemoryTags {
     /** Frees pinned copies after a resume, off the caller's path; made on first use. */
     private ExecutorService freer;
 
-    MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker) {
+    MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory) {
         this.driver = driver;
+        this.releaseCachedMemory = releaseCachedMemory;
         this.maker = (tag, bytes) -> {
             RegionHeap region = maker.make(tag, bytes);
             synchronized (this) {
@@ -83,7 +86,7 @@ final class MemoryTags {
 
     /** Resumes {@code tag}, or every tag when null. */
     void resume(String tag) {
-        for (MemoryTag t : named(tag)) t.resume(this::freeLater);
+        for (MemoryTag t : named(tag)) t.resume(this::freeLater, releaseCachedMemory);
     }
 
     private List<MemoryTag> named(String tag) {
@@ -91,6 +94,10 @@ final class MemoryTags {
         MemoryTag t = byName.get(tag);
         if (t == null) throw new IllegalArgumentException("unknown memory tag '" + tag + "' (no allocation region of that name was opened)");
         return List.of(t);
+    }
+
+    boolean knows(String tag) {
+        return tag != null && byName.containsKey(tag);
     }
 
     /** The region of a tag whose range holds {@code address}, or null. */

@@ -112,11 +112,12 @@ final class RegionPause {
 
     /**
      * Backs every released run with one new handle, maps it with access, and copies the kept bytes
-     * back. Returns the backup to free once the copies have landed (null when none), so the caller
+     * back; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
+     * allocator caches and the handle is tried once more. Returns the backup to free once the copies have landed (null when none), so the caller
      * may free it off the critical path. On failure the runs mapped so far wait for their copies,
      * the others stay released; the failure is thrown.
      */
-    PinnedBackup resume() {
+    PinnedBackup resume(Runnable releaseCachedMemory) {
         region.lock.lock();
         try {
             region.inFlight.begin();
@@ -126,7 +127,7 @@ final class RegionPause {
         try {
             releaseUnreleased();
             while (!released.isEmpty()) {
-                mapAgain(released.getLong(0), released.getLong(1));
+                mapAgain(released.getLong(0), released.getLong(1), releaseCachedMemory);
                 moveFirstPair(released, remapped);
             }
             if (backup != null) backup.copyIn(remapped);
@@ -158,8 +159,16 @@ final class RegionPause {
         remapped.clear();
     }
 
-    private void mapAgain(long va, long size) {
-        long handle = region.driver.create(size);
+    private void mapAgain(long va, long size, Runnable releaseCachedMemory) {
+        long handle;
+        try {
+            handle = region.driver.create(size);
+        } catch (DriverException e) {
+            if (!e.isOutOfMemory()) throw e;
+            // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
+            releaseCachedMemory.run();
+            handle = region.driver.create(size);
+        }
         region.accounting.physicalCreated(size);
         HandleRun run = new HandleRun();
         run.add(handle, size);

@@ -21,7 +21,7 @@ import dev.vmmkit.driver.VmmDriver;
  * all earlier work on the device (cudaFree's guarantee); the manager's {@link DeviceWideFence}
  * provides that wait on a thread of its own.
  */
-public final class VmmManager implements ManagedMemoryResource {
+public final class VmmManager implements ManagedMemoryResource, MemoryTagControl {
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
     private final VmmConfig config;
@@ -58,7 +58,7 @@ public final class VmmManager implements ManagedMemoryResource {
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
-        this.tags = new MemoryTags(this.driver, this::newTagRegion);
+        this.tags = new MemoryTags(this.driver, this::newTagRegion, this::drainWaitingForFrees);
         this.peerAccess = new PeerAccess(this.driver, this::allRegionsWithTags);
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);
@@ -327,11 +327,13 @@ public final class VmmManager implements ManagedMemoryResource {
      *
      * @throws IllegalArgumentException when {@code tag} is null, empty or too long
      */
+    @Override
     public void beginTagRegion(String tag, boolean keepContents) {
         tags.begin(tag, keepContents);
     }
 
     /** Leaves this thread's innermost tag region. @throws IllegalStateException when none is open */
+    @Override
     public void endTagRegion() {
         tags.end();
     }
@@ -346,6 +348,7 @@ public final class VmmManager implements ManagedMemoryResource {
      * @throws TagTransitionException   when a driver call failed partway; the tag is consistent and
      *                                  the call may be repeated
      */
+    @Override
     public void pause(String tag) {
         ensureInitialised();
         tags.pause(tag);
@@ -359,9 +362,20 @@ public final class VmmManager implements ManagedMemoryResource {
      * @throws TagTransitionException   when a driver call failed partway (out of memory, say); the
      *                                  tag is consistent and the call may be repeated
      */
+    @Override
     public void resume(String tag) {
         ensureInitialised();
         tags.resume(tag);
+    }
+
+    @Override
+    public boolean knowsTag(String tag) {
+        return tags.knows(tag);
+    }
+
+    @Override
+    public MemoryTagControl tagControl() {
+        return this;
     }
 
     /** Waits until the host copies of completed resumes are freed (they are freed in the background). */
