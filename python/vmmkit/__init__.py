@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 
-__all__ = ["region", "pause", "resume", "use_as_torch_allocator", "library", "VmmkitError"]
+__all__ = ["region", "pause", "resume", "use_as_torch_allocator", "release_torch_pool", "library", "VmmkitError"]
 
 _SHIM = "libvmmkit_preload.so"
 _SUCCESS, _INVALID_VALUE, _MEMORY_ALLOCATION, _NOT_SUPPORTED = 0, 1, 2, 801
@@ -152,6 +152,13 @@ def region(tag, keep_contents=False):
                 yield
     finally:
         _check(lib.vmmkit_region_end(), "region_end", None)
+
+
+def release_torch_pool(tag):
+    """Drops the PyTorch pool of ``tag`` (under ``vmmkit run``), so that once its tensors are gone
+    ``torch.cuda.empty_cache()`` gives its cached segments back. No-op when the tag has none."""
+    with _lock:
+        _pools.pop(tag, None)
 
 
 def pause(tag=None):

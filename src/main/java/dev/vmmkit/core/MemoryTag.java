@@ -168,9 +168,17 @@ final class MemoryTag {
         return true;
     }
 
-    /** Releases what the tag's cached free pages hold, when it is running (a drain). */
-    void releaseCachedMemory(boolean waitForFrees) {
-        gate.writeLock().lock();
+    /**
+     * Releases what the tag's cached free pages hold, when it is running (a drain). With
+     * {@code onlyIfIdle} (out-of-memory recovery of another allocation) it gives up at once when an
+     * allocation or a pause of the tag is in progress, the caller's own included.
+     */
+    void releaseCachedMemory(boolean waitForFrees, boolean onlyIfIdle) {
+        if (onlyIfIdle) {
+            if (!gate.writeLock().tryLock()) return;
+        } else {
+            gate.writeLock().lock();
+        }
         try {
             if (!running) return;
             for (RegionHeap r : regions) r.releaseCachedMemory(waitForFrees);

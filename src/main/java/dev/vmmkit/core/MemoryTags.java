@@ -119,7 +119,12 @@ final class MemoryTags {
     }
 
     void releaseCachedMemory(boolean waitForFrees) {
-        for (MemoryTag t : inOrder) t.releaseCachedMemory(waitForFrees);
+        for (MemoryTag t : inOrder) t.releaseCachedMemory(waitForFrees, false);
+    }
+
+    /** As {@link #releaseCachedMemory}, skipping tags busy now (out-of-memory recovery of an allocation). */
+    void releaseIdleCachedMemory() {
+        for (MemoryTag t : inOrder) t.releaseCachedMemory(true, true);
     }
 
     TagStats stats() {

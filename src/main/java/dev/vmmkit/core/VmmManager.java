@@ -465,6 +465,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
             for (RegionHeap r : manager.allRegions()) {
                 if (r != requester) r.releaseCachedMemory(true);
             }
+            manager.tags.releaseIdleCachedMemory();
         }
     }
 
