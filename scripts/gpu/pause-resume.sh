@@ -7,30 +7,25 @@
 # Steps (each under a time limit; logs in $OUT/pause-resume/ when OUT is set):
 #   1. builds torch_memory_saver from .device/torch_memory_saver (TMS_CUDA_MAJOR=13, pip without
 #      network, into the log folder; nothing is installed system-wide)
-#   2. the anchor: torch_memory_saver (torch hook mode) pauses and resumes each row
-#   3. vmmkit under `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit)
-#      does the same rows; then one row with vmmkit as PyTorch's pluggable allocator
+#   2. per row, one process each: the anchor, torch_memory_saver (torch hook mode), then vmmkit under
+#      `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit); then two rows
+#      with vmmkit as PyTorch's pluggable allocator
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
 # Rows (ROWS): SIZE_GIB:keep|discard:single|mixed; "mixed" is many tensors of mixed sizes (64 KiB to
 # 1 GiB) making up the size. Each process also measures a plain pinned copy (cudaMemcpyAsync on
 # pinned memory, 4 GiB, best of 3), the physical limit of the backup bandwidth.
 # Prints one line per row and implementation, then a table to paste. About 4-6 minutes.
-# Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 200), TMS_CUDA_MAJOR (13).
+# Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
-limit="${RUN_LIMIT:-200}"
+limit="${RUN_LIMIT:-150}"
 rows_default="8:discard:single 8:keep:single 40:discard:single 40:keep:single 8:discard:mixed 8:keep:mixed 40:discard:mixed 40:keep:mixed"
 read -r -a rows <<< "${ROWS:-$rows_default}"
 failed=0
 echo "pause-resume: logs in $out"
 
-for need in target/vmmkit.jar target/native/libvmmkit_preload.so; do
-  [ -f "$need" ] || { echo "pause-resume: $need is missing; build it (./mvnw -DskipTests package) and carry target/" >&2; exit 2; }
-done
-export VMMKIT_JAR="$root/target/vmmkit.jar"
-[ -x runtime/bin/java ] && export VMMKIT_JAVA_HOME="$root/runtime"
-[ -f runtime/vmmkit.aot ] && export VMMKIT_AOT_CACHE="$root/runtime/vmmkit.aot"
+use_vmmkit_build pause-resume
 
 # 1. torch_memory_saver from source.
 tms_site="$out/tms-site"
@@ -59,19 +54,22 @@ run() {
 }
 
 bench=("$py" scripts/gpu/pause_resume.py)
-# 2. The anchor first.
-[ $have_tms = 1 ] && run tms env PYTHONPATH="$tms_site" "${bench[@]}" bench tms "${rows[@]}"
-# 3. vmmkit under vmmkit run, then as the pluggable allocator.
-run vmmkit env PYTHONPATH="$root/python" ./vmmkit run --driver cuda --stats "$out/vmmkit.stats.json" -- \
-  "${bench[@]}" bench vmmkit "${rows[@]}"
+# One process per row and implementation, the anchor first: no row inherits another's cached memory.
+for row in "${rows[@]}"; do
+  name="${row//:/-}"
+  [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" "${bench[@]}" bench tms "$row"
+  run "vmmkit-$name" env PYTHONPATH="$root/python" ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
+    "${bench[@]}" bench vmmkit "$row"
+done
+# vmmkit as PyTorch's pluggable allocator.
 run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
-# 4. The scenario.
+# The scenario.
 run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
 
 echo
 echo "=== pause-resume: results (ms; GiB/s; free GiB before / paused / after)"
-cat "$out"/tms.log "$out"/vmmkit.log "$out"/vmmkit-pluggable.log "$out"/scenario.log 2>/dev/null \
+cat "$out"/tms-*.log "$out"/vmmkit-*.log "$out"/scenario.log 2>/dev/null \
   | grep -E '^(row|pinned|scenario) ' | tee "$out/results.txt"
 "$py" - "$out/results.txt" <<'PY'
 import re, sys
@@ -81,22 +79,28 @@ for line in open(sys.argv[1]):
     if f[0] == "pinned":
         kv = dict(x.split("=") for x in f[2:]); pinned[f[1]] = kv
     elif f[0] == "row":
-        kv = dict(x.split("=") for x in f[6:]); rows[(f[1], f[2], f[3], f[4])] = kv
+        kv = dict(x.split("=") for x in f[5:]); rows[(f[1], f[2], f[3], f[4])] = kv
+        kv["pin"] = pinned.get(f[1], {})  # the pinned copy of the same process
 print()
-print("| tag size | contents | layout | tensors | tms pause | tms resume | vmmkit pause | vmmkit resume | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | released GiB (vmmkit / tms) | intact | as fast |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+print("| tag size | contents | layout | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | vmmkit share of pinned | released GiB (vmmkit / tms) | intact | as fast |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 keys = sorted({k[1:] for k in rows}, key=lambda k: (k[2], float(k[0]), k[1]))
 for size, contents, layout in keys:
     v, t = rows.get(("vmmkit", size, contents, layout)), rows.get(("tms", size, contents, layout))
-    p = pinned.get("vmmkit", {})
+    p = v["pin"] if v else {}
+    share = "-"
+    if v and v["kept_backup_gibps"] != "-" and p:
+        share = "%.0f%% / %.0f%%" % (100 * float(v["kept_backup_gibps"]) / float(p["d2h_gibps"]),
+                                     100 * float(v["restore_gibps"]) / float(p["h2d_gibps"]))
     fast = "-"
     if v and t:
         fast = "yes" if float(v["pause_ms"]) <= float(t["pause_ms"]) and float(v["resume_ms"]) <= float(t["resume_ms"]) else "no"
     g = lambda r, k: r[k] if r else "-"
-    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s |" % (
+    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s | %s |" % (
         size, contents, layout, g(v, "tensors"), g(t, "pause_ms"), g(t, "resume_ms"), g(v, "pause_ms"), g(v, "resume_ms"),
-        g(v, "kept_backup_gibps"), g(v, "restore_gibps"), p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"),
-        g(v, "released"), g(t, "released"), g(v, "intact"), fast))
+        g(t, "kept_backup_gibps"), g(t, "restore_gibps"), g(v, "kept_backup_gibps"), g(v, "restore_gibps"),
+        p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), share, g(v, "released"), g(t, "released"),
+        g(v, "intact") + ("" if not t else "/" + g(t, "intact")), fast))
 for k, kv in rows.items():
     if k[0] == "vmmkit-pluggable":
         print("pluggable allocator row %s GiB %s %s: pause %s ms, resume %s ms, intact %s" % (k[1], k[2], k[3], kv["pause_ms"], kv["resume_ms"], kv["intact"]))

@@ -1,5 +1,5 @@
 """Pause and resume of tagged GPU memory: vmmkit (under `vmmkit run`, python/vmmkit) or
-torch_memory_saver (its torch hook mode), one process per implementation, every row in it.
+torch_memory_saver (its torch hook mode); scripts/gpu/pause-resume.sh runs one process per row.
 
     python pause_resume.py bench vmmkit|vmmkit-pluggable|tms ROWS...     ROWS: SIZE_GIB:keep|discard:single|mixed
     python pause_resume.py scenario                     (vmmkit only) CUDA graph + generation

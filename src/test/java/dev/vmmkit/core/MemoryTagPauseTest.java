@@ -175,6 +175,28 @@ class MemoryTagPauseTest {
         }
     }
 
+    /** Pages a tag freed and still caches go to another tag that needs them, instead of an out-of-memory. */
+    @Test
+    void aTagsCachedFreePagesServeAnotherTagUnderPressure() {
+        HostDriver host = hostDriver(CAPACITY);
+        try (VmmManager m = new VmmManager(host, smallConfig(16 * MIB))) {
+            m.beginTagRegion("first", false);
+            long a = m.allocate(6 * MIB, 0);
+            m.endTagRegion();
+            m.deallocate(a, 0); // cached, still mapped, in the first tag's region
+            m.beginTagRegion("second", true);
+            long b = m.allocate(6 * MIB, 0);
+            fill(host, b, 6 * MIB, 4);
+            m.endTagRegion();
+            m.pause("second");
+            m.resume("second");
+            assertFullyIntact(host, b, 6 * MIB, 4, "the second tag");
+            m.awaitHostCopiesFreed();
+        } finally {
+            host.close();
+        }
+    }
+
     @Test
     void theHostTransfersOfTheEmulationCopyRealBytesAndRefuseBadRanges() {
         HostDriver host = hostDriver(CAPACITY);

@@ -37,16 +37,8 @@ final class CudaTransfers implements HostTransfers {
     @Override
     public long allocatePinned(long bytes) {
         driver.prepare("cuMemHostAlloc");
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment out = arena.allocate(ADDRESS);
-            int result = (int) Calls.cuMemHostAlloc.invokeExact(out, bytes, CU_MEMHOSTALLOC_PORTABLE);
-            if (result != CudaResult.SUCCESS) throw failure(result, CallText.pinnedAllocate(bytes));
-            return out.get(ADDRESS, 0).address();
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException("cuMemHostAlloc", t);
-        }
+        return outValue(out -> (int) Calls.cuMemHostAlloc.invokeExact(out, bytes, CU_MEMHOSTALLOC_PORTABLE),
+                CallText.pinnedAllocate(bytes));
     }
 
     @Override
@@ -59,16 +51,7 @@ final class CudaTransfers implements HostTransfers {
     @Override
     public long createStream() {
         driver.prepare("cuStreamCreate");
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment out = arena.allocate(JAVA_LONG);
-            int result = (int) Calls.cuStreamCreate.invokeExact(out, CU_STREAM_NON_BLOCKING);
-            if (result != CudaResult.SUCCESS) throw failure(result, CallText.streamCreate());
-            return out.get(JAVA_LONG, 0);
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException("cuStreamCreate", t);
-        }
+        return outValue(out -> (int) Calls.cuStreamCreate.invokeExact(out, CU_STREAM_NON_BLOCKING), CallText.streamCreate());
     }
 
     @Override
@@ -100,6 +83,26 @@ final class CudaTransfers implements HostTransfers {
             throw new IllegalStateException("cuMemcpyHtoDAsync_v2", t);
         }
         if (result != CudaResult.SUCCESS) throw failure(result, CallText.copyToDeviceAsync(va, host, bytes, stream));
+    }
+
+    /** A call that writes one pointer-sized value to its first argument. */
+    private interface OutCall {
+        int call(MemorySegment out) throws Throwable;
+    }
+
+    /** Makes {@code call} with a fresh out-parameter; returns the value it wrote, or throws its CUresult. */
+    private static long outValue(OutCall call, String text) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            int result;
+            try {
+                result = call.call(out);
+            } catch (Throwable t) {
+                throw new IllegalStateException(text, t);
+            }
+            if (result != CudaResult.SUCCESS) throw failure(result, text);
+            return out.get(JAVA_LONG, 0);
+        }
     }
 
     private static int call(MethodHandle handle, long argument) {
