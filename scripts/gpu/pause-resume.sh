@@ -12,15 +12,20 @@
 #      with vmmkit as PyTorch's pluggable allocator
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
-# Rows (ROWS): SIZE_GIB:keep|discard:single|mixed; "mixed" is many tensors of mixed sizes (64 KiB to
+# Rows (ROWS, default: 8 and 40 GiB kept and discarded as one tensor, 8 GiB both ways and 40 GiB
+# discarded as mixed tensors): SIZE_GIB:keep|discard:single|mixed; "mixed" is many tensors of mixed sizes (64 KiB to
 # 1 GiB) making up the size. Each process also measures a plain pinned copy (cudaMemcpyAsync on
 # pinned memory, 4 GiB, best of 3), the physical limit of the backup bandwidth.
-# Prints one line per row and implementation, then a table to paste. About 4-6 minutes.
+# vmmkit pauses and resumes each row twice (the first cycle pins host memory; vmmkit keeps its
+# pinned chunks for the next pause); torch_memory_saver once (it frees its copies at each resume, so
+# a second cycle costs it the same; the table compares both vmmkit cycles with it). Prints one line
+# per row, cycle and implementation, then a table to paste. About 5-7 minutes; ROWS can add
+# 40:keep:mixed (about 1.5 minutes more, mostly torch_memory_saver's).
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"
-rows_default="8:discard:single 8:keep:single 40:discard:single 40:keep:single 8:discard:mixed 8:keep:mixed 40:discard:mixed 40:keep:mixed"
+rows_default="8:discard:single 8:keep:single 40:discard:single 40:keep:single 8:discard:mixed 8:keep:mixed 40:discard:mixed"
 read -r -a rows <<< "${ROWS:-$rows_default}"
 failed=0
 echo "pause-resume: logs in $out"
@@ -57,7 +62,7 @@ bench=("$py" scripts/gpu/pause_resume.py)
 # One process per row and implementation, the anchor first: no row inherits another's cached memory.
 for row in "${rows[@]}"; do
   name="${row//:/-}"
-  [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" "${bench[@]}" bench tms "$row"
+  [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
   run "vmmkit-$name" env PYTHONPATH="$root/python" ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
 done
@@ -79,14 +84,15 @@ for line in open(sys.argv[1]):
     if f[0] == "pinned":
         kv = dict(x.split("=") for x in f[2:]); pinned[f[1]] = kv
     elif f[0] == "row":
-        kv = dict(x.split("=") for x in f[5:]); rows[(f[1], f[2], f[3], f[4])] = kv
+        kv = dict(x.split("=") for x in f[5:]); rows[(f[1], f[2], f[3], f[4], kv["cycle"])] = kv
         kv["pin"] = pinned.get(f[1], {})  # the pinned copy of the same process
 print()
-print("| tag size | contents | layout | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | vmmkit share of pinned | released GiB (vmmkit / tms) | intact | as fast |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
-keys = sorted({k[1:] for k in rows}, key=lambda k: (k[2], float(k[0]), k[1]))
-for size, contents, layout in keys:
-    v, t = rows.get(("vmmkit", size, contents, layout)), rows.get(("tms", size, contents, layout))
+print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | vmmkit share of pinned | released GiB (vmmkit / tms) | intact | as fast |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+keys = sorted({k[1:] for k in rows}, key=lambda k: (k[2], float(k[0]), k[1], k[3]))
+for size, contents, layout, cycle in keys:
+    v = rows.get(("vmmkit", size, contents, layout, cycle))
+    t = rows.get(("tms", size, contents, layout, cycle)) or rows.get(("tms", size, contents, layout, "1"))
     p = v["pin"] if v else {}
     share = "-"
     if v and v["kept_backup_gibps"] != "-" and p:
@@ -96,14 +102,14 @@ for size, contents, layout in keys:
     if v and t:
         fast = "yes" if float(v["pause_ms"]) <= float(t["pause_ms"]) and float(v["resume_ms"]) <= float(t["resume_ms"]) else "no"
     g = lambda r, k: r[k] if r else "-"
-    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s | %s |" % (
-        size, contents, layout, g(v, "tensors"), g(t, "pause_ms"), g(t, "resume_ms"), g(v, "pause_ms"), g(v, "resume_ms"),
+    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s | %s |" % (
+        size, contents, layout, cycle, g(v, "tensors"), g(t, "pause_ms"), g(t, "resume_ms"), g(v, "pause_ms"), g(v, "resume_ms"),
         g(t, "kept_backup_gibps"), g(t, "restore_gibps"), g(v, "kept_backup_gibps"), g(v, "restore_gibps"),
         p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), share, g(v, "released"), g(t, "released"),
         g(v, "intact") + ("" if not t else "/" + g(t, "intact")), fast))
 for k, kv in rows.items():
     if k[0] == "vmmkit-pluggable":
-        print("pluggable allocator row %s GiB %s %s: pause %s ms, resume %s ms, intact %s" % (k[1], k[2], k[3], kv["pause_ms"], kv["resume_ms"], kv["intact"]))
+        print("pluggable allocator row %s GiB %s %s cycle %s: pause %s ms, resume %s ms, intact %s" % (k[1], k[2], k[3], k[4], kv["pause_ms"], kv["resume_ms"], kv["intact"]))
 PY
 grep -h "intact=no\|identical=no" "$out"/*.log && failed=1
 exit $failed

@@ -12,6 +12,7 @@ and once per process the bandwidth of a plain pinned copy (cudaMemcpyAsync on pi
 Times include a device synchronisation after the call. Sizes in GiB; free memory in GiB, from
 cudaMemGetInfo (torch.cuda.mem_get_info), which vmmkit does not intercept.
 """
+import os
 import random
 import sys
 import time
@@ -125,25 +126,27 @@ def bench(impl, rows):
         for t in tensors:
             t.view(torch.int32).random_(-2**31, 2**31 - 1)
         expected = checksum(tensors) if keep else 0
-        torch.cuda.synchronize()
-        before = free_gib()
-        t0 = time.perf_counter()
-        impl.pause(tag)
-        torch.cuda.synchronize()
-        pause_s = time.perf_counter() - t0
-        paused = free_gib()
-        t0 = time.perf_counter()
-        impl.resume(tag)
-        torch.cuda.synchronize()
-        resume_s = time.perf_counter() - t0
-        after = free_gib()
-        intact = "yes" if not keep or checksum(tensors) == expected else "no"
         nbytes = sum(sizes) / GIB
-        print("row %s %s %s %s tensors=%d pause_ms=%.1f resume_ms=%.1f free_before=%.2f free_paused=%.2f "
-              "free_after=%.2f released=%.2f kept_backup_gibps=%s restore_gibps=%s intact=%s"
-              % (impl.name, size_gib, contents, layout, len(sizes), pause_s * 1e3, resume_s * 1e3, before, paused,
-                 after, paused - before, "%.1f" % (nbytes / pause_s) if keep else "-",
-                 "%.1f" % (nbytes / resume_s) if keep else "-", intact), flush=True)
+        # Two cycles: the first pins its host memory (both implementations), a second may reuse it.
+        for cycle in range(1, int(os.environ.get("PAUSE_CYCLES", "2")) + 1):
+            torch.cuda.synchronize()
+            before = free_gib()
+            t0 = time.perf_counter()
+            impl.pause(tag)
+            torch.cuda.synchronize()
+            pause_s = time.perf_counter() - t0
+            paused = free_gib()
+            t0 = time.perf_counter()
+            impl.resume(tag)
+            torch.cuda.synchronize()
+            resume_s = time.perf_counter() - t0
+            after = free_gib()
+            intact = "yes" if not keep or checksum(tensors) == expected else "no"
+            print("row %s %s %s %s cycle=%d tensors=%d pause_ms=%.1f resume_ms=%.1f free_before=%.2f free_paused=%.2f "
+                  "free_after=%.2f released=%.2f kept_backup_gibps=%s restore_gibps=%s intact=%s"
+                  % (impl.name, size_gib, contents, layout, cycle, len(sizes), pause_s * 1e3, resume_s * 1e3, before,
+                     paused, after, paused - before, "%.1f" % (nbytes / pause_s) if keep else "-",
+                     "%.1f" % (nbytes / resume_s) if keep else "-", intact), flush=True)
         del tensors
         impl.forget(tag)
         torch.cuda.empty_cache()

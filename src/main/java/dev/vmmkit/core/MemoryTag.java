@@ -5,7 +5,6 @@ import dev.vmmkit.driver.StreamEvents;
 
 import java.util.Arrays;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
-import java.util.function.Consumer;
 
 /**
  * One memory tag: the allocations made while a thread was in a region of that name, in regions of
@@ -97,7 +96,7 @@ final class MemoryTag {
      *
      * @throws TagTransitionException when a driver call failed partway; the tag is consistent
      */
-    void pause(HostTransfers transfers, StreamEvents events) {
+    void pause(HostTransfers transfers, StreamEvents events, PinnedChunks pinned) {
         gate.writeLock().lock();
         try {
             if (pausedCompletely) return;
@@ -108,7 +107,7 @@ final class MemoryTag {
                 // Work queued on any stream may still read or write the tag's memory; unmap does not wait.
                 events.synchronizeDevice();
                 running = false;
-                for (RegionPause p : pauses) kept += p.pause(keep, transfers, events);
+                for (RegionPause p : pauses) kept += p.pause(keep, transfers, events, pinned);
             } catch (RuntimeException e) {
                 running = allRunning();
                 failures++;
@@ -128,12 +127,12 @@ final class MemoryTag {
 
     /**
      * Backs the tag's ranges with memory again, at the same addresses, and copies kept contents
-     * back. {@code freeLater} receives the emptied copies to free off the critical path. Nothing
+     * back; the pinned chunks go back to their pool for the next pause. Nothing
      * happens when the tag is running.
      *
      * @throws TagTransitionException when a driver call failed partway (out of memory, say); the tag is consistent
      */
-    void resume(Consumer<PinnedBackup> freeLater, Runnable releaseCachedMemory) {
+    void resume(Runnable releaseCachedMemory) {
         gate.writeLock().lock();
         try {
             if (running) return;
@@ -142,7 +141,7 @@ final class MemoryTag {
             try {
                 for (RegionPause p : pauses) {
                     PinnedBackup done = p.resume(releaseCachedMemory);
-                    if (done != null) freeLater.accept(done);
+                    if (done != null) done.giveBack();
                 }
             } catch (RuntimeException e) {
                 failures++;

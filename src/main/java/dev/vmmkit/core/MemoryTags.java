@@ -6,9 +6,6 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 
 /**
  * The memory tags of one allocator: which tag each thread's allocations carry now, and pause and
@@ -29,8 +26,8 @@ final class MemoryTags {
     private final ThreadLocal<ArrayDeque<MemoryTag>> entered = ThreadLocal.withInitial(ArrayDeque::new);
     private volatile boolean anyEntered;
     private volatile RegionHeap[] allRegions = new RegionHeap[0];
-    /** Frees pinned copies after a resume, off the caller's path; made on first use. */
-    private ExecutorService freer;
+    /** Pinned host chunks kept between pauses; made on the first pause. */
+    private volatile PinnedChunks pinned;
 
     MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory) {
         this.driver = driver;
@@ -80,13 +77,13 @@ final class MemoryTags {
     /** Pauses {@code tag}, or every tag when null. */
     void pause(String tag) {
         for (MemoryTag t : named(tag)) {
-            t.pause(driver.transfers(), driver.events());
+            t.pause(driver.transfers(), driver.events(), pinned());
         }
     }
 
     /** Resumes {@code tag}, or every tag when null. */
     void resume(String tag) {
-        for (MemoryTag t : named(tag)) t.resume(this::freeLater, releaseCachedMemory);
+        for (MemoryTag t : named(tag)) t.resume(releaseCachedMemory);
     }
 
     private List<MemoryTag> named(String tag) {
@@ -129,6 +126,7 @@ final class MemoryTags {
 
     TagStats stats() {
         if (inOrder.isEmpty()) return TagStats.NONE;
+        PinnedChunks chunks = pinned;
         List<TagStats.Tag> tags = new ArrayList<>();
         long paused = 0;
         for (MemoryTag t : inOrder) {
@@ -136,54 +134,28 @@ final class MemoryTags {
             paused += s.pausedBytes();
             tags.add(s);
         }
-        return new TagStats(paused, tags);
+        return new TagStats(paused, chunks == null ? 0 : chunks.keptBytes(), tags);
     }
 
-    /** Waits for copies being freed, then frees every tag's copies and closes its regions. */
+    /** Closes every tag's regions, then frees the pinned host memory kept for pauses. */
     void close() {
-        awaitFreed();
         for (MemoryTag t : inOrder) t.close();
         allRegions = new RegionHeap[0];
+        if (pinned != null) pinned.close();
     }
 
-    /** Waits until the copies of completed resumes are freed (tests; close). */
-    void awaitFreed() {
-        ExecutorService f;
-        synchronized (this) {
-            f = freer;
-            freer = null;
-        }
-        if (f == null) return;
-        f.shutdown();
-        try {
-            f.awaitTermination(1, TimeUnit.MINUTES);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+    /**
+     * Frees the pinned host memory kept for the next pause (the copies of tags paused now stay).
+     *
+     * @throws dev.vmmkit.driver.DriverException when the driver refused to free some; they stay kept
+     */
+    void freeKeptHostMemory() {
+        if (pinned != null) pinned.freeAll();
     }
 
-    private void freeLater(PinnedBackup backup) {
-        ExecutorService f;
-        synchronized (this) {
-            if (freer == null) {
-                freer = Executors.newSingleThreadExecutor(r -> {
-                    Thread t = new Thread(r, "vmmkit-pinned-free");
-                    t.setDaemon(true);
-                    return t;
-                });
-            }
-            f = freer;
-        }
-        f.execute(() -> freeNow(backup));
-    }
-
-    private static void freeNow(PinnedBackup backup) {
-        try {
-            backup.free();
-        } catch (RuntimeException e) {
-            // Pinned host memory the driver refused to free stays with the process; the device memory is unaffected.
-            System.getLogger("vmmkit").log(System.Logger.Level.WARNING, "could not free a paused tag's host copy: " + e.getMessage());
-        }
+    private synchronized PinnedChunks pinned() {
+        if (pinned == null) pinned = new PinnedChunks(driver.transfers());
+        return pinned;
     }
 
     private static void checkName(String tag) {

@@ -1,18 +1,22 @@
 package dev.vmmkit.core;
 
-import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.HostTransfers;
 import dev.vmmkit.driver.StreamEvents;
 import org.agrona.collections.LongArrayList;
 
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+
 /**
  * Copies of device ranges in pinned host memory: the kept contents of a paused tag.
  *
- * <p>The bytes go to pinned chunks of up to {@link #CHUNK_BYTES}, each allocated while the device
- * still copies into the one before (copies are queued, not waited for), so pinning host memory and
- * the bus transfer overlap. One stream of its own carries the copies; one event at the end says
- * when all have landed. A piece is one device range in one chunk; a range that crosses a chunk's
- * end becomes two pieces.
+ * <p>The bytes go to pinned chunks of up to {@link #CHUNK_BYTES} from {@link PinnedChunks}: kept
+ * ones from an earlier pause, or chunks pinned by its threads while the device copies into the ones
+ * before (copies are queued, not waited for), so pinning and the bus transfer overlap. One stream of
+ * its own carries the copies; one event at the end says when all have landed. A piece is one device
+ * range in one chunk; a range that crosses a chunk's end becomes two pieces. The chunks go back to
+ * {@link PinnedChunks} once the bytes are home again.
  */
 final class PinnedBackup {
     /** Large enough for full bus speed per copy, small enough that pinning the next overlaps the copy of this one. */
@@ -20,14 +24,16 @@ final class PinnedBackup {
 
     private final HostTransfers transfers;
     private final StreamEvents events;
-    /** The pinned chunks, in the order they were made. */
+    private final PinnedChunks pool;
+    /** The pinned chunks as (address, bytes) pairs, in the order they were taken. */
     private final LongArrayList chunks = new LongArrayList();
     /** Pieces as (device address, bytes, host address) triples. */
     private final LongArrayList pieces = new LongArrayList();
 
-    PinnedBackup(HostTransfers transfers, StreamEvents events) {
+    PinnedBackup(HostTransfers transfers, StreamEvents events, PinnedChunks pool) {
         this.transfers = transfers;
         this.events = events;
+        this.pool = pool;
     }
 
     /** The bytes this backup holds. */
@@ -46,22 +52,26 @@ final class PinnedBackup {
         long total = 0;
         for (int i = 1; i < vaAndBytes.size(); i += 2) total += vaAndBytes.getLong(i);
         if (total == 0) return;
+        long[] sizes = chunkSizes(total);
+        List<CompletableFuture<Long>> pending = pool.take(sizes);
         int firstChunk = chunks.size();
         int firstPiece = pieces.size();
-        long stream = transfers.createStream();
+        int next = 0;
+        long stream = 0;
         try {
+            stream = transfers.createStream();
             long chunk = 0;
             long chunkSize = 0;
             long used = 0;
-            long left = total;
             for (int i = 0; i < vaAndBytes.size(); i += 2) {
                 long va = vaAndBytes.getLong(i);
                 long bytes = vaAndBytes.getLong(i + 1);
                 while (bytes > 0) {
                     if (used == chunkSize) {
-                        chunkSize = Math.min(CHUNK_BYTES, left);
-                        chunk = transfers.allocatePinned(chunkSize);
+                        chunkSize = sizes[next];
+                        chunk = await(pending.get(next++));
                         chunks.addLong(chunk);
+                        chunks.addLong(chunkSize);
                         used = 0;
                     }
                     long piece = Math.min(bytes, chunkSize - used);
@@ -72,18 +82,46 @@ final class PinnedBackup {
                     va += piece;
                     bytes -= piece;
                     used += piece;
-                    left -= piece;
                 }
             }
             waitFor(stream);
         } catch (RuntimeException e) {
-            settle(stream, e);
-            freeChunks(firstChunk, e);
+            if (stream != 0) settle(stream, e);
+            // Chunks taken here, and those still being pinned, go back to the pool: nothing is kept.
+            for (int i = next; i < pending.size(); i++) {
+                try {
+                    pool.give(await(pending.get(i)), sizes[i]);
+                } catch (RuntimeException failed) {
+                    e.addSuppressed(failed);
+                }
+            }
+            for (int i = firstChunk; i < chunks.size(); i += 2) pool.give(chunks.getLong(i), chunks.getLong(i + 1));
+            while (chunks.size() > firstChunk) chunks.removeAt(chunks.size() - 1);
             while (pieces.size() > firstPiece) pieces.removeAt(pieces.size() - 1);
-            destroy(stream, e);
+            if (stream != 0) destroy(stream, e);
             throw e;
         }
         destroy(stream, null);
+    }
+
+    /** Chunks of {@link #CHUNK_BYTES}, the last one the rest rounded up to 64 KiB (so kept chunks are reused). */
+    private static long[] chunkSizes(long total) {
+        int n = (int) ((total + CHUNK_BYTES - 1) / CHUNK_BYTES);
+        long[] sizes = new long[n];
+        for (int i = 0; i < n; i++) sizes[i] = CHUNK_BYTES;
+        long last = total - (long) (n - 1) * CHUNK_BYTES;
+        sizes[n - 1] = (last + 0xFFFF) & ~0xFFFFL;
+        return sizes;
+    }
+
+    /** The chunk a future gives; its driver error as it was. */
+    private static long await(CompletableFuture<Long> chunk) {
+        try {
+            return chunk.join();
+        } catch (CompletionException e) {
+            if (e.getCause() instanceof RuntimeException cause) throw cause;
+            throw e;
+        }
     }
 
     /**
@@ -124,24 +162,11 @@ final class PinnedBackup {
         while (pieces.size() > kept) pieces.removeAt(pieces.size() - 1);
     }
 
-    /**
-     * Frees every chunk. A chunk the driver refuses to free stays listed, so a later call retries;
-     * the first refusal is thrown after the others were tried.
-     */
-    void free() {
+    /** Gives every chunk back to the pool, for the next pause; the backup holds nothing after. */
+    void giveBack() {
         pieces.clear();
-        DriverException first = null;
-        int kept = 0;
-        for (int i = 0; i < chunks.size(); i++) {
-            try {
-                transfers.freePinned(chunks.getLong(i));
-            } catch (DriverException e) {
-                if (first == null) first = e;
-                chunks.setLong(kept++, chunks.getLong(i));
-            }
-        }
-        while (chunks.size() > kept) chunks.removeAt(chunks.size() - 1);
-        if (first != null) throw first;
+        for (int i = 0; i < chunks.size(); i += 2) pool.give(chunks.getLong(i), chunks.getLong(i + 1));
+        chunks.clear();
     }
 
     private static boolean inAny(LongArrayList ranges, long va) {
@@ -178,19 +203,6 @@ final class PinnedBackup {
                 cause.addSuppressed(again);
             }
         }
-    }
-
-    private void freeChunks(int from, RuntimeException cause) {
-        int kept = from;
-        for (int i = from; i < chunks.size(); i++) {
-            try {
-                transfers.freePinned(chunks.getLong(i));
-            } catch (RuntimeException e) {
-                cause.addSuppressed(e);
-                chunks.setLong(kept++, chunks.getLong(i)); // kept for a later free
-            }
-        }
-        while (chunks.size() > kept) chunks.removeAt(chunks.size() - 1);
     }
 
     private void destroy(long stream, RuntimeException cause) {

@@ -57,7 +57,7 @@ final class RegionPause {
      * completed. On failure the runs released so far stay released (with their copies) and the
      * others stay mapped; the failure is thrown.
      */
-    long pause(boolean keep, HostTransfers transfers, StreamEvents events) {
+    long pause(boolean keep, HostTransfers transfers, StreamEvents events, PinnedChunks pinned) {
         LongArrayList runs = new LongArrayList();
         LongArrayList spans = new LongArrayList();
         region.lock.lock();
@@ -84,7 +84,7 @@ final class RegionPause {
             }
             long kept = 0;
             if (!spans.isEmpty()) {
-                if (backup == null) backup = new PinnedBackup(transfers, events);
+                if (backup == null) backup = new PinnedBackup(transfers, events, pinned);
                 long before = backup.bytes();
                 backup.copyOut(spans);
                 kept = backup.bytes() - before;
@@ -113,7 +113,7 @@ final class RegionPause {
     /**
      * Backs every released run with one new handle, maps it with access, and copies the kept bytes
      * back; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
-     * allocator caches and the handle is tried once more. Returns the backup to free once the copies have landed (null when none), so the caller
+     * allocator caches and the handle is tried once more. Returns the emptied backup (its chunks to give back) (null when none), so the caller
      * may free it off the critical path. On failure the runs mapped so far wait for their copies,
      * the others stay released; the failure is thrown.
      */
@@ -148,11 +148,7 @@ final class RegionPause {
             // closing anyway
         }
         if (backup != null) {
-            try {
-                backup.free();
-            } catch (RuntimeException ignored) {
-                // closing anyway
-            }
+            backup.giveBack();
             backup = null;
         }
         released.clear();

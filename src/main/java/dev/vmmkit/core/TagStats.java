@@ -5,11 +5,13 @@ import java.util.List;
 /**
  * The memory tags of an allocator: what pause and resume did.
  *
- * @param pausedBytes physical bytes given back by paused tags now
- * @param tags        each tag's figures, in the order the tags were first used
+ * @param pausedBytes     physical bytes given back by paused tags now
+ * @param hostBytesKept pinned host memory kept for the next pause's copies (freed by
+ *                      {@link VmmManager#freeKeptHostMemory} or at close)
+ * @param tags          each tag's figures, in the order the tags were first used
  */
-public record TagStats(long pausedBytes, List<Tag> tags) {
-    public static final TagStats NONE = new TagStats(0, List.of());
+public record TagStats(long pausedBytes, long hostBytesKept, List<Tag> tags) {
+    public static final TagStats NONE = new TagStats(0, 0, List.of());
 
     public TagStats {
         tags = List.copyOf(tags);

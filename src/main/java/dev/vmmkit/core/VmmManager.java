@@ -378,9 +378,16 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return this;
     }
 
-    /** Waits until the host copies of completed resumes are freed (they are freed in the background). */
-    public void awaitHostCopiesFreed() {
-        tags.awaitFreed();
+    /**
+     * Frees the pinned host memory kept for the next pause. A resume gives the chunks that held a
+     * tag's contents back to a pool rather than to the driver, because pinning host memory is several
+     * times slower than the copies into it: the next pause then copies at the bus's speed. The pool
+     * holds at most what the tags kept at once; close frees it too.
+     *
+     * @throws dev.vmmkit.driver.DriverException when the driver refused to free some (they stay kept)
+     */
+    public void freeKeptHostMemory() {
+        tags.freeKeptHostMemory();
     }
 
     private void refuseWhilePaused(long address) {

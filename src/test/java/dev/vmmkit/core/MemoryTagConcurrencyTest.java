@@ -81,7 +81,7 @@ class MemoryTagConcurrencyTest {
             stop.set(true);
             for (Thread t : threads) t.join();
             if (failure.get() != null) throw new AssertionError("a worker failed", failure.get());
-            m.awaitHostCopiesFreed();
+            m.freeKeptHostMemory();
             TagStats.Tag w = m.stats().tags().tags().get(0);
             assertEquals(25, w.pauses());
             assertEquals(25, w.resumes());

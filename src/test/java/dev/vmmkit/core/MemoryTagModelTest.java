@@ -131,7 +131,7 @@ class MemoryTagModelTest {
             m.resume(null);
             for (Live l : live.values()) m.deallocate(l.address(), 0);
             assertEquals(0, m.stats().liveBytes(), note);
-            m.awaitHostCopiesFreed();
+            m.freeKeptHostMemory();
         }
     }
 }

@@ -98,7 +98,7 @@ class MemoryTagPauseTest {
             assertTrue(w.keptBytes() >= weightBytes, "kept " + w.keptBytes() + " of " + weightBytes);
             assertEquals(0, c.keptBytes(), "a discarded cache copies nothing");
             assertFalse(w.paused());
-            m.awaitHostCopiesFreed();
+            m.freeKeptHostMemory();
         } finally {
             host.close();
         }
@@ -142,7 +142,7 @@ class MemoryTagPauseTest {
             fill(host, again, 100 * KIB, 5);
             m.endTagRegion();
             assertEquals(1, m.stats().tags().tags().get(0).pauses(), "a second pause of a paused tag is no pause");
-            m.awaitHostCopiesFreed();
+            m.freeKeptHostMemory();
         } finally {
             host.close();
         }
@@ -169,7 +169,7 @@ class MemoryTagPauseTest {
             assertFullyIntact(host, o1, 10 * KIB, 1, "outer, first region");
             assertFullyIntact(host, o2, 10 * KIB, 2, "outer, second region");
             assertFullyIntact(host, i1, 10 * KIB, 3, "inner");
-            m.awaitHostCopiesFreed();
+            m.freeKeptHostMemory();
         } finally {
             host.close();
         }
@@ -191,7 +191,7 @@ class MemoryTagPauseTest {
             m.pause("second");
             m.resume("second");
             assertFullyIntact(host, b, 6 * MIB, 4, "the second tag");
-            m.awaitHostCopiesFreed();
+            m.freeKeptHostMemory();
         } finally {
             host.close();
         }
