@@ -112,16 +112,6 @@ public interface VmmDriver extends AutoCloseable {
     StreamEvents events();
 
     /**
-     * Kernels over this driver's memory, for code that computes on tensors (the lifetime layer).
-     * Kept apart from the memory calls; the allocator never calls them.
-     *
-     * @throws DriverException CUDA_ERROR_NOT_SUPPORTED when the driver runs no kernels
-     */
-    default DeviceCompute compute() {
-        throw DriverException.of(CudaResult.NOT_SUPPORTED, "compute(): driver '" + name() + "' runs no kernels");
-    }
-
-    /**
      * Pinned host memory and stream-ordered copies between it and device memory, for the one
      * allocator operation that keeps contents off the device (pausing a tag). Kept apart from the
      * memory calls, like {@link #events()}.
