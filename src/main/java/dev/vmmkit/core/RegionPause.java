@@ -113,9 +113,9 @@ final class RegionPause {
     /**
      * Backs every released run with one new handle, maps it with access, and copies the kept bytes
      * back; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
-     * allocator caches and the handle is tried once more. Returns the emptied backup (its chunks to give back) (null when none), so the caller
-     * may free it off the critical path. On failure the runs mapped so far wait for their copies,
-     * the others stay released; the failure is thrown.
+     * allocator caches and the handle is tried once more. Returns the backup whose bytes are home
+     * again (its chunks for the caller to give back), or null when there was none. On failure the
+     * runs mapped so far wait for their copies, the others stay released; the failure is thrown.
      */
     PinnedBackup resume(Runnable releaseCachedMemory) {
         region.lock.lock();
