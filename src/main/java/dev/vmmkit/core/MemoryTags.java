@@ -103,6 +103,13 @@ final class MemoryTags {
         return null;
     }
 
+    /** Throws {@link TagPausedException} when {@code address} lies in a tag that is not running. */
+    void refuseWhilePaused(long address) {
+        RegionHeap region = regionOf(address);
+        MemoryTag tag = region == null ? null : tagOf(region);
+        if (tag != null && !tag.isRunning()) throw new TagPausedException(tag.name);
+    }
+
     /** The tag that owns {@code region}, or null. */
     MemoryTag tagOf(RegionHeap region) {
         for (MemoryTag t : inOrder) {

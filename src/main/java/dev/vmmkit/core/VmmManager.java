@@ -165,7 +165,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
      */
     @Override
     public long reallocate(long address, long newSize, long stream) {
-        refuseWhilePaused(address);
+        tags.refuseWhilePaused(address);
         return resizing.reallocate(address, newSize, stream);
     }
 
@@ -316,52 +316,24 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return tags.regionOf(address);
     }
 
-    // ---------------------------------------------------------------- memory tags
+    // ---------------------------------------------------------------- memory tags (MemoryTagControl says what each does)
 
-    /**
-     * This thread's next allocations carry {@code tag} until {@link #endTagRegion}; regions nest. A
-     * tag's allocations live in reserved ranges of their own, so {@link #pause} gives back every
-     * page they hold and nothing else. {@code keepContents} is the tag's setting, shared by all its
-     * allocations (the latest region opened sets it): a pause copies their bytes to pinned host
-     * memory and a resume brings them back; otherwise the contents after a resume are undefined.
-     *
-     * @throws IllegalArgumentException when {@code tag} is null, empty or too long
-     */
     @Override
     public void beginTagRegion(String tag, boolean keepContents) {
         tags.begin(tag, keepContents);
     }
 
-    /** Leaves this thread's innermost tag region. @throws IllegalStateException when none is open */
     @Override
     public void endTagRegion() {
         tags.end();
     }
 
-    /**
-     * Gives back the physical memory of {@code tag} (every tag when null), keeping its addresses:
-     * waits for the device's work, copies kept contents to pinned host memory, unmaps and releases
-     * every handle, cached free pages included. Frees of the tag's blocks work while it is paused;
-     * allocations into it fail with {@link TagPausedException}.
-     *
-     * @throws IllegalArgumentException when no region of that name was ever opened
-     * @throws TagTransitionException   when a driver call failed partway; the tag is consistent and
-     *                                  the call may be repeated
-     */
     @Override
     public void pause(String tag) {
         ensureInitialised();
         tags.pause(tag);
     }
 
-    /**
-     * Backs {@code tag}'s ranges (every tag when null) with memory again at the same addresses, with
-     * few large handles, and copies kept contents back.
-     *
-     * @throws IllegalArgumentException when no region of that name was ever opened
-     * @throws TagTransitionException   when a driver call failed partway (out of memory, say); the
-     *                                  tag is consistent and the call may be repeated
-     */
     @Override
     public void resume(String tag) {
         ensureInitialised();
@@ -374,34 +346,19 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     }
 
     @Override
-    public MemoryTagControl tagControl() {
-        return this;
-    }
-
-    /**
-     * Frees the pinned host memory kept for the next pause. A resume gives the chunks that held a
-     * tag's contents back to a pool rather than to the driver, because pinning host memory is several
-     * times slower than the copies into it: the next pause then copies at the bus's speed. The pool
-     * holds at most what the tags kept at once; close frees it too.
-     *
-     * @throws dev.vmmkit.driver.DriverException when the driver refused to free some (they stay kept)
-     */
     public void freeKeptHostMemory() {
         tags.freeKeptHostMemory();
     }
 
-    private void refuseWhilePaused(long address) {
-        RegionHeap region = tags.regionOf(address);
-        if (region == null) return;
-        MemoryTag tag = tags.tagOf(region);
-        if (tag != null && !tag.isRunning()) throw new TagPausedException(tag.name);
+    @Override
+    public MemoryTagControl tagControl() {
+        return this;
     }
 
     private RegionHeap newTagRegion(String tag, long bytes) {
         synchronized (regionLock) {
             if (closed) throw new IllegalStateException("manager is closed");
-            long span = Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes);
-            return newRegion("region of tag '" + tag + "'", span);
+            return newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
         }
     }
 

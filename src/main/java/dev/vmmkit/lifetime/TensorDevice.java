@@ -118,7 +118,7 @@ public final class TensorDevice implements AutoCloseable {
     /**
      * The memory tags of the device's allocator: tensors made between {@code beginTagRegion} and
      * {@code endTagRegion} on a thread carry the tag, and {@code pause}/{@code resume} give their
-     * memory back and bring it again at the same addresses (see {@code VmmManager}).
+     * memory back and bring it again at the same addresses (see {@link dev.vmmkit.core.MemoryTagControl}).
      *
      * @throws UnsupportedOperationException when the device's memory resource has no tags
      */
