@@ -29,3 +29,16 @@ traces_or_default() {
     [ -f "$t" ] || { echo "$name: no trace $t (give trace paths as arguments)"; exit 2; }
   done
 }
+
+# use_vmmkit_build NAME: exits 2 naming NAME unless target/vmmkit.jar and the shim are built;
+# points the shim at the jar, and at runtime/ (the jlink runtime and its AOT cache) when carried.
+use_vmmkit_build() {
+  local need
+  for need in target/vmmkit.jar target/native/libvmmkit_preload.so; do
+    [ -f "$need" ] || { echo "$1: $need is missing; build it (./mvnw -DskipTests package) and carry target/" >&2; exit 2; }
+  done
+  export VMMKIT_JAR="$root/target/vmmkit.jar"
+  [ -x runtime/bin/java ] && export VMMKIT_JAVA_HOME="$root/runtime"
+  [ -f runtime/vmmkit.aot ] && export VMMKIT_AOT_CACHE="$root/runtime/vmmkit.aot"
+  return 0
+}

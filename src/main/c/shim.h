@@ -14,6 +14,7 @@
  *   driver_api.c     the exported CUDA driver functions (cuMemAlloc_v2, ranges, IPC, peer access, ...)
  *   entry_points.c   the driver functions a program asks for by name (cuGetProcAddress,
  *                    cudaGetDriverEntryPoint): vmmkit's, where it has one
+ *   vmmkit_regions.c the exported memory-tag calls (vmmkit_region_begin/end, vmmkit_pause, vmmkit_resume)
  *   lookups.c        libc's own dlsym, and the exported dlsym and dlvsym, which answer lookups of
  *                    intercepted names by handle
  * A file adding exported functions includes this header; when programs may look its names up by
@@ -97,6 +98,11 @@ struct entry_table {
     int32_t (*remap_copy)(int64_t dst, int64_t src, int64_t count, int32_t device, int64_t stream);
     /* the live allocation holding address: writes its start and size to out[0], out[1]; 0 or JAVA_NOT_OURS */
     int32_t (*address_range)(int64_t address, int32_t device, int64_t out);
+    /* memory tags (vmmkit_regions.c): 0 or -cudaError; a tag is a NUL-terminated string, 0 = every tag */
+    int32_t (*region_begin)(int64_t tag, int32_t keep_contents, int32_t device);
+    int32_t (*region_end)(int32_t device);
+    int32_t (*pause)(int64_t tag, int32_t device);
+    int32_t (*resume)(int64_t tag, int32_t device);
 };
 
 /* ---- jvm_bootstrap.c ---------------------------------------------------------------------- */

@@ -36,30 +36,7 @@ static const char *scenario = "";
 static cudaError_t (*vmmkit_realloc)(void **, size_t);
 static long (*runtime_copies)(void);
 
-static uint64_t word(uint64_t seed, size_t i) { return (i + 1) * 0x9E3779B97F4A7C15ull ^ seed; }
-
-static void upload(void *device, size_t bytes, uint64_t seed) {
-    uint64_t *host = malloc(bytes);
-    CHECK(host);
-    for (size_t i = 0; i < bytes / 8; i++) host[i] = word(seed, i);
-    CHECK(cudaMemcpy(device, host, bytes, H2D) == 0);
-    free(host);
-}
-
-/* The first `bytes` of `device` hold the pattern of `seed`, bit for bit. */
-static void check(const void *device, size_t bytes, uint64_t seed) {
-    uint64_t *host = malloc(bytes);
-    CHECK(host);
-    CHECK(cudaDeviceSynchronize() == 0);
-    CHECK(cudaMemcpy(host, device, bytes, D2H) == 0);
-    for (size_t i = 0; i < bytes / 8; i++) {
-        if (host[i] != word(seed, i)) {
-            fprintf(stderr, "FAIL %s: word %zu of %zu differs\n", scenario, i, bytes / 8);
-            exit(1);
-        }
-    }
-    free(host);
-}
+#include "device_pattern.h"
 
 static long copies_so_far(void) { return runtime_copies ? runtime_copies() : 0; }
 

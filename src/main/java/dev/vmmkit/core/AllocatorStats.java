@@ -21,6 +21,7 @@ import java.util.Map;
  * @param driverCalls           driver calls by kind since the allocator was made
  * @param driverHandles         the handles those calls touched, by kind and size (none when unknown)
  * @param zeroCopy              remaps that replaced copies, and copies that stayed copies
+ * @param tags                  memory tags: paused bytes, each tag's pauses and resumes
  */
 public record AllocatorStats(
         long allocations,
@@ -35,12 +36,23 @@ public record AllocatorStats(
         long outOfMemoryRecoveries,
         Map<DriverCall, Long> driverCalls,
         DriverHandleCounts driverHandles,
-        ZeroCopyStats zeroCopy) {
+        ZeroCopyStats zeroCopy,
+        TagStats tags) {
 
     public AllocatorStats {
         driverCalls = Map.copyOf(driverCalls);
         if (driverHandles == null) driverHandles = DriverHandleCounts.none();
         if (zeroCopy == null) zeroCopy = ZeroCopyStats.NONE;
+        if (tags == null) tags = TagStats.NONE;
+    }
+
+    /** Figures of an allocator without memory tags. */
+    public AllocatorStats(long allocations, long frees, long liveBytes, long peakLiveBytes, long reservedBytes,
+                          long peakReservedBytes, long cachedBytes, long cacheHits, long cacheMisses,
+                          long outOfMemoryRecoveries, Map<DriverCall, Long> driverCalls,
+                          DriverHandleCounts driverHandles, ZeroCopyStats zeroCopy) {
+        this(allocations, frees, liveBytes, peakLiveBytes, reservedBytes, peakReservedBytes, cachedBytes, cacheHits,
+                cacheMisses, outOfMemoryRecoveries, driverCalls, driverHandles, zeroCopy, TagStats.NONE);
     }
 
     /** Figures of an allocator that never remaps. */

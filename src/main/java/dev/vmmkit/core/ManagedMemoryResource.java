@@ -54,6 +54,11 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
         return null;
     }
 
+    /** Memory tags, paused and resumed by name; null when the resource has none. */
+    default MemoryTagControl tagControl() {
+        return null;
+    }
+
     /** Gives everything back; live allocations become invalid. */
     @Override
     void close();

@@ -21,7 +21,7 @@ import dev.vmmkit.driver.VmmDriver;
  * all earlier work on the device (cudaFree's guarantee); the manager's {@link DeviceWideFence}
  * provides that wait on a thread of its own.
  */
-public final class VmmManager implements ManagedMemoryResource {
+public final class VmmManager implements ManagedMemoryResource, MemoryTagControl {
     /** The caller's driver wrapped in a counter, so stats can report driver calls by kind. */
     private final CountingDriver driver;
     private final VmmConfig config;
@@ -41,6 +41,8 @@ public final class VmmManager implements ManagedMemoryResource {
     private long deviceBytes;
 
     private final AliasedHandles aliasedHandles = new AliasedHandles();
+    /** Memory tags: allocations in regions of their own, paused and resumed by name. */
+    private final MemoryTags tags;
     /** Reallocation and remap-instead-of-copy: the zero-copy decisions and their counters. */
     private final ManagerResizing resizing;
 
@@ -56,7 +58,8 @@ public final class VmmManager implements ManagedMemoryResource {
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
-        this.peerAccess = new PeerAccess(this.driver, this::allRegions);
+        this.tags = new MemoryTags(this.driver, this::newTagRegion, this::drainWaitingForFrees);
+        this.peerAccess = new PeerAccess(this.driver, this::allRegionsWithTags);
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);
     }
@@ -98,6 +101,8 @@ public final class VmmManager implements ManagedMemoryResource {
         }
         boolean small = size <= config.smallLimitBytes();
         long bytes = blockBytes(size, small);
+        MemoryTag tag = tags.current();
+        if (tag != null) return tags.allocate(tag, bytes, size, stream);
         RegionHeap[] regions = small ? smallRegions : largeRegions;
         if (small) {
             long address = SmallRequestOverflow.allocateFromMappedMemory(regions, largeRegions, bytes, size, stream);
@@ -160,6 +165,7 @@ public final class VmmManager implements ManagedMemoryResource {
      */
     @Override
     public long reallocate(long address, long newSize, long stream) {
+        tags.refuseWhilePaused(address);
         return resizing.reallocate(address, newSize, stream);
     }
 
@@ -175,6 +181,8 @@ public final class VmmManager implements ManagedMemoryResource {
      */
     @Override
     public boolean remapCopy(long dst, long src, long count, long stream) {
+        // A tag's pages are released and made anew by pause and resume: they take no aliases.
+        if (tags.regionOf(dst) != null || tags.regionOf(src) != null) return false;
         return resizing.remapCopy(dst, src, count, stream);
     }
 
@@ -233,7 +241,7 @@ public final class VmmManager implements ManagedMemoryResource {
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
                 hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(), driver.handleCounts(),
-                resizing.stats());
+                resizing.stats(), tags.stats());
     }
 
     /** Each region's counters, small regions first. */
@@ -241,6 +249,7 @@ public final class VmmManager implements ManagedMemoryResource {
         java.util.List<RegionStats> all = new java.util.ArrayList<>();
         for (RegionHeap r : smallRegions) all.add(r.stats());
         for (RegionHeap r : largeRegions) all.add(r.stats());
+        for (RegionHeap r : tags.regions()) all.add(r.stats());
         return all;
     }
 
@@ -249,6 +258,7 @@ public final class VmmManager implements ManagedMemoryResource {
         java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
         for (RegionHeap r : smallRegions) regions.add(r.views.blockMap());
         for (RegionHeap r : largeRegions) regions.add(r.views.blockMap());
+        for (RegionHeap r : tags.regions()) regions.add(r.views.blockMap());
         return new BlockMap(regions);
     }
 
@@ -270,6 +280,7 @@ public final class VmmManager implements ManagedMemoryResource {
         for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
             for (RegionHeap r : regions) r.releaseCachedMemory(waitForFrees);
         }
+        tags.releaseCachedMemory(waitForFrees);
         pool.drain(driver, accounting);
         return before - accounting.physicalBytes();
     }
@@ -285,6 +296,7 @@ public final class VmmManager implements ManagedMemoryResource {
             closed = true;
             try {
                 sharedPages.close();
+                tags.close();
                 for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
                     for (RegionHeap r : regions) r.close();
                 }
@@ -307,7 +319,61 @@ public final class VmmManager implements ManagedMemoryResource {
     RegionHeap regionOf(long address) {
         for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
         for (RegionHeap r : smallRegions) if (r.contains(address)) return r;
-        return null;
+        return tags.regionOf(address);
+    }
+
+    // ---------------------------------------------------------------- memory tags (MemoryTagControl says what each does)
+
+    @Override
+    public void beginTagRegion(String tag, boolean keepContents) {
+        tags.begin(tag, keepContents);
+    }
+
+    @Override
+    public void endTagRegion() {
+        tags.end();
+    }
+
+    @Override
+    public void pause(String tag) {
+        ensureInitialised();
+        tags.pause(tag);
+    }
+
+    @Override
+    public void resume(String tag) {
+        ensureInitialised();
+        tags.resume(tag);
+    }
+
+    @Override
+    public boolean knowsTag(String tag) {
+        return tags.knows(tag);
+    }
+
+    @Override
+    public void freeKeptHostMemory() {
+        tags.freeKeptHostMemory();
+    }
+
+    @Override
+    public MemoryTagControl tagControl() {
+        return this;
+    }
+
+    private RegionHeap newTagRegion(String tag, long bytes) {
+        synchronized (regionLock) {
+            if (closed) throw new IllegalStateException("manager is closed");
+            return newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
+        }
+    }
+
+    private RegionHeap[] allRegionsWithTags() {
+        RegionHeap[] base = allRegions();
+        RegionHeap[] tagged = tags.regions();
+        RegionHeap[] all = java.util.Arrays.copyOf(base, base.length + tagged.length);
+        System.arraycopy(tagged, 0, all, base.length, tagged.length);
+        return all;
     }
 
     private void ensureInitialised() {
@@ -369,6 +435,7 @@ public final class VmmManager implements ManagedMemoryResource {
             for (RegionHeap r : manager.allRegions()) {
                 if (r != requester) r.releaseCachedMemory(true);
             }
+            manager.tags.releaseIdleCachedMemory();
         }
     }
 

@@ -79,6 +79,30 @@ public final class CallText {
         return "cuCtxSynchronize()";
     }
 
+    public static String pinnedAllocate(long bytes) {
+        return "cuMemHostAlloc(bytes=" + hex(bytes) + ")";
+    }
+
+    public static String pinnedFree(long address) {
+        return "cuMemFreeHost(ptr=" + hex(address) + ")";
+    }
+
+    public static String streamCreate() {
+        return "cuStreamCreate(flags=CU_STREAM_NON_BLOCKING)";
+    }
+
+    public static String streamDestroy(long stream) {
+        return "cuStreamDestroy(stream=" + hex(stream) + ")";
+    }
+
+    public static String copyToHostAsync(long host, long va, long bytes, long stream) {
+        return "cuMemcpyDtoHAsync(dst=" + hex(host) + ", src=" + hex(va) + ", bytes=" + hex(bytes) + ", stream=" + hex(stream) + ")";
+    }
+
+    public static String copyToDeviceAsync(long va, long host, long bytes, long stream) {
+        return "cuMemcpyHtoDAsync(dst=" + hex(va) + ", src=" + hex(host) + ", bytes=" + hex(bytes) + ", stream=" + hex(stream) + ")";
+    }
+
     public static String init() {
         return "cuInit(flags=0)";
     }

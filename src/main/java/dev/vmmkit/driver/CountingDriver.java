@@ -15,6 +15,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
 public final class CountingDriver extends ForwardingDriver {
     private final AtomicLongArray counts = new AtomicLongArray(DriverCall.all().length);
     private final StreamEvents events = new CountingEvents();
+    private final HostTransfers transfers = new CountingTransfers();
     // Handle bookkeeping for handleCounts(), guarded by this object's monitor.
     private final long[][] handleCounts = new long[DriverCall.all().length][DriverHandleCounts.BUCKETS];
     private final long[][] handleBytes = new long[DriverCall.all().length][DriverHandleCounts.BUCKETS];
@@ -153,6 +154,11 @@ public final class CountingDriver extends ForwardingDriver {
     }
 
     @Override
+    public HostTransfers transfers() {
+        return transfers;
+    }
+
+    @Override
     public void close() {
         delegate.close();
     }
@@ -193,6 +199,45 @@ public final class CountingDriver extends ForwardingDriver {
         public void synchronizeDevice() {
             counted(DriverCall.DEVICE_SYNCHRONIZE);
             delegate.events().synchronizeDevice();
+        }
+    }
+
+    /** Counts pinned-memory and host-copy calls, then forwards them to the delegate's transfers. */
+    private final class CountingTransfers implements HostTransfers {
+        @Override
+        public long allocatePinned(long bytes) {
+            counted(DriverCall.PINNED_ALLOCATE);
+            return delegate.transfers().allocatePinned(bytes);
+        }
+
+        @Override
+        public void freePinned(long address) {
+            counted(DriverCall.PINNED_FREE);
+            delegate.transfers().freePinned(address);
+        }
+
+        @Override
+        public long createStream() {
+            counted(DriverCall.STREAM_CREATE);
+            return delegate.transfers().createStream();
+        }
+
+        @Override
+        public void destroyStream(long stream) {
+            counted(DriverCall.STREAM_DESTROY);
+            delegate.transfers().destroyStream(stream);
+        }
+
+        @Override
+        public void copyToHost(long host, long va, long bytes, long stream) {
+            counted(DriverCall.COPY_TO_HOST);
+            delegate.transfers().copyToHost(host, va, bytes, stream);
+        }
+
+        @Override
+        public void copyToDevice(long va, long host, long bytes, long stream) {
+            counted(DriverCall.COPY_TO_DEVICE);
+            delegate.transfers().copyToDevice(va, host, bytes, stream);
         }
     }
 }

@@ -17,7 +17,13 @@ public enum DriverCall {
     EVENT_QUERY("event_query"),
     EVENT_SYNCHRONIZE("event_synchronize"),
     EVENT_DESTROY("event_destroy"),
-    DEVICE_SYNCHRONIZE("device_synchronize");
+    DEVICE_SYNCHRONIZE("device_synchronize"),
+    PINNED_ALLOCATE("pinned_allocate"),
+    PINNED_FREE("pinned_free"),
+    STREAM_CREATE("stream_create"),
+    STREAM_DESTROY("stream_destroy"),
+    COPY_TO_HOST("copy_to_host"),
+    COPY_TO_DEVICE("copy_to_device");
 
     private static final DriverCall[] VALUES = values();
     private final String key;

@@ -8,6 +8,7 @@ package dev.vmmkit.driver;
 public final class FaultInjectingDriver extends ForwardingDriver {
     private final FaultPlan plan;
     private final StreamEvents events = new FaultInjectingEvents();
+    private final HostTransfers transfers = new FaultInjectingTransfers();
 
     public FaultInjectingDriver(VmmDriver delegate, FaultPlan plan) {
         super(delegate);
@@ -124,8 +125,18 @@ public final class FaultInjectingDriver extends ForwardingDriver {
     }
 
     @Override
+    public HostTransfers transfers() {
+        return transfers;
+    }
+
+    @Override
     public void close() {
         delegate.close();
+    }
+
+    private void check(DriverCall call, String text) {
+        int fault = plan.faultFor(call);
+        if (fault != CudaResult.SUCCESS) throw injected(fault, text);
     }
 
     private static DriverException injected(int result, String call) {
@@ -186,6 +197,45 @@ public final class FaultInjectingDriver extends ForwardingDriver {
                 throw injected(fault, CallText.deviceSynchronize());
             }
             delegate.events().synchronizeDevice();
+        }
+    }
+
+    /** Pinned memory and host copies under the same plan. */
+    private final class FaultInjectingTransfers implements HostTransfers {
+        @Override
+        public long allocatePinned(long bytes) {
+            check(DriverCall.PINNED_ALLOCATE, CallText.pinnedAllocate(bytes));
+            return delegate.transfers().allocatePinned(bytes);
+        }
+
+        @Override
+        public void freePinned(long address) {
+            check(DriverCall.PINNED_FREE, CallText.pinnedFree(address));
+            delegate.transfers().freePinned(address);
+        }
+
+        @Override
+        public long createStream() {
+            check(DriverCall.STREAM_CREATE, CallText.streamCreate());
+            return delegate.transfers().createStream();
+        }
+
+        @Override
+        public void destroyStream(long stream) {
+            check(DriverCall.STREAM_DESTROY, CallText.streamDestroy(stream));
+            delegate.transfers().destroyStream(stream);
+        }
+
+        @Override
+        public void copyToHost(long host, long va, long bytes, long stream) {
+            check(DriverCall.COPY_TO_HOST, CallText.copyToHostAsync(host, va, bytes, stream));
+            delegate.transfers().copyToHost(host, va, bytes, stream);
+        }
+
+        @Override
+        public void copyToDevice(long va, long host, long bytes, long stream) {
+            check(DriverCall.COPY_TO_DEVICE, CallText.copyToDeviceAsync(va, host, bytes, stream));
+            delegate.transfers().copyToDevice(va, host, bytes, stream);
         }
     }
 }

@@ -98,6 +98,11 @@ public abstract class ForwardingDriver implements DriverAdaptor {
     }
 
     @Override
+    public HostTransfers transfers() {
+        return delegate.transfers();
+    }
+
+    @Override
     public void close() {
         delegate.close();
     }

@@ -111,6 +111,17 @@ public interface VmmDriver extends AutoCloseable {
     /** Events for stream-ordered reuse. Kept apart because the hot path never calls them. */
     StreamEvents events();
 
+    /**
+     * Pinned host memory and stream-ordered copies between it and device memory, for the one
+     * allocator operation that keeps contents off the device (pausing a tag). Kept apart from the
+     * memory calls, like {@link #events()}.
+     *
+     * @throws DriverException CUDA_ERROR_NOT_SUPPORTED when the driver has none
+     */
+    default HostTransfers transfers() {
+        throw DriverException.of(CudaResult.NOT_SUPPORTED, "transfers(): driver '" + name() + "' has no host transfers");
+    }
+
     /** Releases the driver's own resources. Any later call fails with {@link CudaResult#DEINITIALIZED}. */
     @Override
     void close();

@@ -99,6 +99,16 @@ final class DeviceManagers implements AutoCloseable {
         }
     }
 
+    /** The allocators made so far, in device order. */
+    List<ManagedMemoryResource> existing() {
+        List<ManagedMemoryResource> all = new ArrayList<>();
+        for (int device = 0; device < MAX_DEVICES; device++) {
+            ManagedMemoryResource resource = byDevice.get(device);
+            if (resource != null) all.add(resource);
+        }
+        return all;
+    }
+
     /** Figures of every device that has an allocator, in device order. */
     List<StatsWriter.DeviceFigures> stats() {
         List<StatsWriter.DeviceFigures> all = new ArrayList<>();

@@ -5,6 +5,7 @@ import dev.vmmkit.core.InvalidAddressException;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
 import dev.vmmkit.core.SharedPages;
+import dev.vmmkit.core.TagPausedException;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.ipc.IpcException;
@@ -77,6 +78,9 @@ public final class InterposedCalls {
             }
         } catch (OutOfDeviceMemoryException e) {
             InterposeLog.info("device " + device + ": " + e.getMessage());
+            return -CUDA_ERROR_MEMORY_ALLOCATION;
+        } catch (TagPausedException e) {
+            TagCalls.refused(e);
             return -CUDA_ERROR_MEMORY_ALLOCATION;
         } catch (IllegalArgumentException e) {
             return -CUDA_ERROR_INVALID_VALUE;

@@ -39,7 +39,11 @@ public final class NativeBootstrap {
             ADDRESS.withName("ipc_close"),
             ADDRESS.withName("reallocate"),
             ADDRESS.withName("remap_copy"),
-            ADDRESS.withName("address_range"));
+            ADDRESS.withName("address_range"),
+            ADDRESS.withName("region_begin"),
+            ADDRESS.withName("region_end"),
+            ADDRESS.withName("pause"),
+            ADDRESS.withName("resume"));
 
     private NativeBootstrap() {
     }
@@ -85,6 +89,10 @@ public final class NativeBootstrap {
             set(table, "remap_copy", "remapCopy",
                     FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "address_range", "addressRange", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            setTo(TagCalls.class, table, "region_begin", "regionBegin", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
+            setTo(TagCalls.class, table, "region_end", "regionEnd", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+            setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
+            setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);
@@ -101,8 +109,14 @@ public final class NativeBootstrap {
     /** Stores in {@code field} an upcall stub (alive for the whole process) to {@code InterposedCalls.method}. */
     private static void set(MemorySegment table, String field, String method, FunctionDescriptor descriptor)
             throws ReflectiveOperationException {
+        setTo(InterposedCalls.class, table, field, method, descriptor);
+    }
+
+    /** As {@link #set}, for a static method of {@code owner}. */
+    private static void setTo(Class<?> owner, MemorySegment table, String field, String method, FunctionDescriptor descriptor)
+            throws ReflectiveOperationException {
         MethodType type = descriptor.toMethodType();
-        var target = MethodHandles.lookup().findStatic(InterposedCalls.class, method, type);
+        var target = MethodHandles.lookup().findStatic(owner, method, type);
         MemorySegment stub = Linker.nativeLinker().upcallStub(target, descriptor, Arena.global());
         table.set(ValueLayout.ADDRESS, offset(field), stub);
     }

@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.TagStats;
 import dev.vmmkit.core.ZeroCopyStats;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverCall;
@@ -90,12 +91,33 @@ public final class StatsWriter {
             appendDriverCalls(each, s.driverCalls());
             NotServedWatch.Peak outside = notServed.apply(d.device());
             each.append(",\"not_served_bytes\":").append(outside == null ? "null" : Long.toString(outside.outsideBytes()));
+            appendTags(each, s.tags());
             each.append('}');
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;
         return json("vmm", true, allocs, frees, passthroughCalls, peakLive,
                 Long.toString(peakReserved), String.format(Locale.ROOT, "%.6f", ratio),
                 zeroCopyJson(new ZeroCopyStats(remaps, remappedBytes, fellBack)), profile.statsJson(), each.toString());
+    }
+
+    /** Memory tags: {@code "paused_bytes"}, and per tag its pauses and resumes (times in microseconds). */
+    private static void appendTags(StringBuilder json, TagStats tags) {
+        json.append(",\"paused_bytes\":").append(tags.pausedBytes()).append(",\"tags\":[");
+        boolean first = true;
+        for (TagStats.Tag t : tags.tags()) {
+            if (!first) json.append(',');
+            first = false;
+            json.append("{\"tag\":\"").append(escape(t.name())).append("\",\"keep_contents\":").append(t.keepContents())
+                    .append(",\"paused\":").append(t.paused()).append(",\"live_bytes\":").append(t.liveBytes())
+                    .append(",\"paused_bytes\":").append(t.pausedBytes()).append(",\"pauses\":").append(t.pauses())
+                    .append(",\"resumes\":").append(t.resumes()).append(",\"pause_us\":").append(t.pauseNanos() / 1000)
+                    .append(",\"resume_us\":").append(t.resumeNanos() / 1000)
+                    .append(",\"last_pause_us\":").append(t.lastPauseNanos() / 1000)
+                    .append(",\"last_resume_us\":").append(t.lastResumeNanos() / 1000)
+                    .append(",\"kept_bytes\":").append(t.keptBytes()).append(",\"failures\":").append(t.failures())
+                    .append('}');
+        }
+        json.append(']');
     }
 
     private static void appendDriverCalls(StringBuilder json, Map<DriverCall, Long> calls) {

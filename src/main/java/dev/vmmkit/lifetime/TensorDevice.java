@@ -122,6 +122,20 @@ public final class TensorDevice implements AutoCloseable {
         return leakDetector;
     }
 
+    /**
+     * The memory tags of the device's allocator: tensors made between {@code beginTagRegion} and
+     * {@code endTagRegion} on a thread carry the tag, and {@code pause}/{@code resume} give their
+     * memory back and bring it again at the same addresses (see {@link dev.vmmkit.core.MemoryTagControl}).
+     *
+     * @throws UnsupportedOperationException when the device's memory resource has no tags
+     */
+    public dev.vmmkit.core.MemoryTagControl tags() {
+        if (memory instanceof dev.vmmkit.core.ManagedMemoryResource managed && managed.tagControl() != null) {
+            return managed.tagControl();
+        }
+        throw new UnsupportedOperationException("this device's memory resource has no memory tags");
+    }
+
     /** Waits for the device to finish the work queued so far. */
     public void synchronize() {
         compute.synchronize();

@@ -84,6 +84,11 @@ public final class RecordingResource implements ManagedMemoryResource {
     }
 
     @Override
+    public dev.vmmkit.core.MemoryTagControl tagControl() {
+        return resource.tagControl();
+    }
+
+    @Override
     public AllocatorStats stats() {
         return resource.stats();
     }

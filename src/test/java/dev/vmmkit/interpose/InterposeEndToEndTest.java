@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.stream.Stream;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
@@ -41,6 +42,7 @@ class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path ALLOC_TEST = NATIVE.resolve("alloc_test");
     private static final Path RESIZE_TEST = NATIVE.resolve("resize_test");
+    private static final Path PAUSE_TEST = NATIVE.resolve("pause_test");
     private static final List<String> ALL = List.of("basic", "errors", "devices", "foreign", "threads", "fork", "torch",
             "by_handle", "peer", "device_threads", "torch_threads");
     private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
@@ -273,6 +275,44 @@ class InterposeEndToEndTest {
         JsonNode zeroCopy = stats(stats).get("zero_copy");
         assertEquals(1, zeroCopy.get("remaps").asLong(), zeroCopy::toString);
         assertEquals(0, zeroCopy.get("copies_fallen_back").asLong(), "no copy at all, not even the emulation's");
+    }
+
+    /**
+     * A C program tags weights (kept) and a KV cache (discarded) on a 64 MiB emulated device, pauses
+     * both, lets another phase allocate most of the device, resumes, and finds the weights intact at
+     * the same addresses; the stats file reports each tag's pause and resume.
+     */
+    @Test
+    void pausedTagsGiveTheirMemoryToAnotherPhaseAndComeBackAtTheSameAddresses() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        Result result = vmmkitRun("real", Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
+                "--stats", stats.toString(), "--", PAUSE_TEST.toString(), "weights-kv", "64");
+        assertScenariosPassed(result, List.of("weights-kv"));
+        assertTrue(result.stderr().contains("memory tag 'weights' is paused"), result.toString());
+        JsonNode device = stats(stats).get("devices").get(0);
+        assertEquals(0, device.get("paused_bytes").asLong(), "nothing paused at the exit");
+        JsonNode weights = device.get("tags").get(0), cache = device.get("tags").get(1);
+        assertEquals("weights", weights.get("tag").asText());
+        assertEquals(2, weights.get("pauses").asLong());
+        assertEquals(2, weights.get("resumes").asLong());
+        assertTrue(weights.get("kept_bytes").asLong() > 8L << 20, weights.toString());
+        assertEquals("kv_cache", cache.get("tag").asText());
+        assertEquals(1, cache.get("pauses").asLong());
+        assertEquals(0, cache.get("kept_bytes").asLong());
+    }
+
+    /** The Python module (python/vmmkit) under vmmkit run: regions, pause, resume, its errors. */
+    @Test
+    void thePythonModulePausesAndResumesTags() throws Exception {
+        Path python = Stream.of("/usr/bin/python3", "/usr/local/bin/python3").map(Path::of).filter(Files::isExecutable)
+                .findFirst().orElse(null);
+        assumeTrue(python != null, "no python3 in /usr/bin or /usr/local/bin: the Python module is not checked");
+        Path project = Path.of("").toAbsolutePath();
+        Result result = vmmkitRun("real", Map.of("PYTHONPATH", project.resolve("python").toString()), "--driver", "host",
+                "--", python.toString(), project.resolve("src/test/python/tags_test.py").toString(),
+                NATIVE.resolve("libcudart.so").toString());
+        assertEquals(0, result.exitCode(), result.toString());
+        assertTrue(result.stdout().contains("ok python-tags"), result.toString());
     }
 
     @Test

@@ -78,6 +78,8 @@ public final class DriverConformance {
             new Check("counting_driver_counts_each_kind", DriverConformance::countingDriverCountsEachKind),
             new Check("events_on_default_stream", DriverConformance::eventsOnDefaultStream),
             new Check("device_synchronize", DriverConformance::deviceSynchronize),
+            new Check("host_transfers_round_trip", TransferChecks::roundTripThroughPinnedMemory),
+            new Check("host_transfers_refuse_bad_ranges", TransferChecks::refusesBadRanges),
             new Check("set_access_for_a_device_set", DriverConformance::setAccessForADeviceSet),
             new Check("exported_handle_imports_the_same_memory", DriverConformance::exportedHandleImportsTheSameMemory),
             // Last: on a real device, closing a second driver must not disturb the checks before it.

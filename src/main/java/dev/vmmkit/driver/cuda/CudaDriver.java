@@ -47,6 +47,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final long granularity;
     private volatile boolean exportable;
     private final CudaEvents events;
+    private final CudaTransfers transfers = new CudaTransfers(this);
     /** Code that keeps resources in the context (kernel modules, cuBLAS); closed before the context goes. */
     private final List<AutoCloseable> contextUsers = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
@@ -350,6 +351,12 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     }
 
     /** Checks the driver is open and the thread has a context; {@code function} names the call refused. */
+    /** Pinned host memory and asynchronous host copies ({@link CudaTransfers}). */
+    @Override
+    public dev.vmmkit.driver.HostTransfers transfers() {
+        return transfers;
+    }
+
     void prepare(String function) {
         if (closed) {
             throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");

@@ -63,6 +63,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final int deviceCount;
     private final long granularity;
     private final HostEvents events;
+    private final HostPinnedTransfers transfers = new HostPinnedTransfers(this);
     private final Object lock = new Object();
 
     private final HostReservations reservations;
@@ -240,6 +241,12 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         copies.incrementAndGet();
     }
 
+    /** Pinned host memory as plain native memory; copies made at once. */
+    @Override
+    public dev.vmmkit.driver.HostTransfers transfers() {
+        return transfers;
+    }
+
     /** Copies made through {@link #copy} so far (tests check that a remap made none). */
     public long copies() {
         return copies.get();
@@ -304,6 +311,7 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
             mappings.clear();
             handles.releaseAll();
         }
+        transfers.closeAll();
         events.clear();
     }
 

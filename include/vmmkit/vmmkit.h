@@ -1,0 +1,70 @@
+/*
+ * vmmkit.h: the functions vmmkit's shim (libvmmkit_preload.so) exports beside the CUDA runtime's.
+ * They exist in a process that runs under `vmmkit run` or loaded the shim as PyTorch's pluggable
+ * allocator; a program that may also run without vmmkit looks them up with dlsym(RTLD_DEFAULT, ...)
+ * and treats a NULL as "vmmkit is not here".
+ *
+ * Include it after cuda_runtime.h; without CUDA's headers it declares cudaError_t as int, the
+ * type CUDA's enum has in the ABI. Results are the CUDA runtime's error codes.
+ */
+#ifndef VMMKIT_VMMKIT_H
+#define VMMKIT_VMMKIT_H
+
+#include <stddef.h>
+
+#if !defined(__DRIVER_TYPES_H__) && !defined(VMMKIT_CUDA_RUNTIME_SUBSET_H)
+typedef int cudaError_t;
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * realloc for device memory: the contents are kept up to the smaller size; the pointer stays the
+ * same when the allocation shrinks or grows in place, and may change otherwise (the old one is then
+ * freed as cudaFree frees).
+ *   devPtr == NULL                    -> cudaErrorInvalidValue
+ *   *devPtr == NULL                   -> as cudaMalloc(devPtr, size)
+ *   size == 0                         -> cudaErrorInvalidValue, nothing changes (free with cudaFree)
+ *   a pointer vmmkit did not hand out -> cudaErrorInvalidValue, nothing changes
+ *   no memory for the new size        -> cudaErrorMemoryAllocation, the old allocation is unchanged
+ */
+cudaError_t vmmkit_realloc(void **devPtr, size_t size);
+
+/*
+ * Memory tags: give a group of allocations' device memory back and bring it again at the same
+ * addresses, so pointers, tensors and captured CUDA graphs stay valid.
+ *
+ * vmmkit_region_begin: this thread's next allocations (on the current device) carry `tag` (1-256
+ * bytes, NUL-terminated) until vmmkit_region_end; regions nest. A tag's allocations live in
+ * address ranges and physical handles of their own. `keep_contents` is the tag's setting, shared
+ * by its allocations from every region (the latest region opened sets it): when set, a pause
+ * copies their bytes to pinned host memory and a resume copies them back; otherwise their
+ * contents after a resume are undefined (the memory is usable).
+ *
+ * vmmkit_pause: waits for the device's queued work, copies kept contents, unmaps and releases
+ * every physical handle of the tag (its cached free memory included); the addresses stay
+ * reserved. While paused, frees of the tag's pointers work, a new allocation into the tag fails
+ * with cudaErrorMemoryAllocation (vmmkit says why on stderr), other memory is untouched.
+ * Pausing a paused tag does nothing. NULL: every tag.
+ *
+ * vmmkit_resume: backs the tag's ranges with memory again (few, large handles), maps them, grants
+ * access and copies kept contents back. Resuming a running tag does nothing. NULL: every tag.
+ *
+ * Errors: cudaErrorInvalidValue for a bad or unknown tag, or region_end with no region open;
+ * cudaErrorMemoryAllocation when a resume found no device memory; cudaErrorUnknown for another
+ * driver failure partway. After a failure the tag is consistent (each range mapped with its
+ * contents, or released with its kept copy): call the same function again to finish, or the other
+ * to go back. cudaErrorNotSupported when vmmkit serves no allocations in this process (monitor mode).
+ */
+cudaError_t vmmkit_region_begin(const char *tag, int keep_contents);
+cudaError_t vmmkit_region_end(void);
+cudaError_t vmmkit_pause(const char *tag);
+cudaError_t vmmkit_resume(const char *tag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,192 @@
+"""Memory tags of vmmkit for Python programs: pause a group of tensors' GPU memory and resume it at
+the same addresses.
+
+Works in a process that runs under ``vmmkit run`` (the shim is preloaded and PyTorch's caching
+allocator gets its segments from it) and in one that uses vmmkit as PyTorch's pluggable allocator
+(:func:`use_as_torch_allocator`). Importable from a source checkout: put the repository's
+``python`` folder on ``PYTHONPATH``. Needs nothing but the standard library; PyTorch is used when
+it is loaded.
+
+    import vmmkit
+    with vmmkit.region("weights", keep_contents=True):
+        model = build_model().cuda()
+    with vmmkit.region("kv_cache"):
+        cache = torch.empty(...)
+    vmmkit.pause()              # every tag; the GPU memory goes back to the driver
+    ...                         # another phase uses it
+    vmmkit.resume()             # same addresses: tensors and captured CUDA graphs stay valid
+
+Under ``vmmkit run`` PyTorch caches memory it got from ``cudaMalloc``: a tag's tensors then come
+from a ``torch.cuda.MemPool`` of their own, so that its segments hold the tag's tensors only (and
+cached blocks of the tag are paused with it). With the pluggable allocator every tensor is an
+allocation of its own and no pool is needed.
+"""
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+
+__all__ = ["region", "pause", "resume", "use_as_torch_allocator", "release_torch_pool", "library", "VmmkitError"]
+
+_SHIM = "libvmmkit_preload.so"
+_SUCCESS, _INVALID_VALUE, _MEMORY_ALLOCATION, _NOT_SUPPORTED = 0, 1, 2, 801
+
+_lock = threading.Lock()
+_library = None
+_pluggable = False
+_pools = {}
+
+
+class VmmkitError(RuntimeError):
+    """A vmmkit call failed; ``code`` is the CUDA runtime error it returned."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+def _loaded_shim_path():
+    """The path of the shim if this process has it loaded (preloaded or opened by PyTorch)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if path.endswith("/" + _SHIM):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _checkout_shim_path():
+    """The shim built in this source checkout (target/native), or the one VMMKIT_SHIM names."""
+    named = os.environ.get("VMMKIT_SHIM")
+    if named:
+        return named
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.join(root, "target", "native", _SHIM)
+
+
+def library():
+    """The shim's functions (ctypes), loaded once. Raises VmmkitError when vmmkit is not in this process."""
+    global _library
+    with _lock:
+        if _library is not None:
+            return _library
+        path = _loaded_shim_path()
+        if path is None:
+            raise VmmkitError("vmmkit is not loaded in this process: run the program under `vmmkit run`, "
+                              "or call vmmkit.use_as_torch_allocator() before the first CUDA allocation",
+                              _NOT_SUPPORTED)
+        lib = ctypes.CDLL(path)  # the library already loaded: the same instance, same state
+        for name, argtypes in (("vmmkit_region_begin", [ctypes.c_char_p, ctypes.c_int]),
+                               ("vmmkit_region_end", []),
+                               ("vmmkit_pause", [ctypes.c_char_p]),
+                               ("vmmkit_resume", [ctypes.c_char_p])):
+            fn = getattr(lib, name)
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int
+        _library = lib
+        return lib
+
+
+def _check(code, what, tag):
+    if code == _SUCCESS:
+        return
+    where = what + ("" if tag is None else "(%r)" % tag)
+    if code == _INVALID_VALUE:
+        raise VmmkitError(where + ": invalid value (an unknown tag, an empty or too long name, "
+                          "or region_end with no region open)", code)
+    if code == _MEMORY_ALLOCATION:
+        raise VmmkitError(where + ": out of device memory; the tag is consistent, call it again "
+                          "once memory was given back", code)
+    if code == _NOT_SUPPORTED:
+        raise VmmkitError(where + ": vmmkit serves no allocations in this process (monitor mode?)", code)
+    raise VmmkitError(where + ": failed with CUDA error %d (vmmkit said why on stderr); the tag is "
+                      "consistent, call it again" % code, code)
+
+
+def _encode(tag):
+    if tag is None:
+        return None
+    if not isinstance(tag, str) or not tag:
+        raise ValueError("a tag is a non-empty string")
+    return tag.encode("utf-8")
+
+
+def _torch_pool(tag):
+    """A MemPool for the tag when PyTorch's caching allocator takes its segments from the preloaded shim."""
+    torch = sys.modules.get("torch")
+    if torch is None or _pluggable or not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+        return None
+    if _SHIM not in os.environ.get("LD_PRELOAD", ""):
+        return None  # loaded as the pluggable allocator by the program itself: no caching in between
+    with _lock:
+        pool = _pools.get(tag)
+        if pool is None:
+            pool = torch.cuda.MemPool()
+            _pools[tag] = pool
+        return pool
+
+
+@contextlib.contextmanager
+def region(tag, keep_contents=False):
+    """Allocations made in this block by this thread carry ``tag``.
+
+    ``keep_contents``: a pause copies the tag's bytes to pinned host memory and a resume brings them
+    back; otherwise their contents after a resume are undefined. The setting is the tag's, shared by
+    all its allocations (the latest region opened sets it). Regions nest.
+    """
+    name = _encode(tag)
+    lib = library()
+    _check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
+    try:
+        pool = _torch_pool(tag)
+        if pool is None:
+            yield
+        else:
+            torch = sys.modules["torch"]
+            with torch.cuda.use_mem_pool(pool):
+                yield
+    finally:
+        _check(lib.vmmkit_region_end(), "region_end", None)
+
+
+def release_torch_pool(tag):
+    """Drops the PyTorch pool of ``tag`` (under ``vmmkit run``), so that once its tensors are gone
+    ``torch.cuda.empty_cache()`` gives its cached segments back. No-op when the tag has none."""
+    with _lock:
+        _pools.pop(tag, None)
+
+
+def pause(tag=None):
+    """Gives the tag's GPU memory back to the driver, keeping its addresses (every tag when None).
+
+    Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
+    new allocation into the tag fails.
+    """
+    _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
+
+
+def resume(tag=None):
+    """Brings the tag's GPU memory back at the same addresses (every tag when None)."""
+    _check(library().vmmkit_resume(_encode(tag)), "resume", tag)
+
+
+def use_as_torch_allocator(path=None):
+    """Makes vmmkit PyTorch's CUDA allocator (before the first CUDA allocation).
+
+    ``path``: the shim; by default the one loaded in this process, else ``VMMKIT_SHIM``, else this
+    checkout's ``target/native/libvmmkit_preload.so``.
+    """
+    global _pluggable
+    import torch
+    shim = path or _loaded_shim_path() or _checkout_shim_path()
+    if not os.path.exists(shim):
+        raise VmmkitError("no vmmkit shim at %s: build it first (./mvnw -DskipTests package)" % shim, _NOT_SUPPORTED)
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
+    torch.cuda.memory.change_current_allocator(allocator)
+    _pluggable = True
+    return allocator

@@ -1,0 +1,243 @@
+"""Pause and resume of tagged GPU memory: vmmkit (under `vmmkit run`, python/vmmkit) or
+torch_memory_saver (its torch hook mode); scripts/gpu/pause-resume.sh runs one process per row.
+
+    python pause_resume.py bench vmmkit|vmmkit-pluggable|tms ROWS...     ROWS: SIZE_GIB:keep|discard:single|mixed
+    python pause_resume.py scenario                     (vmmkit only) CUDA graph + generation
+
+bench prints, per row, one line
+    row IMPL SIZE_GIB CONTENTS LAYOUT tensors=N pause_ms=P resume_ms=R free_before=B free_paused=D
+        free_after=A released=X kept_backup_gibps=BW_OUT restore_gibps=BW_IN intact=yes|no
+and once per process the bandwidth of a plain pinned copy (cudaMemcpyAsync on pinned memory):
+    pinned IMPL d2h_gibps=... h2d_gibps=...
+Times include a device synchronisation after the call. Sizes in GiB; free memory in GiB, from
+cudaMemGetInfo (torch.cuda.mem_get_info), which vmmkit does not intercept.
+"""
+import os
+import random
+import sys
+import time
+
+import torch
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def pinned_bandwidth(nbytes=4 * GIB, reps=3):
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    best = {"d2h": 0.0, "h2d": 0.0}
+    for _ in range(reps):
+        for way in ("d2h", "h2d"):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            if way == "d2h":
+                host.copy_(dev, non_blocking=True)
+            else:
+                dev.copy_(host, non_blocking=True)
+            torch.cuda.synchronize()
+            best[way] = max(best[way], nbytes / GIB / (time.perf_counter() - t0))
+    del host, dev
+    torch.cuda.empty_cache()
+    return best
+
+
+def sizes_for(total, layout, rng):
+    if layout == "single":
+        return [total]
+    # Mixed, as weights and KV caches are: many small and medium tensors, some large ones.
+    out, left = [], total
+    while left > 0:
+        s = rng.choice([64 * 1024, 512 * 1024, 2 * MIB, 3 * MIB + 4096, 16 * MIB, 64 * MIB, 100 * MIB, 256 * MIB, 1 * GIB])
+        s = min(s, left)
+        out.append(s)
+        left -= s
+    return out
+
+
+def checksum(tensors):
+    total = 0
+    for t in tensors:
+        words = t.view(torch.int32)
+        for chunk in words.split(256 * MIB):
+            total += int(chunk.sum(dtype=torch.int64).item())
+    return total
+
+
+def free_gib():
+    return torch.cuda.mem_get_info()[0] / GIB
+
+
+class Vmmkit:
+    name = "vmmkit"
+
+    def __init__(self, pluggable=False):
+        import vmmkit
+        self.v = vmmkit
+        if pluggable:  # before any CUDA allocation of this process
+            vmmkit.use_as_torch_allocator()
+            self.name = "vmmkit-pluggable"
+
+    def region(self, tag, keep):
+        return self.v.region(tag, keep_contents=keep)
+
+    def pause(self, tag):
+        self.v.pause(tag)
+
+    def resume(self, tag):
+        self.v.resume(tag)
+
+    def forget(self, tag):
+        self.v.release_torch_pool(tag)
+
+
+class Tms:
+    name = "tms"
+
+    def __init__(self):
+        from torch_memory_saver import torch_memory_saver
+        torch_memory_saver.hook_mode = "torch"
+        self.t = torch_memory_saver
+
+    def region(self, tag, keep):
+        return self.t.region(tag=tag, enable_cpu_backup=keep)
+
+    def pause(self, tag):
+        self.t.pause(tag)
+
+    def resume(self, tag):
+        self.t.resume(tag)
+
+    def forget(self, tag):
+        pass
+
+
+def bench(impl, rows):
+    bw = pinned_bandwidth()
+    print("pinned %s d2h_gibps=%.1f h2d_gibps=%.1f" % (impl.name, bw["d2h"], bw["h2d"]), flush=True)
+    for i, row in enumerate(rows):
+        size_gib, contents, layout = row.split(":")
+        keep = contents == "keep"
+        tag = "row%d" % i
+        rng = random.Random(i)
+        sizes = sizes_for(int(float(size_gib) * GIB), layout, rng)
+        with impl.region(tag, keep):
+            tensors = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in sizes]
+        for t in tensors:
+            t.view(torch.int32).random_(-2**31, 2**31 - 1)
+        expected = checksum(tensors) if keep else 0
+        nbytes = sum(sizes) / GIB
+        # Two cycles: the first pins its host memory (both implementations), a second may reuse it.
+        for cycle in range(1, int(os.environ.get("PAUSE_CYCLES", "2")) + 1):
+            torch.cuda.synchronize()
+            before = free_gib()
+            t0 = time.perf_counter()
+            impl.pause(tag)
+            torch.cuda.synchronize()
+            pause_s = time.perf_counter() - t0
+            paused = free_gib()
+            t0 = time.perf_counter()
+            impl.resume(tag)
+            torch.cuda.synchronize()
+            resume_s = time.perf_counter() - t0
+            after = free_gib()
+            intact = "yes" if not keep or checksum(tensors) == expected else "no"
+            print("row %s %s %s %s cycle=%d tensors=%d pause_ms=%.1f resume_ms=%.1f free_before=%.2f free_paused=%.2f "
+                  "free_after=%.2f released=%.2f kept_backup_gibps=%s restore_gibps=%s intact=%s"
+                  % (impl.name, size_gib, contents, layout, cycle, len(sizes), pause_s * 1e3, resume_s * 1e3, before,
+                     paused, after, paused - before, "%.1f" % (nbytes / pause_s) if keep else "-",
+                     "%.1f" % (nbytes / resume_s) if keep else "-", intact), flush=True)
+        del tensors
+        impl.forget(tag)
+        torch.cuda.empty_cache()
+
+
+def scenario():
+    """Weights (kept) and a KV cache (discarded), a CUDA graph of a decode step captured over them,
+    pause, another phase allocates most of the GPU, resume: graph replay and generation must give
+    bit-identical output."""
+    import vmmkit
+    torch.manual_seed(0)
+    d, vocab, layers = 2048, 32000, 8
+    with vmmkit.region("weights", keep_contents=True):
+        emb = torch.randn(vocab, d, device="cuda") * 0.02
+        wq = [torch.randn(d, d, device="cuda") * d ** -0.5 for _ in range(layers)]
+        wo = [torch.randn(d, d, device="cuda") * d ** -0.5 for _ in range(layers)]
+        head = torch.randn(d, vocab, device="cuda") * d ** -0.5
+    free_now = torch.cuda.mem_get_info()[0]
+    t_cap = int(free_now * 0.5 / (layers * d * 4))  # the cache: half the free memory
+    with vmmkit.region("kv_cache", keep_contents=False):
+        cache = torch.empty(layers, t_cap, d, device="cuda")
+    tok = torch.zeros(1, dtype=torch.long, device="cuda")
+    pos = torch.zeros(1, dtype=torch.long, device="cuda")
+    logits = torch.empty(1, vocab, device="cuda")
+    steps = torch.arange(t_cap, device="cuda")
+
+    def step():
+        x = emb[tok]                                     # [1, d]
+        for i in range(layers):
+            q = torch.tanh(x @ wq[i])
+            cache[i].index_copy_(0, pos, q)              # write this position's key
+            scores = (cache[i] @ q[0]) * d ** -0.5       # [t_cap]
+            scores = scores.masked_fill(steps > pos, float("-inf"))
+            ctx = torch.softmax(scores, 0) @ cache[i]    # [d]
+            x = x + torch.tanh(ctx[None] @ wo[i])
+        logits.copy_(x @ head)
+        tok.copy_(logits.argmax(-1))
+        pos.add_(1)
+
+    def generate(graph, n=24):
+        cache.zero_()
+        tok.fill_(1)
+        pos.zero_()
+        out = []
+        for _ in range(n):
+            graph.replay()
+            out.append(int(tok.item()))
+        return out, logits.clone().cpu()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    tokens_a, logits_a = generate(graph)
+
+    held = torch.cuda.mem_get_info()[0]
+    t0 = time.perf_counter()
+    vmmkit.pause()
+    pause_ms = (time.perf_counter() - t0) * 1e3
+    released = torch.cuda.mem_get_info()[0] - held
+    other = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.9), dtype=torch.uint8, device="cuda")
+    other.fill_(0xAB)  # another phase uses most of the GPU, the released memory included
+    torch.cuda.synchronize()
+    other_gib = other.numel() / GIB
+    del other
+    torch.cuda.empty_cache()
+    t0 = time.perf_counter()
+    vmmkit.resume()
+    resume_ms = (time.perf_counter() - t0) * 1e3
+    tokens_b, logits_b = generate(graph)
+    same = tokens_a == tokens_b and torch.equal(logits_a, logits_b)
+    print("scenario graph-replay cache_gib=%.1f released_gib=%.2f other_phase_gib=%.1f pause_ms=%.1f resume_ms=%.1f "
+          "tokens=%s identical=%s" % (cache.numel() * 4 / GIB, released / GIB, other_gib, pause_ms, resume_ms,
+                                      ",".join(map(str, tokens_a[:8])), "yes" if same else "no"), flush=True)
+    if not same:
+        print("scenario: tokens before %s after %s" % (tokens_a, tokens_b), flush=True)
+        sys.exit(1)
+
+
+def main():
+    if sys.argv[1] == "scenario":
+        scenario()
+    else:
+        impl = Tms() if sys.argv[2] == "tms" else Vmmkit(pluggable=sys.argv[2] == "vmmkit-pluggable")
+        bench(impl, sys.argv[3:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+/*
+ * vmmkit_regions.c: memory tags, exported by the shim (declared in include/vmmkit/vmmkit.h).
+ *
+ * A thread's allocations between vmmkit_region_begin(tag, keep_contents) and vmmkit_region_end()
+ * carry the tag; vmmkit_pause(tag) gives the tag's device memory back and keeps its addresses
+ * reserved, vmmkit_resume(tag) brings it back at the same addresses (with its bytes when the tag
+ * keeps its contents). The work is Java's (dev.vmmkit.interpose.TagCalls); this file only checks
+ * the arguments and translates. When vmmkit serves no allocation (monitor mode, a JVM that did not
+ * start), a region could not take effect: the calls say so with cudaErrorNotSupported.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define MAX_TAG_LENGTH 256 /* mirrored by dev.vmmkit.core.MemoryTags.MAX_NAME_LENGTH */
+enum { cudaErrorNotSupported = 801 };
+
+/* Errors come back from Java negated; 0 is success. */
+static cudaError_t from_java(int32_t result) {
+    return result == 0 ? cudaSuccess : (cudaError_t) -result;
+}
+
+static int serving(void) {
+    return java_up() && !monitor_mode;
+}
+
+static int valid_tag(const char *tag) {
+    return tag && tag[0] && strnlen(tag, MAX_TAG_LENGTH + 1) <= MAX_TAG_LENGTH;
+}
+
+EXPORT cudaError_t vmmkit_region_begin(const char *tag, int keep_contents) {
+    if (!valid_tag(tag)) return cudaErrorInvalidValue;
+    if (!serving()) return cudaErrorNotSupported;
+    return from_java(java.region_begin((int64_t) (intptr_t) tag, keep_contents != 0, current_device()));
+}
+
+EXPORT cudaError_t vmmkit_region_end(void) {
+    if (!serving()) return cudaErrorNotSupported;
+    return from_java(java.region_end(current_device()));
+}
+
+EXPORT cudaError_t vmmkit_pause(const char *tag) {
+    if (tag && !valid_tag(tag)) return cudaErrorInvalidValue;
+    if (!serving()) return cudaErrorNotSupported;
+    return from_java(java.pause((int64_t) (intptr_t) tag, current_device()));
+}
+
+EXPORT cudaError_t vmmkit_resume(const char *tag) {
+    if (tag && !valid_tag(tag)) return cudaErrorInvalidValue;
+    if (!serving()) return cudaErrorNotSupported;
+    return from_java(java.resume((int64_t) (intptr_t) tag, current_device()));
+}

@@ -1,0 +1,58 @@
+package dev.vmmkit.core;
+
+/**
+ * Memory tags of an allocator: a thread's allocations between {@link #beginTagRegion} and
+ * {@link #endTagRegion} carry a tag, and a tag's memory can be given back to the device and brought
+ * back at the same addresses. A tag's allocations live in reserved ranges and handles of their own,
+ * so a pause gives back every page they hold (cached free pages included) and nothing else.
+ */
+public interface MemoryTagControl {
+
+    /**
+     * This thread's next allocations carry {@code tag} until {@link #endTagRegion}; regions nest.
+     * {@code keepContents} is the tag's setting, shared by all its allocations (the latest region
+     * opened sets it): a pause copies their bytes to pinned host memory and a resume brings them
+     * back; otherwise the contents after a resume are undefined (the memory is usable).
+     *
+     * @throws IllegalArgumentException when {@code tag} is null, empty or too long
+     */
+    void beginTagRegion(String tag, boolean keepContents);
+
+    /** Leaves this thread's innermost tag region. @throws IllegalStateException when none is open */
+    void endTagRegion();
+
+    /**
+     * Gives back the physical memory of {@code tag} (every tag when null), keeping its addresses:
+     * waits for the device's work, copies kept contents to pinned host memory, unmaps and releases
+     * every handle. While paused, frees of the tag's blocks work and allocations into it fail with
+     * {@link TagPausedException}. Pausing a paused tag does nothing.
+     *
+     * @throws IllegalArgumentException when no region of that name was ever opened
+     * @throws TagTransitionException   when a driver call failed partway; the tag is consistent and
+     *                                  the call may be repeated (or {@link #resume} goes back)
+     */
+    void pause(String tag);
+
+    /**
+     * Backs {@code tag}'s ranges (every tag when null) with memory again at the same addresses, with
+     * few large handles, and copies kept contents back. Resuming a running tag does nothing.
+     *
+     * @throws IllegalArgumentException when no region of that name was ever opened
+     * @throws TagTransitionException   when a driver call failed partway (out of memory, say); the
+     *                                  tag is consistent and the call may be repeated
+     */
+    void resume(String tag);
+
+    /** True when a region named {@code tag} was ever opened on this allocator. */
+    boolean knowsTag(String tag);
+
+    /**
+     * Frees the pinned host memory kept for the next pause. A resume gives the chunks that held a
+     * tag's contents back to a pool rather than to the driver, because pinning host memory is
+     * several times slower than the copies into it: the next pause then copies at the bus's speed.
+     * The pool holds at most what the tags kept at once; closing the allocator frees it too.
+     *
+     * @throws dev.vmmkit.driver.DriverException when the driver refused to free some (they stay kept)
+     */
+    void freeKeptHostMemory();
+}

@@ -1,0 +1,172 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.VmmDriver;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The memory tags of one allocator: which tag each thread's allocations carry now, and pause and
+ * resume by name. A thread enters a tag with {@link #begin} and leaves it with {@link #end}
+ * (regions nest); its allocations in between go to the tag's own regions ({@link MemoryTag}).
+ * A thread in no tag costs the allocation path one volatile read until some thread enters one.
+ */
+final class MemoryTags {
+    /** The longest tag name, in characters. */
+    static final int MAX_NAME_LENGTH = 256;
+
+    private final VmmDriver driver;
+    private final MemoryTag.RegionMaker maker;
+    /** Gives back every cached page of the allocator (a resume that found no memory). */
+    private final Runnable releaseCachedMemory;
+    private final ConcurrentHashMap<String, MemoryTag> byName = new ConcurrentHashMap<>();
+    private final List<MemoryTag> inOrder = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final ThreadLocal<ArrayDeque<MemoryTag>> entered = ThreadLocal.withInitial(ArrayDeque::new);
+    private volatile boolean anyEntered;
+    private volatile RegionHeap[] allRegions = new RegionHeap[0];
+    /** Pinned host chunks kept between pauses; made on the first pause. */
+    private volatile PinnedChunks pinned;
+
+    MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory) {
+        this.driver = driver;
+        this.releaseCachedMemory = releaseCachedMemory;
+        this.maker = (tag, bytes) -> {
+            RegionHeap region = maker.make(tag, bytes);
+            synchronized (this) {
+                RegionHeap[] grown = java.util.Arrays.copyOf(allRegions, allRegions.length + 1);
+                grown[allRegions.length] = region;
+                allRegions = grown;
+            }
+            return region;
+        };
+    }
+
+    /** This thread's next allocations carry {@code tag}, whose pauses keep contents when {@code keepContents}. */
+    void begin(String tag, boolean keepContents) {
+        checkName(tag);
+        MemoryTag t = byName.computeIfAbsent(tag, name -> {
+            MemoryTag made = new MemoryTag(name, keepContents);
+            inOrder.add(made);
+            return made;
+        });
+        t.keepContents(keepContents);
+        entered.get().push(t);
+        anyEntered = true;
+    }
+
+    /** Leaves this thread's innermost region. */
+    void end() {
+        ArrayDeque<MemoryTag> stack = entered.get();
+        if (stack.isEmpty()) throw new IllegalStateException("no memory tag region is open on this thread");
+        stack.pop();
+    }
+
+    /** The tag this thread's allocations carry now, or null. */
+    MemoryTag current() {
+        if (!anyEntered) return null;
+        ArrayDeque<MemoryTag> stack = entered.get();
+        return stack.peek();
+    }
+
+    long allocate(MemoryTag tag, long bytes, long requested, long stream) {
+        return tag.allocate(bytes, requested, stream, maker);
+    }
+
+    /** Pauses {@code tag}, or every tag when null. */
+    void pause(String tag) {
+        for (MemoryTag t : named(tag)) {
+            t.pause(driver.transfers(), driver.events(), pinned());
+        }
+    }
+
+    /** Resumes {@code tag}, or every tag when null. */
+    void resume(String tag) {
+        for (MemoryTag t : named(tag)) t.resume(releaseCachedMemory);
+    }
+
+    private List<MemoryTag> named(String tag) {
+        if (tag == null) return inOrder;
+        MemoryTag t = byName.get(tag);
+        if (t == null) throw new IllegalArgumentException("unknown memory tag '" + tag + "' (no allocation region of that name was opened)");
+        return List.of(t);
+    }
+
+    boolean knows(String tag) {
+        return tag != null && byName.containsKey(tag);
+    }
+
+    /** The region of a tag whose range holds {@code address}, or null. */
+    RegionHeap regionOf(long address) {
+        for (RegionHeap r : allRegions) if (r.contains(address)) return r;
+        return null;
+    }
+
+    /** Throws {@link TagPausedException} when {@code address} lies in a tag that is not running. */
+    void refuseWhilePaused(long address) {
+        RegionHeap region = regionOf(address);
+        MemoryTag tag = region == null ? null : tagOf(region);
+        if (tag != null && !tag.isRunning()) throw new TagPausedException(tag.name);
+    }
+
+    /** The tag that owns {@code region}, or null. */
+    MemoryTag tagOf(RegionHeap region) {
+        for (MemoryTag t : inOrder) {
+            for (RegionHeap r : t.regions()) if (r == region) return t;
+        }
+        return null;
+    }
+
+    RegionHeap[] regions() {
+        return allRegions;
+    }
+
+    void releaseCachedMemory(boolean waitForFrees) {
+        for (MemoryTag t : inOrder) t.releaseCachedMemory(waitForFrees, false);
+    }
+
+    /** As {@link #releaseCachedMemory}, skipping tags busy now (out-of-memory recovery of an allocation). */
+    void releaseIdleCachedMemory() {
+        for (MemoryTag t : inOrder) t.releaseCachedMemory(true, true);
+    }
+
+    TagStats stats() {
+        if (inOrder.isEmpty()) return TagStats.NONE;
+        PinnedChunks chunks = pinned;
+        List<TagStats.Tag> tags = new ArrayList<>();
+        long paused = 0;
+        for (MemoryTag t : inOrder) {
+            TagStats.Tag s = t.stats();
+            paused += s.pausedBytes();
+            tags.add(s);
+        }
+        return new TagStats(paused, chunks == null ? 0 : chunks.keptBytes(), tags);
+    }
+
+    /** Closes every tag's regions, then frees the pinned host memory kept for pauses. */
+    void close() {
+        for (MemoryTag t : inOrder) t.close();
+        allRegions = new RegionHeap[0];
+        if (pinned != null) pinned.close();
+    }
+
+    /**
+     * Frees the pinned host memory kept for the next pause (the copies of tags paused now stay).
+     *
+     * @throws dev.vmmkit.driver.DriverException when the driver refused to free some; they stay kept
+     */
+    void freeKeptHostMemory() {
+        if (pinned != null) pinned.freeAll();
+    }
+
+    private synchronized PinnedChunks pinned() {
+        if (pinned == null) pinned = new PinnedChunks(driver.transfers());
+        return pinned;
+    }
+
+    private static void checkName(String tag) {
+        if (tag == null || tag.isEmpty()) throw new IllegalArgumentException("a memory tag needs a name");
+        if (tag.length() > MAX_NAME_LENGTH) throw new IllegalArgumentException("memory tag name longer than " + MAX_NAME_LENGTH + " characters");
+    }
+}

@@ -1,0 +1,292 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.HostTransfers;
+import dev.vmmkit.driver.StreamEvents;
+import org.agrona.collections.LongArrayList;
+
+import java.util.Arrays;
+
+/**
+ * Pausing one region of a tag: its physical memory given back, its address range kept, and back.
+ *
+ * <p>A pause copies the live blocks' bytes to pinned host memory when the tag keeps its contents
+ * ({@link PinnedBackup}), then unmaps each run of mapped pages and releases its handles, cached
+ * free pages included. The blocks stay as they are (live blocks stay live, so their frees work
+ * while paused); only the page table forgets the pages. A resume backs each released run with one
+ * new handle, maps it, grants access and copies the kept bytes back: the same addresses, fewer and
+ * larger handles than before.
+ *
+ * <p>Each run is in one of three states: mapped (as the allocator left it), released, or mapped
+ * again by a resume whose copies have not all landed. A failure partway leaves every run in one of
+ * them, with bookkeeping equal to the driver's state: a pause or a resume called again picks up
+ * where it stopped. The caller (the tag) lets no allocation into the region meanwhile.
+ */
+final class RegionPause {
+    /** Live blocks closer than this share one copy (the free bytes between them travel too). */
+    private static final long MERGE_GAP_BYTES = 1L << 20;
+
+    private final RegionHeap region;
+    /** Runs whose handles were released, as (address, bytes) pairs. */
+    private final LongArrayList released = new LongArrayList();
+    /** Runs mapped again by a resume whose contents were not copied back yet. */
+    private final LongArrayList remapped = new LongArrayList();
+    /** Unmapped handles the driver refused to release, released again by the next pause or resume. */
+    private final HandleRun unreleased = new HandleRun();
+    private PinnedBackup backup;
+
+    RegionPause(RegionHeap region) {
+        this.region = region;
+    }
+
+    /** True when every run is mapped as the allocator left it (the region may serve requests). */
+    boolean isRunning() {
+        return released.isEmpty() && remapped.isEmpty();
+    }
+
+    /** The bytes of the runs released now. */
+    long releasedBytes() {
+        long sum = 0;
+        for (int i = 1; i < released.size(); i += 2) sum += released.getLong(i);
+        return sum;
+    }
+
+    /**
+     * Releases every mapped page of the region, copying the live blocks' bytes first when
+     * {@code keep}. Returns the bytes copied. Work on the device that may touch the region must have
+     * completed. On failure the runs released so far stay released (with their copies) and the
+     * others stay mapped; the failure is thrown.
+     */
+    long pause(boolean keep, HostTransfers transfers, StreamEvents events, PinnedChunks pinned) {
+        LongArrayList runs = new LongArrayList();
+        LongArrayList spans = new LongArrayList();
+        region.lock.lock();
+        try {
+            region.inFlight.awaitNone();
+            region.resizer.unmapRetiredAliases();
+            region.pages.forEachMappedRun((va, size) -> {
+                if (!isPair(remapped, va, size)) {
+                    runs.addLong(va);
+                    runs.addLong(size);
+                }
+            });
+            if (keep) liveSpans(spans);
+            region.inFlight.begin();
+        } finally {
+            region.lock.unlock();
+        }
+        try {
+            releaseUnreleased();
+            // Runs a failed resume mapped hold nothing copied back yet: their bytes are in the backup.
+            while (!remapped.isEmpty()) {
+                unmapAndRelease(remapped.getLong(0), remapped.getLong(1));
+                moveFirstPair(remapped, released);
+            }
+            long kept = 0;
+            if (!spans.isEmpty()) {
+                if (backup == null) backup = new PinnedBackup(transfers, events, pinned);
+                long before = backup.bytes();
+                backup.copyOut(spans);
+                kept = backup.bytes() - before;
+            }
+            for (int i = 0; i < runs.size(); i += 2) {
+                long va = runs.getLong(i);
+                long size = runs.getLong(i + 1);
+                try {
+                    unmapAndRelease(va, size);
+                } catch (RuntimeException e) {
+                    // This run and the later ones stay mapped: their bytes are on the device, not in the copy.
+                    if (backup != null) {
+                        for (int j = i; j < runs.size(); j += 2) backup.dropPiecesIn(runs.getLong(j), runs.getLong(j) + runs.getLong(j + 1));
+                    }
+                    throw e;
+                }
+                released.addLong(va);
+                released.addLong(size);
+            }
+            return kept;
+        } finally {
+            endInFlight();
+        }
+    }
+
+    /**
+     * Backs every released run with one new handle, maps it with access, and copies the kept bytes
+     * back; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
+     * allocator caches and the handle is tried once more. Returns the backup whose bytes are home
+     * again (its chunks for the caller to give back), or null when there was none. On failure the
+     * runs mapped so far wait for their copies, the others stay released; the failure is thrown.
+     */
+    PinnedBackup resume(Runnable releaseCachedMemory) {
+        region.lock.lock();
+        try {
+            region.inFlight.begin();
+        } finally {
+            region.lock.unlock();
+        }
+        try {
+            releaseUnreleased();
+            while (!released.isEmpty()) {
+                mapAgain(released.getLong(0), released.getLong(1), releaseCachedMemory);
+                moveFirstPair(released, remapped);
+            }
+            if (backup != null) backup.copyIn(remapped);
+            remapped.clear();
+            PinnedBackup done = backup;
+            backup = null;
+            return done;
+        } finally {
+            endInFlight();
+        }
+    }
+
+    /** Frees what a paused region holds off the device (the region closes). */
+    void close() {
+        try {
+            releaseUnreleased();
+        } catch (RuntimeException ignored) {
+            // closing anyway
+        }
+        if (backup != null) {
+            backup.giveBack();
+            backup = null;
+        }
+        released.clear();
+        remapped.clear();
+    }
+
+    private void mapAgain(long va, long size, Runnable releaseCachedMemory) {
+        long handle;
+        try {
+            handle = region.driver.create(size);
+        } catch (DriverException e) {
+            if (!e.isOutOfMemory()) throw e;
+            // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
+            releaseCachedMemory.run();
+            handle = region.driver.create(size);
+        }
+        region.accounting.physicalCreated(size);
+        HandleRun run = new HandleRun();
+        run.add(handle, size);
+        try {
+            region.pages.mapRun(va, run);
+        } catch (RuntimeException e) {
+            if (region.pages.isMapped(va)) {
+                // The rollback's unmap failed: the run stays mapped, as the page table says.
+                moveFirstPair(released, remapped);
+            } else {
+                release(handle, size);
+            }
+            throw e;
+        }
+    }
+
+    private void unmapAndRelease(long va, long size) {
+        HandleRun handles = new HandleRun();
+        region.pages.unmapRange(va, va + size, handles); // nothing changes if the unmap fails
+        for (int i = 0; i < handles.count(); i++) release(handles.handle(i), handles.bytes(i));
+    }
+
+    private void release(long handle, long bytes) {
+        try {
+            region.driver.release(handle);
+            region.accounting.physicalReleased(bytes);
+        } catch (DriverException e) {
+            unreleased.add(handle, bytes);
+        }
+    }
+
+    private void releaseUnreleased() {
+        HandleRun left = new HandleRun();
+        for (int i = 0; i < unreleased.count(); i++) {
+            try {
+                region.driver.release(unreleased.handle(i));
+                region.accounting.physicalReleased(unreleased.bytes(i));
+            } catch (DriverException e) {
+                left.add(unreleased.handle(i), unreleased.bytes(i));
+            }
+        }
+        unreleased.clear();
+        for (int i = 0; i < left.count(); i++) unreleased.add(left.handle(i), left.bytes(i));
+    }
+
+    /**
+     * The live blocks as (address, bytes) pairs in address order, neighbours closer than
+     * {@link #MERGE_GAP_BYTES} (with every byte between them mapped) merged into one. Lock held.
+     */
+    private void liveSpans(LongArrayList out) {
+        int n = region.liveByAddress.size();
+        long[] starts = new long[n];
+        long[] sizes = new long[n];
+        int[] k = {0};
+        region.liveByAddress.forEachLong((address, id) -> {
+            // Blocks of released runs are in the copy already; blocks of remapped runs wait for theirs.
+            if (!region.pages.isMapped(address) || inAny(remapped, address)) return;
+            starts[k[0]] = address;
+            sizes[k[0]++] = region.blocks.size[(int) id];
+        });
+        n = k[0];
+        Integer[] order = new Integer[n];
+        for (int i = 0; i < n; i++) order[i] = i;
+        Arrays.sort(order, (a, b) -> Long.compareUnsigned(starts[a], starts[b]));
+        long spanStart = 0;
+        long spanEnd = 0;
+        for (int j = 0; j < n; j++) {
+            int i = order[j];
+            long start = starts[i];
+            long end = start + sizes[i];
+            if (spanEnd != 0 && start - spanEnd <= MERGE_GAP_BYTES && gapMapped(spanEnd, start)) {
+                spanEnd = Math.max(spanEnd, end);
+                continue;
+            }
+            if (spanEnd != 0) {
+                out.addLong(spanStart);
+                out.addLong(spanEnd - spanStart);
+            }
+            spanStart = start;
+            spanEnd = end;
+        }
+        if (spanEnd != 0) {
+            out.addLong(spanStart);
+            out.addLong(spanEnd - spanStart);
+        }
+    }
+
+    private boolean gapMapped(long from, long to) {
+        long page = region.pageBytes;
+        for (long va = from & -page; va - to < 0; va += page) {
+            if (!region.pages.isMapped(va)) return false;
+        }
+        return true;
+    }
+
+    private void endInFlight() {
+        region.lock.lock();
+        try {
+            region.inFlight.end();
+        } finally {
+            region.lock.unlock();
+        }
+    }
+
+    private static boolean isPair(LongArrayList pairs, long va, long size) {
+        for (int i = 0; i < pairs.size(); i += 2) {
+            if (pairs.getLong(i) == va && pairs.getLong(i + 1) == size) return true;
+        }
+        return false;
+    }
+
+    private static boolean inAny(LongArrayList pairs, long va) {
+        for (int i = 0; i < pairs.size(); i += 2) {
+            if (va - pairs.getLong(i) >= 0 && va - pairs.getLong(i) < pairs.getLong(i + 1)) return true;
+        }
+        return false;
+    }
+
+    private static void moveFirstPair(LongArrayList from, LongArrayList to) {
+        to.addLong(from.getLong(0));
+        to.addLong(from.getLong(1));
+        from.removeAt(0);
+        from.removeAt(0);
+    }
+}

@@ -1,0 +1,111 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.MemoryTagControl;
+import dev.vmmkit.core.TagPausedException;
+import dev.vmmkit.core.TagTransitionException;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The shim's memory-tag calls ({@code vmmkit_region_begin}, {@code vmmkit_region_end},
+ * {@code vmmkit_pause}, {@code vmmkit_resume}), through FFM upcall stubs. As in
+ * {@link InterposedCalls}, nothing throws: results are 0 or a negated CUDA runtime error.
+ *
+ * <p>A region applies to the allocator of the device current when it opens (the thread's
+ * allocations on that device carry the tag). A pause or resume reaches every device's allocator
+ * that knows the tag, or every allocator for a null tag.
+ */
+public final class TagCalls {
+    private TagCalls() {
+    }
+
+    /** Opens a region of the tag at C string {@code tagAddress}; keep contents when {@code keep} is not 0. */
+    public static int regionBegin(long tagAddress, int keep, int device) {
+        try {
+            if (tagAddress == 0) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+            MemoryTagControl tags = control(device);
+            if (tags == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+            tags.beginTagRegion(cString(tagAddress), keep != 0);
+            return 0;
+        } catch (IllegalArgumentException e) {
+            InterposeLog.warnOnce("region-" + e.getMessage(), e.getMessage(), null);
+            return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("region", "vmmkit_region_begin failed inside vmmkit", e);
+            return -InterposedCalls.CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /** Closes this thread's innermost region on {@code device}'s allocator. */
+    public static int regionEnd(int device) {
+        try {
+            MemoryTagControl tags = control(device);
+            if (tags == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+            tags.endTagRegion();
+            return 0;
+        } catch (IllegalStateException e) {
+            return -InterposedCalls.CUDA_ERROR_INVALID_VALUE; // no region open on this thread
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("region-end", "vmmkit_region_end failed inside vmmkit", e);
+            return -InterposedCalls.CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /** Pauses the tag at C string {@code tagAddress} (every tag when 0). */
+    public static int pause(long tagAddress, int device) {
+        return transition(tagAddress, true);
+    }
+
+    /** Resumes the tag at C string {@code tagAddress} (every tag when 0). */
+    public static int resume(long tagAddress, int device) {
+        return transition(tagAddress, false);
+    }
+
+    private static int transition(long tagAddress, boolean pause) {
+        try {
+            String tag = tagAddress == 0 ? null : cString(tagAddress);
+            List<MemoryTagControl> targets = new ArrayList<>();
+            for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) {
+                MemoryTagControl tags = r.tagControl();
+                if (tags != null && (tag == null || tags.knowsTag(tag))) targets.add(tags);
+            }
+            if (tag != null && targets.isEmpty()) {
+                System.err.println("vmmkit: " + (pause ? "vmmkit_pause" : "vmmkit_resume") + ": unknown memory tag '" + tag
+                        + "' (no vmmkit_region_begin of that name)");
+                return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+            }
+            for (MemoryTagControl tags : targets) {
+                if (pause) tags.pause(tag);
+                else tags.resume(tag);
+            }
+            return 0;
+        } catch (TagTransitionException e) {
+            System.err.println("vmmkit: " + e.getMessage());
+            return -(e.isOutOfMemory() ? InterposedCalls.CUDA_ERROR_MEMORY_ALLOCATION : InterposedCalls.CUDA_ERROR_UNKNOWN);
+        } catch (IllegalArgumentException e) {
+            System.err.println("vmmkit: " + e.getMessage());
+            return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("pause", (pause ? "vmmkit_pause" : "vmmkit_resume") + " failed inside vmmkit", e);
+            return -InterposedCalls.CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /** An allocation into a paused tag: said once per tag, on standard error. */
+    static void refused(TagPausedException e) {
+        InterposeLog.warnOnce("paused-" + e.tag(), e.getMessage(), null);
+    }
+
+    private static MemoryTagControl control(int device) {
+        ManagedMemoryResource resource = InterposedCalls.session().managers.forDevice(device);
+        return resource == null ? null : resource.tagControl();
+    }
+
+    @SuppressWarnings("restricted") // a NUL-terminated string the caller passed
+    private static String cString(long address) {
+        return MemorySegment.ofAddress(address).reinterpret(Long.MAX_VALUE).getString(0);
+    }
+}

@@ -1,0 +1,122 @@
+/*
+ * pause_test.c: a CUDA program that pauses and resumes tagged memory, run under `vmmkit run`
+ * (InterposeEndToEndTest's stand-in runtime on the host emulation, or a real GPU). It uses the
+ * runtime API only, and finds vmmkit's functions with dlsym, as a program that may run without
+ * vmmkit does (their declarations come from include/vmmkit/vmmkit.h).
+ *
+ *   pause_test weights-kv TOTAL_MIB   weights (kept, mixed sizes) and a KV cache (discarded) fill
+ *                                     most of a TOTAL_MIB device; both are paused; another phase
+ *                                     allocates most of the device; both are resumed and the
+ *                                     weights are checked bit for bit at their old addresses.
+ *                                     Also: allocations into a paused tag fail, frees of its
+ *                                     pointers work, unknown tags and unbalanced regions are refused.
+ * Prints "ok <scenario>" and exits 0, or exits 1 at the first failure.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_runtime_subset.h"
+#include "vmmkit/vmmkit.h"
+
+static const char *scenario = "";
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf(stderr, "FAIL %s: %s (pause_test.c:%d)\n", scenario, #cond, __LINE__); exit(1); } } while (0)
+#define MIB ((size_t) 1 << 20)
+#define KIB ((size_t) 1 << 10)
+
+static __typeof__(vmmkit_region_begin) *region_begin;
+static __typeof__(vmmkit_region_end) *region_end;
+static __typeof__(vmmkit_pause) *pause_tag;
+static __typeof__(vmmkit_resume) *resume_tag;
+
+#include "device_pattern.h"
+
+static void weights_kv(size_t total_mib) {
+    scenario = "weights-kv";
+    size_t total = total_mib * MIB;
+    /* Weights: a quarter of the device in mixed sizes. */
+    size_t sizes[] = {4 * KIB, 3 * MIB, 512, 700 * KIB, 1 * MIB + 8, 96 * KIB, total / 8, 40 * KIB, total / 16};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    void *weights[N];
+    CHECK(region_begin("weights", 1) == 0);
+    for (int i = 0; i < N; i++) {
+        CHECK(cudaMalloc(&weights[i], sizes[i]) == 0);
+        upload(weights[i], sizes[i], 100 + i);
+    }
+    CHECK(region_end() == 0);
+    /* The KV cache: another quarter, discarded by a pause. */
+    void *kv[2];
+    CHECK(region_begin("kv_cache", 0) == 0);
+    CHECK(cudaMallocAsync(&kv[0], total / 8, NULL) == 0);
+    CHECK(cudaMalloc(&kv[1], total / 8) == 0);
+    CHECK(region_end() == 0);
+    upload(kv[0], total / 8, 7);
+
+    CHECK(pause_tag(NULL) == 0);
+    CHECK(pause_tag("weights") == 0); /* paused already: nothing to do */
+
+    /* While paused: allocations into the tag fail, frees work, bad calls are refused. */
+    void *refused = NULL;
+    CHECK(region_begin("weights", 1) == 0);
+    CHECK(cudaMalloc(&refused, 4096) == 2); /* cudaErrorMemoryAllocation */
+    CHECK(region_end() == 0);
+    CHECK(cudaFree(weights[0]) == 0);
+    CHECK(pause_tag("no such tag") == 1);
+    CHECK(resume_tag("no such tag") == 1);
+    CHECK(region_end() == 1); /* no region open */
+    CHECK(region_begin("", 0) == 1);
+    CHECK(region_begin(NULL, 0) == 1);
+
+    /* Another phase takes what the tags gave back: more than fits beside them. */
+    void *other = NULL;
+    size_t other_bytes = total - total / 8;
+    CHECK(cudaMalloc(&other, other_bytes) == 0);
+    upload(other, other_bytes, 55);
+    check(other, other_bytes, 55);
+    CHECK(cudaFree(other) == 0);
+
+    CHECK(resume_tag(NULL) == 0);
+    CHECK(resume_tag("kv_cache") == 0); /* running already */
+    for (int i = 1; i < N; i++) check(weights[i], sizes[i], 100 + i);
+    upload(kv[0], total / 8, 8); /* usable again; its old contents were discarded */
+    check(kv[0], total / 8, 8);
+    upload(kv[1], total / 8, 9);
+    check(kv[1], total / 8, 9);
+
+    /* The tag allocates again once resumed. */
+    void *more = NULL;
+    CHECK(region_begin("weights", 1) == 0);
+    CHECK(cudaMalloc(&more, 1 * MIB) == 0);
+    CHECK(region_end() == 0);
+    CHECK(cudaFree(more) == 0);
+
+    /* A second cycle, one tag at a time. */
+    CHECK(pause_tag("weights") == 0);
+    CHECK(resume_tag("weights") == 0);
+    for (int i = 1; i < N; i++) check(weights[i], sizes[i], 100 + i);
+    for (int i = 1; i < N; i++) CHECK(cudaFree(weights[i]) == 0);
+    CHECK(cudaFree(kv[0]) == 0);
+    CHECK(cudaFree(kv[1]) == 0);
+    printf("ok %s\n", scenario);
+}
+
+int main(int argc, char **argv) {
+    region_begin = (__typeof__(region_begin)) dlsym(RTLD_DEFAULT, "vmmkit_region_begin");
+    region_end = (__typeof__(region_end)) dlsym(RTLD_DEFAULT, "vmmkit_region_end");
+    pause_tag = (__typeof__(pause_tag)) dlsym(RTLD_DEFAULT, "vmmkit_pause");
+    resume_tag = (__typeof__(resume_tag)) dlsym(RTLD_DEFAULT, "vmmkit_resume");
+    if (!region_begin || !region_end || !pause_tag || !resume_tag) {
+        fprintf(stderr, "pause_test: vmmkit's functions are not in this process (run it under vmmkit run)\n");
+        return 1;
+    }
+    if (argc >= 3 && strcmp(argv[1], "weights-kv") == 0) {
+        weights_kv((size_t) atol(argv[2]));
+        return 0;
+    }
+    fprintf(stderr, "usage: pause_test weights-kv TOTAL_MIB\n");
+    return 2;
+}

@@ -1,0 +1,55 @@
+"""The Python module of vmmkit under `vmmkit run`, without PyTorch: allocations through the CUDA
+runtime (ctypes), tagged with vmmkit.region, paused and resumed. argv[1]: the libcudart to load.
+Prints "ok python-tags" and exits 0, or raises."""
+import ctypes
+import sys
+
+import vmmkit
+
+cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+H2D, D2H = 1, 2
+MIB = 1 << 20
+
+
+def malloc(size):
+    ptr = ctypes.c_void_p()
+    rc = cudart.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size))
+    return rc, ptr.value
+
+
+def upload(ptr, data):
+    assert cudart.cudaMemcpy(ctypes.c_void_p(ptr), data, ctypes.c_size_t(len(data)), H2D) == 0
+
+
+def download(ptr, size):
+    out = ctypes.create_string_buffer(size)
+    assert cudart.cudaMemcpy(out, ctypes.c_void_p(ptr), ctypes.c_size_t(size), D2H) == 0
+    return out.raw
+
+
+weights = bytes((i * 7 + 3) % 251 for i in range(3 * MIB))
+with vmmkit.region("weights", keep_contents=True):
+    rc, w = malloc(len(weights))
+    assert rc == 0
+upload(w, weights)
+with vmmkit.region("kv_cache"):
+    rc, kv = malloc(2 * MIB)
+    assert rc == 0
+
+vmmkit.pause()
+with vmmkit.region("weights", keep_contents=True):
+    rc, _ = malloc(4096)
+    assert rc == 2, rc  # cudaErrorMemoryAllocation: the tag is paused
+try:
+    vmmkit.pause("no such tag")
+    raise AssertionError("an unknown tag was accepted")
+except vmmkit.VmmkitError as e:
+    assert e.code == 1, e.code
+vmmkit.resume("kv_cache")
+vmmkit.resume("weights")
+assert download(w, len(weights)) == weights, "the weights came back changed"
+upload(kv, b"\x01" * (2 * MIB))
+assert download(kv, 2 * MIB) == b"\x01" * (2 * MIB)
+assert cudart.cudaFree(ctypes.c_void_p(w)) == 0
+assert cudart.cudaFree(ctypes.c_void_p(kv)) == 0
+print("ok python-tags")
