@@ -354,7 +354,7 @@ public final class VmmManager implements ManagedMemoryResource {
                 // Promote first: a region whose cache never misses never promotes its own frees, and
                 // memory freed on a stream is reclaimable only once promoted. Without this, a
                 // generation run's early KV caches kept their pages in the small region for good.
-                r.reclaimFreeHandles(stillWanted, out, true);
+                r.reclaimer.reclaimFreeHandles(stillWanted, out, true);
             }
         }
 

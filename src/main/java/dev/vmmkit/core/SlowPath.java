@@ -1,0 +1,115 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+
+import static dev.vmmkit.core.BlockTable.NONE;
+
+/**
+ * A request one {@link RegionHeap}'s cache missed: trim back to the budget, wait briefly for
+ * pending frees when new pages would pass it, place the request on unmapped space and map the pages
+ * it needs ({@link PlacementChooser} says where, {@link HandleSupply} gives the handles,
+ * {@link PageTable} maps them), and recover from out-of-memory by draining every cache once.
+ *
+ * <p>Runs without the region's lock; it takes the lock to pick and to finish a placement, and calls
+ * the driver between.
+ */
+final class SlowPath {
+    /** The longest an allocation waits for pending frees before it maps more memory instead. */
+    static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
+
+    private final RegionHeap region;
+    private final RegionHeap.OtherRegions others;
+    private final PlacementChooser placer;
+
+    SlowPath(RegionHeap region, RegionHeap.OtherRegions others) {
+        this.region = region;
+        this.others = others;
+        this.placer = new PlacementChooser(region);
+    }
+
+    long allocate(long bytes, long requested, long stream) {
+        region.reclaimer.trimToBudget(requested);
+        if (region.budget.wouldExceed(bytes, requested) && region.waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
+            long address = region.tryCachedFit(bytes, requested, stream);
+            if (address != 0) return address;
+        }
+        try {
+            return placeOnNewMemory(bytes, requested, stream);
+        } catch (DriverException e) {
+            if (!e.isOutOfMemory()) throw e;
+            // Seed 001, 5.2: drain what is cached, then retry once, on fresh address space.
+            region.releaseCachedMemory(true);
+            others.releaseCachedMemory(region);
+            try {
+                // Waiting for pending frees may have made a free block that fits: use it first.
+                long address = region.tryCachedFit(bytes, requested, stream);
+                if (address == 0) address = placeOnNewMemory(bytes, requested, stream);
+                region.accounting.recoveredFromOutOfMemory();
+                return address;
+            } catch (DriverException again) {
+                if (!again.isOutOfMemory()) throw again;
+                throw region.outOfMemory(requested, again);
+            } catch (RegionHeap.RegionFullException setAside) {
+                // The failed attempt's pages were set aside (its undo failed too) and no space is left
+                // to retry on: report the out-of-memory rather than leak this internal signal.
+                throw region.outOfMemory(requested, e);
+            }
+        }
+    }
+
+    /**
+     * Places {@code bytes} on unmapped space, where {@link PlacementChooser} says, and maps the
+     * pages it needs, calling the driver without the lock. If mapping fails, every handle mapped
+     * here is unmapped again and pooled, so bookkeeping and driver state stay equal; the address
+     * range goes back to the unmapped tree (dirty VA discard, seed 001 5.3), or is set aside when
+     * an unmap failed too.
+     */
+    private long placeOnNewMemory(long bytes, long requested, long stream) {
+        PhysicalBudget budget = region.budget;
+        PlacementChooser.Placement placement;
+        region.lock.lock();
+        try {
+            // The lock was left since the cache missed: frees of other threads may have made a free
+            // block that fits now (the block below the unmapped space may even have grown past the
+            // request, which would leave nothing to map). Take such a block first.
+            int fit = region.freeLists.bestFit(bytes, stream);
+            if (fit != NONE) return region.carveLive(fit, bytes, requested);
+            boolean over = budget.wouldExceed(bytes, requested);
+            long room = budget.room(requested);
+            // Within the budget, map ahead up to one handle cap: later requests land there without
+            // a driver call. Those pages get handles of their own, so they can still move while the
+            // request lives.
+            long ahead = Math.min(room, region.handles.handleCap(requested));
+            placement = placer.take(bytes, stream, over, ahead);
+            region.inFlight.begin();
+        } finally {
+            region.lock.unlock();
+        }
+
+        HandleRun handles = new HandleRun();
+        try {
+            region.handles.acquire(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom,
+                    requested, handles);
+            region.pages.mapRun(placement.mapFrom, handles);
+        } catch (RuntimeException e) {
+            boolean clean = region.handles.giveBackUnmapped(placement.mapFrom, handles);
+            region.lock.lock();
+            try {
+                placer.giveBack(placement, clean); // not clean: the pages stay IN_FLIGHT for good (set aside)
+                region.inFlight.end();
+            } finally {
+                region.lock.unlock();
+            }
+            throw e;
+        }
+
+        region.lock.lock();
+        try {
+            int id = placer.join(placement);
+            region.inFlight.end();
+            return region.takeLive(id, bytes, requested);
+        } finally {
+            region.lock.unlock();
+        }
+    }
+}
