@@ -13,6 +13,7 @@ import dev.vmmkit.driver.VmmDriver;
  * <p>Called without the region's lock (reclaiming takes it briefly).
  */
 final class HandleSupply {
+
     private final RegionHeap region;
     private final VmmDriver driver;
     private final PhysicalPool pool;
@@ -41,7 +42,7 @@ final class HandleSupply {
 
     /** Unmapped handles covering {@code runBytes}, in mapping order, all of it for the request. */
     void acquire(long runBytes, long requested, HandleRun out) {
-        acquire(runBytes, runBytes, requested, out);
+        acquire(runBytes, runBytes, 0, requested, out);
     }
 
     /**
@@ -49,8 +50,14 @@ final class HandleSupply {
      * {@code neededBytes} hold the request and the rest is mapped ahead: no new handle spans both,
      * so the part mapped ahead stays whole handles that can move while the request lives. On a
      * failure every handle gathered goes back and {@code out} is empty.
+     *
+     * <p>First backing: when {@code oneHandleBytes} (the whole pages the request alone fills) is
+     * positive and the run is backed from nothing (no pooled handle, no page to move: the budget
+     * has room), those pages get one handle, as large as the driver allows, not the cap: a loading
+     * program's request then costs one create, map and setAccess, as a native cudaMalloc does. Its
+     * last, shared page gets a handle of its own, so a neighbour never pins the large one.
      */
-    void acquire(long runBytes, long neededBytes, long requested, HandleRun out) {
+    void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
         try {
             long[] size = new long[1];
             while (out.totalBytes() < runBytes) {
@@ -59,9 +66,11 @@ final class HandleSupply {
                 out.add(h, size[0]);
             }
             long missing = runBytes - out.totalBytes();
+            boolean fromNothing = out.count() == 0; // no pooled handle
             if (missing > 0) {
                 long room = budget.room(requested);
                 long mustMove = missing - room;
+                if (mustMove > 0) fromNothing = false; // pages move: the budget has no room
                 if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
@@ -69,8 +78,14 @@ final class HandleSupply {
                 }
             }
             while (out.totalBytes() < runBytes) {
-                long upTo = out.totalBytes() < neededBytes ? neededBytes : runBytes;
-                long bytes = sizer.nextHandleBytes(upTo - out.totalBytes(), budget.peak(requested));
+                long have = out.totalBytes();
+                long bytes;
+                if (fromNothing && have == 0 && oneHandleBytes > 0) {
+                    bytes = sizer.firstBackingBytes(oneHandleBytes);
+                } else {
+                    long upTo = have < neededBytes ? neededBytes : runBytes;
+                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested));
+                }
                 out.add(driver.create(bytes), bytes);
                 accounting.physicalCreated(bytes);
             }

@@ -30,6 +30,9 @@ import static dev.vmmkit.core.BlockTable.UNMAPPED;
  * No thread ever holds two regions' locks.
  */
 final class RegionHeap {
+    /** See {@link #loading}. */
+    static final int LOADING_FREED_SHARE = 64;
+
     /** The manager's other regions, which may give up the memory they cache. */
     interface OtherRegions {
         /** Moves whole free handles of up to {@code wantedBytes} from the other regions into {@code out}. */
@@ -74,6 +77,9 @@ final class RegionHeap {
     private long frees;
     private long cacheHits;
     private long cacheMisses;
+    // Requested bytes handed out and freed, for loading().
+    private long allocatedBytes;
+    private long freedBytes;
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
                MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
@@ -152,6 +158,7 @@ final class RegionHeap {
             }
             long requested = blocks.requestedOrStream[id];
             frees++;
+            freedBytes += requested;
             accounting.freed(requested);
             if (aliases.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
@@ -196,8 +203,21 @@ final class RegionHeap {
         blocks.requestedOrStream[id] = requested;
         liveByAddress.put(blocks.address[id], id);
         allocations++;
+        allocatedBytes += requested;
         accounting.allocated(requested);
         return blocks.address[id];
+    }
+
+    /**
+     * True while the region is loading: it has freed at most 1/{@value #LOADING_FREED_SHARE} of the
+     * bytes it handed out, as a program does while it loads a model's weights. A request backed from
+     * nothing then gets one handle for the pages it alone fills ({@link HandleSupply}), as native
+     * cudaMalloc makes one allocation: such memory mostly lives long, and while it lives its pages
+     * could not move anyway. Once memory is recycled, the capped handles keep free pages movable.
+     * Lock held.
+     */
+    boolean loading() {
+        return freedBytes * LOADING_FREED_SHARE <= allocatedBytes;
     }
 
     /** A cached block that fits, taken under the lock; 0 when none does. */

@@ -67,6 +67,7 @@ final class SlowPath {
     private long placeOnNewMemory(long bytes, long requested, long stream) {
         PhysicalBudget budget = region.budget;
         PlacementChooser.Placement placement;
+        boolean loading;
         region.lock.lock();
         try {
             // The lock was left since the cache missed: frees of other threads may have made a free
@@ -81,6 +82,7 @@ final class SlowPath {
             // request lives.
             long ahead = Math.min(room, region.handles.handleCap(requested));
             placement = placer.take(bytes, stream, over, ahead);
+            loading = region.loading(); // a loading request backed from nothing gets one handle
             region.inFlight.begin();
         } finally {
             region.lock.unlock();
@@ -89,7 +91,7 @@ final class SlowPath {
         HandleRun handles = new HandleRun();
         try {
             region.handles.acquire(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom,
-                    requested, handles);
+                    loading ? placement.wholeTo - placement.mapFrom : 0, requested, handles);
             region.pages.mapRun(placement.mapFrom, handles);
         } catch (RuntimeException e) {
             boolean clean = region.handles.giveBackUnmapped(placement.mapFrom, handles);
