@@ -28,13 +28,14 @@ final class SlowPath {
     }
 
     long allocate(long bytes, long requested, long stream) {
-        region.reclaimer.trimToBudget(requested);
-        if (region.budget.wouldExceed(bytes, requested) && region.waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
+        long counted = requested + waitingBlock(bytes, requested, stream);
+        region.reclaimer.trimToBudget(counted);
+        if (region.budget.wouldExceed(bytes, counted) && region.waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
             long address = region.tryCachedFit(bytes, requested, stream);
             if (address != 0) return address;
         }
         try {
-            return placeOnNewMemory(bytes, requested, stream);
+            return placeOnNewMemory(bytes, requested, counted, stream);
         } catch (DriverException e) {
             if (!e.isOutOfMemory()) throw e;
             // Seed 001, 5.2: drain what is cached, then retry once, on fresh address space.
@@ -43,7 +44,7 @@ final class SlowPath {
             try {
                 // Waiting for pending frees may have made a free block that fits: use it first.
                 long address = region.tryCachedFit(bytes, requested, stream);
-                if (address == 0) address = placeOnNewMemory(bytes, requested, stream);
+                if (address == 0) address = placeOnNewMemory(bytes, requested, requested, stream);
                 region.accounting.recoveredFromOutOfMemory();
                 return address;
             } catch (DriverException again) {
@@ -58,13 +59,30 @@ final class SlowPath {
     }
 
     /**
+     * A block that fits but waits for device work (a cudaFree's device synchronisation, another
+     * stream's event) is still in use by the device, so the budget counts it beside the request:
+     * returns {@code requested} when there is one, else 0. A same-size malloc/free loop then
+     * alternates between two blocks instead of waiting for the device at every turn; one block
+     * is counted, however many wait, so a third is made only where the budget has room anyway.
+     */
+    private long waitingBlock(long bytes, long requested, long stream) {
+        region.lock.lock();
+        try {
+            return region.freeLists.hasWaitingFit(bytes, stream) ? requested : 0;
+        } finally {
+            region.lock.unlock();
+        }
+    }
+
+    /**
      * Places {@code bytes} on unmapped space, where {@link PlacementChooser} says, and maps the
      * pages it needs, calling the driver without the lock. If mapping fails, every handle mapped
      * here is unmapped again and pooled, so bookkeeping and driver state stay equal; the address
      * range goes back to the unmapped tree (dirty VA discard, seed 001 5.3), or is set aside when
-     * an unmap failed too.
+     * an unmap failed too. The budget counts {@code counted} bytes for the request (see
+     * {@link #waitingBlock}).
      */
-    private long placeOnNewMemory(long bytes, long requested, long stream) {
+    private long placeOnNewMemory(long bytes, long requested, long counted, long stream) {
         PhysicalBudget budget = region.budget;
         PlacementChooser.Placement placement;
         boolean loading;
@@ -75,14 +93,16 @@ final class SlowPath {
             // request, which would leave nothing to map). Take such a block first.
             int fit = region.freeLists.bestFit(bytes, stream);
             if (fit != NONE) return region.carveLive(fit, bytes, requested);
-            boolean over = budget.wouldExceed(bytes, requested);
-            long room = budget.room(requested);
+            boolean over = budget.wouldExceed(bytes, counted);
+            long room = budget.room(counted);
             // Within the budget, map ahead up to one handle cap: later requests land there without
             // a driver call. Those pages get handles of their own, so they can still move while the
             // request lives.
-            long ahead = Math.min(room, region.handles.handleCap(requested));
+            long ahead = Math.min(room, region.handles.handleCap(counted));
             placement = placer.take(bytes, stream, over, ahead);
-            loading = region.loading(); // a loading request backed from nothing gets one handle
+            // A loading request backed from nothing gets one handle; so does a second block beside
+            // one that waits for the device, which lives as that one does.
+            loading = region.loading() || counted > requested;
             region.inFlight.begin();
         } finally {
             region.lock.unlock();
@@ -91,7 +111,7 @@ final class SlowPath {
         HandleRun handles = new HandleRun();
         try {
             region.handles.acquire(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom,
-                    loading ? placement.wholeTo - placement.mapFrom : 0, requested, handles);
+                    loading ? placement.wholeTo - placement.mapFrom : 0, counted, handles);
             region.pages.mapRun(placement.mapFrom, handles);
         } catch (RuntimeException e) {
             boolean clean = region.handles.giveBackUnmapped(placement.mapFrom, handles);

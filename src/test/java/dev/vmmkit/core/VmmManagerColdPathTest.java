@@ -159,4 +159,51 @@ class VmmManagerColdPathTest {
         }
         assertTrue(injected >= (kind == DriverCall.RESERVE ? 1 : 4), kind + ": the faults happened " + injected + " times");
     }
+
+    /**
+     * The second block beside one that waits for another stream's work, under one fault at the Nth
+     * call of a kind: the request may fail, but the waiting block is never handed out before its
+     * stream's work completed, the figures stay equal to the driver's, and nothing leaks.
+     */
+    @ParameterizedTest(name = "{0} fails beside a waiting block")
+    @EnumSource(value = DriverCall.class, names = {"CREATE", "MAP", "SET_ACCESS", "EVENT_RECORD", "EVENT_QUERY"})
+    void aFaultBesideAWaitingBlockLeavesTheAllocatorConsistent(DriverCall kind) {
+        long size = 24 * PAGE;
+        int injected = 0;
+        for (int n = 1; n <= 3; n++) {
+            String note = kind + " #" + n;
+            HostDriver host = hostDriver(32 * MIB);
+            host.hostEvents().holdCompletion(true); // stream 1's work keeps running
+            FaultPlan plan = new FaultPlan(n);
+            try (VmmManager m = new VmmManager(new FaultInjectingDriver(host, plan), config())) {
+                long a = m.allocate(size, 1);
+                fill(host, a, size, 5);
+                m.deallocate(a, 1);
+                // Not out-of-memory: its recovery waits for every pending free (the driver
+                // synchronises stream 1), after which reusing the block is right.
+                plan.failNth(kind, n, CudaResult.INVALID_VALUE);
+                long b = 0;
+                try {
+                    b = m.allocate(size, 2);
+                    assertTrue(b + size <= a || a + size <= b, note + ": the waiting block was handed out");
+                    fill(host, b, size, 6);
+                } catch (DriverException | OutOfDeviceMemoryException e) {
+                    // the planned fault
+                }
+                injected += plan.injected(kind) > 0 ? 1 : 0;
+                plan.clear();
+                assertFullyIntact(host, a, size, 5, note + ": the waiting block is untouched");
+                assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note);
+                host.hostEvents().completeStream(1);
+                long c = m.allocate(size, 3);
+                fill(host, c, size, 7);
+                if (b != 0) assertFullyIntact(host, b, size, 6, note);
+                assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note);
+            } finally {
+                assertTrue(host.usage().isEmpty(), note + ": nothing leaks: " + host.usage());
+                host.close();
+            }
+        }
+        assertTrue(injected >= 1, kind + ": the fault never happened");
+    }
 }
