@@ -59,16 +59,19 @@ final class SlowPath {
     }
 
     /**
-     * A block that fits but waits for device work (a cudaFree's device synchronisation, another
-     * stream's event) is still in use by the device, so the budget counts it beside the request:
-     * returns {@code requested} when there is one, else 0. A same-size malloc/free loop then
-     * alternates between two blocks instead of waiting for the device at every turn; one block
-     * is counted, however many wait, so a third is made only where the budget has room anyway.
+     * A block of the request's size (to the page) that waits for device work (a cudaFree's device
+     * synchronisation, another stream's event) is still in use by the device, so the budget counts
+     * it beside the request: returns {@code requested} when there is one, else 0. A same-size
+     * malloc/free loop then alternates between two blocks instead of waiting for the device at
+     * every turn. One block is counted however many wait, so a third is made only where the budget
+     * has room anyway; larger waiting blocks are not counted, so a program whose frees all wait
+     * (cudaFree) does not map a second copy of its large free blocks for every smaller request.
      */
     private long waitingBlock(long bytes, long requested, long stream) {
         region.lock.lock();
         try {
-            return region.freeLists.hasWaitingFit(bytes, stream) ? requested : 0;
+            long sameSize = region.roundUpToPage(bytes) + region.pageBytes;
+            return region.freeLists.hasWaitingFit(bytes, sameSize, stream) ? requested : 0;
         } finally {
             region.lock.unlock();
         }

@@ -64,16 +64,17 @@ final class StreamFreeLists {
     }
 
     /**
-     * True when a FREE block of at least {@code bytes} exists that {@code stream} may not use yet:
-     * its free waits for work on another stream, or for a device synchronisation (cudaFree). Slow
-     * path only: it looks at every stream's tree.
+     * True when a FREE block of {@code bytes} up to {@code maxBytes} exists that {@code stream} may
+     * not use yet: its free waits for work on another stream, or for a device synchronisation
+     * (cudaFree). Slow path only: it looks at every stream's tree.
      */
-    boolean hasWaitingFit(long bytes, long stream) {
+    boolean hasWaitingFit(long bytes, long maxBytes, long stream) {
         boolean ownUsable = reusesOwnFreesAtOnce(stream);
         for (Long2ObjectHashMap<SizeTree>.KeyIterator it = byStream.keySet().iterator(); it.hasNext(); ) {
             long tag = it.nextLong();
             if (tag == stream && ownUsable) continue;
-            if (byStream.get(tag).bestFit(bytes) != NONE) return true;
+            int fit = byStream.get(tag).bestFit(bytes);
+            if (fit != NONE && blocks.size[fit] <= maxBytes) return true;
         }
         return false;
     }
