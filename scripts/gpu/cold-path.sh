@@ -34,17 +34,7 @@ if [ ! -f target/vmmkit.jar ]; then
 fi
 
 # The test programs, against the real runtime (or the stand-in for DRIVER=host).
-if [ "$driver" = host ]; then
-  cudart_dir="$root/target/test-native"
-else
-  cudart_dir=""
-  for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
-    if [ -e "$d/libcudart.so" ] || ls "$d"/libcudart.so.* >/dev/null 2>&1; then cudart_dir="$d"; break; fi
-  done
-fi
-if [ -z "$cudart_dir" ]; then echo "cold-path: no libcudart found (set CUDA_HOME)" >&2; exit 2; fi
-cudart="$cudart_dir/libcudart.so"
-[ -e "$cudart" ] || cudart="$(ls "$cudart_dir"/libcudart.so.* | head -1)"
+find_cudart cold-path "$driver"
 for p in bench_cold bench_pair; do
   if ! gcc -O2 -Wall -o "$out/$p" "src/test/c/$p.c" "$cudart" -Wl,-rpath,"$cudart_dir" -ldl 2> "$out/$p.build.log"; then
     cat "$out/$p.build.log"; echo "cold-path: cannot build $p" >&2; exit 2

@@ -5,6 +5,7 @@ import dev.vmmkit.driver.VmmDriver;
 import org.agrona.collections.Long2LongHashMap;
 
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 
 import static dev.vmmkit.core.BlockTable.FREE;
 import static dev.vmmkit.core.BlockTable.LIVE;
@@ -48,6 +49,8 @@ final class RegionHeap {
     final long pageBytes;
     final VmmDriver driver;
     final MemoryAccounting accounting;
+    /** False in the zero-copy mode, whose remaps need capped handles (ManagerResizing). */
+    private final BooleanSupplier oneHandlePerLoadingRequest;
 
     final ReentrantLock lock = new ReentrantLock();
     /** Placements and reclaims whose driver calls run off the lock; a peer grant waits for none. */
@@ -83,13 +86,14 @@ final class RegionHeap {
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
                MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
-               PeerAccess access, AliasedHandles aliasedHandles) {
+               PeerAccess access, AliasedHandles aliasedHandles, BooleanSupplier oneHandlePerLoadingRequest) {
         this.name = name;
         this.base = base;
         this.span = span;
         this.pageBytes = pageBytes;
         this.driver = driver;
         this.accounting = accounting;
+        this.oneHandlePerLoadingRequest = oneHandlePerLoadingRequest;
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
         this.pages = new PageTable(driver, access, base, span, pageBytes);
         this.budget = new PhysicalBudget(accounting, config, pageBytes);
@@ -217,7 +221,12 @@ final class RegionHeap {
      * Lock held.
      */
     boolean loading() {
-        return freedBytes * LOADING_FREED_SHARE <= allocatedBytes;
+        return freedBytes * LOADING_FREED_SHARE <= allocatedBytes && oneHandlePerLoadingRequest.getAsBoolean();
+    }
+
+    /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */
+    boolean mayBackWithOneHandle() {
+        return oneHandlePerLoadingRequest.getAsBoolean();
     }
 
     /** A cached block that fits, taken under the lock; 0 when none does. */

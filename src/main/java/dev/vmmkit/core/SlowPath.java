@@ -105,7 +105,7 @@ final class SlowPath {
             placement = placer.take(bytes, stream, over, ahead);
             // A loading request backed from nothing gets one handle; so does a second block beside
             // one that waits for the device, which lives as that one does.
-            loading = region.loading() || counted > requested;
+            loading = region.loading() || counted > requested && region.mayBackWithOneHandle();
             region.inFlight.begin();
         } finally {
             region.lock.unlock();

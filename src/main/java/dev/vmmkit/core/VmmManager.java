@@ -340,7 +340,7 @@ public final class VmmManager implements ManagedMemoryResource {
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
         return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence,
-                peerAccess, aliasedHandles);
+                peerAccess, aliasedHandles, resizing::allowsOneHandlePerLoadingRequest);
     }
 
     /** What a region may take from the other regions of this manager. */
