@@ -19,12 +19,7 @@
 # asserted. Knobs: GROW_MIB, SIZES, REPS (5), DRIVER (cuda; host runs everything on the emulation and
 # the stand-in runtime in target/test-native, to test this script on a machine without a GPU).
 set -uo pipefail
-root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
-cd "$root"
-
-if [ -n "${OUT:-}" ]; then out="$OUT/zero-copy"; else out="$(mktemp -d "${TMPDIR:-/tmp}/vmmkit-zero-copy.XXXXXX")"; fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" zero-copy
 driver="${DRIVER:-cuda}"
 grow_mib="${GROW_MIB:-2048}"
 sizes="${SIZES:-64 512 2048}"
@@ -39,17 +34,7 @@ if [ ! -f target/vmmkit.jar ]; then
 fi
 
 # The test program, against the real runtime (or the stand-in for DRIVER=host).
-if [ "$driver" = host ]; then
-  cudart_dir="$root/target/test-native"
-else
-  cudart_dir=""
-  for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
-    if [ -e "$d/libcudart.so" ] || ls "$d"/libcudart.so.* >/dev/null 2>&1; then cudart_dir="$d"; break; fi
-  done
-fi
-if [ -z "$cudart_dir" ]; then echo "zero-copy: no libcudart found (set CUDA_HOME)" >&2; exit 2; fi
-cudart="$cudart_dir/libcudart.so"
-[ -e "$cudart" ] || cudart="$(ls "$cudart_dir"/libcudart.so.* | head -1)"
+find_cudart zero-copy "$driver"
 prog="$out/resize_test"
 if ! gcc -O2 -Wall -o "$prog" src/test/c/resize_test.c "$cudart" -Wl,-rpath,"$cudart_dir" -ldl 2> "$out/build.log"; then
   cat "$out/build.log"; echo "zero-copy: cannot build resize_test" >&2; exit 2

@@ -42,3 +42,20 @@ use_vmmkit_build() {
   [ -f runtime/vmmkit.aot ] && export VMMKIT_AOT_CACHE="$root/runtime/vmmkit.aot"
   return 0
 }
+
+# find_cudart NAME DRIVER: sets cudart_dir and cudart (the library to link test programs against):
+# the stand-in runtime in target/test-native for DRIVER=host, else CUDA's; exits 2 naming NAME when
+# there is none.
+find_cudart() {
+  if [ "$2" = host ]; then
+    cudart_dir="$root/target/test-native"
+  else
+    cudart_dir=""
+    for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+      if [ -e "$d/libcudart.so" ] || ls "$d"/libcudart.so.* >/dev/null 2>&1; then cudart_dir="$d"; break; fi
+    done
+  fi
+  if [ -z "$cudart_dir" ]; then echo "$1: no libcudart found (set CUDA_HOME)" >&2; exit 2; fi
+  cudart="$cudart_dir/libcudart.so"
+  [ -e "$cudart" ] || cudart="$(ls "$cudart_dir"/libcudart.so.* | head -1)"
+}

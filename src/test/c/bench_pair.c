@@ -7,6 +7,8 @@
  * preloaded shim) on STREAM (default 0), as PyTorch calls them for torch.empty + del. driver:
  * cuMemAlloc_v2 + cuMemFree_v2, looked up in libcuda.so.1 by handle (vmmkit's when preloaded), in
  * the primary context the runtime made current.
+ * BENCH_PAIR_WARMUP sets the pairs run before measuring (default 500000; fewer for large sizes, whose
+ * native pair costs 100 us or more).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -80,7 +82,8 @@ int main(int argc, char **argv) {
     if (pair(size)) { fprintf(stderr, "bench_pair: first pair failed\n"); return 1; }
     double first_ms = (now_ns() - start) / 1e6;
 
-    for (int i = 0; i < 500000; i++) if (pair(size)) return 1; /* warm up the JIT */
+    int warmup = getenv("BENCH_PAIR_WARMUP") ? atoi(getenv("BENCH_PAIR_WARMUP")) : 500000;
+    for (int i = 0; i < warmup; i++) if (pair(size)) return 1; /* warm up the JIT */
 
     double *single = malloc(sizeof(double) * samples);
     for (int i = 0; i < samples; i++) { /* one pair per sample (includes ~20 ns of clock reads) */

@@ -98,6 +98,15 @@ final class ManagerResizing {
         return false;
     }
 
+    /**
+     * False once whole-buffer copies are to become remaps ({@link #useWholePagesFrom}): a remap moves
+     * whole handles, and a loading request's one large handle, once freed and carved by smaller
+     * requests, could be remapped by none of them. The regions then keep capped handles throughout.
+     */
+    boolean allowsOneHandlePerLoadingRequest() {
+        return wholePagesFrom == WHOLE_PAGES_NEVER;
+    }
+
     /** See {@link VmmManager#useWholePagesFrom}. */
     void useWholePagesFrom(int pages) {
         if (pages < 0) throw new IllegalArgumentException("pages must not be negative: " + pages);

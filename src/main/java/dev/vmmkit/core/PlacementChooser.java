@@ -34,6 +34,8 @@ final class PlacementChooser {
         long mapTo;
         /** The end of the pages the request itself needs; up to {@code mapTo}, pages are mapped ahead. */
         long neededTo;
+        /** The end of the pages to map that the request fills whole (its last page may be shared). */
+        long wholeTo;
     }
 
     private final RegionHeap region;
@@ -159,6 +161,7 @@ final class PlacementChooser {
         p.mapFrom = Math.max(uStart, start & -region.pageBytes);
         p.mapTo = Math.min(blocks.end(u), region.roundUpToPage(end));
         p.neededTo = p.mapTo;
+        p.wholeTo = Math.max(p.mapFrom, Math.min(p.mapTo, end & -region.pageBytes));
         region.unmapped.remove(u);
         region.splitOffUnmappedTail(u, p.mapTo);
         if (p.mapFrom > uStart) {

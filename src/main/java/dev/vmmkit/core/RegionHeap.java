@@ -5,12 +5,12 @@ import dev.vmmkit.driver.VmmDriver;
 import org.agrona.collections.Long2LongHashMap;
 
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 
 import static dev.vmmkit.core.BlockTable.FREE;
 import static dev.vmmkit.core.BlockTable.LIVE;
 import static dev.vmmkit.core.BlockTable.NONE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
-import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
  * One reserved virtual range of one size class, carved into blocks: where each request goes.
@@ -21,7 +21,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  *
  * <p>The slow path places a request on UNMAPPED space (extending a FREE block just below it when
  * there is one, seed 004 case 3) and backs the missing pages with handles from the pool, moved
- * out of free blocks, or newly created ({@link #acquireHandles}); {@link PageTable} maps them.
+ * out of free blocks, or newly created: {@link SlowPath}, {@link HandleSupply},
+ * {@link FreeHandleReclaimer}; {@link PageTable} maps them.
  *
  * <p>The lock guards bookkeeping only. A slow path takes the blocks it will change out of every
  * tree under the lock (they read {@link BlockTable#IN_FLIGHT}, so coalescing leaves them alone),
@@ -30,8 +31,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  * No thread ever holds two regions' locks.
  */
 final class RegionHeap {
-    /** The longest an allocation waits for pending frees before it maps more memory instead. */
-    static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
+    /** See {@link #loading}. */
+    static final int LOADING_FREED_SHARE = 64;
 
     /** The manager's other regions, which may give up the memory they cache. */
     interface OtherRegions {
@@ -47,10 +48,9 @@ final class RegionHeap {
     private final long span;
     final long pageBytes;
     final VmmDriver driver;
-    private final PhysicalPool pool;
     final MemoryAccounting accounting;
-    private final VmmConfig config;
-    private final OtherRegions others;
+    /** False in the zero-copy mode, whose remaps need capped handles (ManagerResizing). */
+    private final BooleanSupplier oneHandlePerLoadingRequest;
 
     final ReentrantLock lock = new ReentrantLock();
     /** Placements and reclaims whose driver calls run off the lock; a peer grant waits for none. */
@@ -59,15 +59,18 @@ final class RegionHeap {
     final SizeTree unmapped = new SizeTree(blocks);
     final StreamFreeLists freeLists;
     final PageTable pages;
-    private final HandleSizer sizer;
     /** The manager's physical budget (every region of a manager reckons the same one). */
     final PhysicalBudget budget;
-    /** Where slow-path placements go. */
-    private final PlacementChooser placer;
-    /** Which free handles move when pages must. */
-    private final ReclaimPlanner reclaimPlanner;
+    /** Where handles come from (pool, free blocks, driver) and go back to. */
+    final HandleSupply handles;
+    /** Whole handles taken back out of free blocks. */
+    final FreeHandleReclaimer reclaimer;
+    /** Requests the cache missed. */
+    private final SlowPath slowPath;
     final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
-    /** Growing, shrinking and remapping live allocations; owns the bookkeeping of aliases. */
+    /** Live allocations that map pages another one owns (made by remapping). */
+    final RegionAliases aliases;
+    /** Growing, shrinking and remapping live allocations. */
     final RegionResizer resizer;
     /** Read-only views taken under the lock: an allocation's handles for export, every block for reports. */
     final RegionViews views;
@@ -77,27 +80,29 @@ final class RegionHeap {
     private long frees;
     private long cacheHits;
     private long cacheMisses;
+    // Requested bytes handed out and freed, for loading().
+    private long allocatedBytes;
+    private long freedBytes;
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
                MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
-               PeerAccess access, AliasedHandles aliasedHandles) {
+               PeerAccess access, AliasedHandles aliasedHandles, BooleanSupplier oneHandlePerLoadingRequest) {
         this.name = name;
         this.base = base;
         this.span = span;
         this.pageBytes = pageBytes;
         this.driver = driver;
-        this.pool = pool;
         this.accounting = accounting;
-        this.config = config;
-        this.others = others;
+        this.oneHandlePerLoadingRequest = oneHandlePerLoadingRequest;
         this.freeLists = new StreamFreeLists(blocks, driver.events(), deviceFence);
         this.pages = new PageTable(driver, access, base, span, pageBytes);
-        this.sizer = new HandleSizer(pageBytes, config.handleCapBytes());
         this.budget = new PhysicalBudget(accounting, config, pageBytes);
-        this.resizer = new RegionResizer(this, aliasedHandles);
+        this.aliases = new RegionAliases(this, aliasedHandles);
+        this.resizer = new RegionResizer(this, aliases);
         this.views = new RegionViews(this, name, base, span);
-        this.placer = new PlacementChooser(this);
-        this.reclaimPlanner = new ReclaimPlanner(blocks, freeLists, pages);
+        this.handles = new HandleSupply(this, driver, pool, accounting, budget, config, others);
+        this.reclaimer = new FreeHandleReclaimer(this);
+        this.slowPath = new SlowPath(this, others);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 
@@ -121,7 +126,7 @@ final class RegionHeap {
         } finally {
             lock.unlock();
         }
-        return allocateSlow(bytes, requested, stream);
+        return slowPath.allocate(bytes, requested, stream);
     }
 
     /**
@@ -136,7 +141,7 @@ final class RegionHeap {
                 cacheHits++;
                 return carveLive(id, bytes, requested);
             }
-            resizer.unmapRetiredAliases();
+            aliases.unmapRetiredAliases();
             if (freeLists.promoteCompleted()) id = freeLists.bestFit(bytes, stream);
             if (id == NONE) return 0;
             cacheMisses++;
@@ -157,8 +162,9 @@ final class RegionHeap {
             }
             long requested = blocks.requestedOrStream[id];
             frees++;
+            freedBytes += requested;
             accounting.freed(requested);
-            if (resizer.retiresAlias(id, stream)) return requested;
+            if (aliases.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
             blocks.freeSequence[id] = freeLists.nextFreeSequence();
@@ -181,13 +187,13 @@ final class RegionHeap {
     }
 
     /** Turns the first {@code bytes} of FREE block {@code id} (in its tree) into a live allocation. Lock held. */
-    private long carveLive(int id, long bytes, long requested) {
+    long carveLive(int id, long bytes, long requested) {
         freeLists.remove(id);
         return takeLive(id, bytes, requested);
     }
 
     /** As {@link #carveLive}, for a FREE block in no tree. Lock held. */
-    private long takeLive(int id, long bytes, long requested) {
+    long takeLive(int id, long bytes, long requested) {
         blocks.kind[id] = LIVE;
         long extra = blocks.size[id] - bytes;
         if (extra > 0) {
@@ -201,12 +207,30 @@ final class RegionHeap {
         blocks.requestedOrStream[id] = requested;
         liveByAddress.put(blocks.address[id], id);
         allocations++;
+        allocatedBytes += requested;
         accounting.allocated(requested);
         return blocks.address[id];
     }
 
+    /**
+     * True while the region is loading: it has freed at most 1/{@value #LOADING_FREED_SHARE} of the
+     * bytes it handed out, as a program does while it loads a model's weights. A request backed from
+     * nothing then gets one handle for the pages it alone fills ({@link HandleSupply}), as native
+     * cudaMalloc makes one allocation: such memory mostly lives long, and while it lives its pages
+     * could not move anyway. Once memory is recycled, the capped handles keep free pages movable.
+     * Lock held.
+     */
+    boolean loading() {
+        return freedBytes * LOADING_FREED_SHARE <= allocatedBytes && oneHandlePerLoadingRequest.getAsBoolean();
+    }
+
+    /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */
+    boolean mayBackWithOneHandle() {
+        return oneHandlePerLoadingRequest.getAsBoolean();
+    }
+
     /** A cached block that fits, taken under the lock; 0 when none does. */
-    private long tryCachedFit(long bytes, long requested, long stream) {
+    long tryCachedFit(long bytes, long requested, long stream) {
         lock.lock();
         try {
             int id = freeLists.bestFit(bytes, stream);
@@ -216,51 +240,7 @@ final class RegionHeap {
         }
     }
 
-    // ---------------------------------------------------------------- slow path (lock not held)
-
-    private long allocateSlow(long bytes, long requested, long stream) {
-        trimToBudget(requested);
-        if (budget.wouldExceed(bytes, requested) && waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
-            long address = tryCachedFit(bytes, requested, stream);
-            if (address != 0) return address;
-        }
-        try {
-            return placeOnNewMemory(bytes, requested, stream);
-        } catch (DriverException e) {
-            if (!e.isOutOfMemory()) throw e;
-            // Seed 001, 5.2: drain what is cached, then retry once, on fresh address space.
-            releaseCachedMemory(true);
-            others.releaseCachedMemory(this);
-            try {
-                // Waiting for pending frees may have made a free block that fits: use it first.
-                long address = tryCachedFit(bytes, requested, stream);
-                if (address == 0) address = placeOnNewMemory(bytes, requested, stream);
-                accounting.recoveredFromOutOfMemory();
-                return address;
-            } catch (DriverException again) {
-                if (!again.isOutOfMemory()) throw again;
-                throw outOfMemory(requested, again);
-            } catch (RegionFullException setAside) {
-                // The failed attempt's pages were set aside (its undo failed too) and no space is left
-                // to retry on: report the out-of-memory rather than leak this internal signal.
-                throw outOfMemory(requested, e);
-            }
-        }
-    }
-
-    /**
-     * Gives back free handles while physical memory is over the budget. It gets there only when
-     * moving pages fell short (free pages were stranded in partly live handles) and new ones were
-     * made; trimming at the next miss keeps such overshoots from adding up, so the peak of physical
-     * memory stays within one overshoot of the budget.
-     */
-    private void trimToBudget(long requested) {
-        long excess = budget.excess(requested);
-        if (excess <= 0) return;
-        HandleRun freed = new HandleRun();
-        reclaimFreeHandles(excess, freed, true);
-        for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
-    }
+    // ---------------------------------------------------------------- pending frees and failures
 
     /**
      * Memory freed but still waiting for earlier device work (a cudaFree's device-wide
@@ -268,7 +248,7 @@ final class RegionHeap {
      * without the lock: at most {@code timeoutNanos} in all (forever when negative), so a
      * long-running kernel costs memory, not time. Returns true if any free became reusable.
      */
-    private boolean waitForPendingFrees(long timeoutNanos) {
+    boolean waitForPendingFrees(long timeoutNanos) {
         StreamFreeLists.Waits waits;
         lock.lock();
         try {
@@ -300,59 +280,7 @@ final class RegionHeap {
         return new OutOfDeviceMemoryException(requested, accounting.liveBytes(), accounting.physicalBytes(), free, cause);
     }
 
-    /**
-     * Places {@code bytes} on unmapped space, where {@link PlacementChooser} says, and maps the
-     * pages it needs, calling the driver without the lock. If mapping fails, every handle mapped
-     * here is unmapped again and pooled, so bookkeeping and driver state stay equal; the address
-     * range goes back to the unmapped tree (dirty VA discard, seed 001 5.3), or is set aside when
-     * an unmap failed too.
-     */
-    private long placeOnNewMemory(long bytes, long requested, long stream) {
-        PlacementChooser.Placement placement;
-        lock.lock();
-        try {
-            // The lock was left since the cache missed: frees of other threads may have made a free
-            // block that fits now (the block below the unmapped space may even have grown past the
-            // request, which would leave nothing to map). Take such a block first.
-            int fit = freeLists.bestFit(bytes, stream);
-            if (fit != NONE) return carveLive(fit, bytes, requested);
-            boolean over = budget.wouldExceed(bytes, requested);
-            long room = budget.room(requested);
-            // Within the budget, map ahead up to one handle cap: later requests land there without
-            // a driver call. Those pages get handles of their own, so they can still move while the
-            // request lives.
-            long ahead = Math.min(room, sizer.cap(budget.peak(requested)));
-            placement = placer.take(bytes, stream, over, ahead);
-            inFlight.begin();
-        } finally {
-            lock.unlock();
-        }
-
-        HandleRun handles = new HandleRun();
-        try {
-            acquireHandles(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom, requested, handles);
-            pages.mapRun(placement.mapFrom, handles);
-        } catch (RuntimeException e) {
-            boolean clean = giveBackUnmapped(placement.mapFrom, handles);
-            lock.lock();
-            try {
-                placer.giveBack(placement, clean); // not clean: the pages stay IN_FLIGHT for good (set aside)
-                inFlight.end();
-            } finally {
-                lock.unlock();
-            }
-            throw e;
-        }
-
-        lock.lock();
-        try {
-            int id = placer.join(placement);
-            inFlight.end();
-            return takeLive(id, bytes, requested);
-        } finally {
-            lock.unlock();
-        }
-    }
+    // ---------------------------------------------------------------- block changes of the slow paths (lock held)
 
     /** Splits UNMAPPED block {@code u} (in no tree) at {@code at}; the part after it goes back to the tree. */
     void splitOffUnmappedTail(int u, long at) {
@@ -363,24 +291,6 @@ final class RegionHeap {
             blocks.size[u] = at - blocks.address[u];
             unmapped.insert(rest);
         }
-    }
-
-    /**
-     * After a failed placement: pools (or releases) every handle of {@code run} that is not mapped.
-     * False when one is still mapped, because its rollback unmap failed too.
-     */
-    boolean giveBackUnmapped(long from, HandleRun run) {
-        boolean clean = true;
-        long va = from;
-        for (int i = 0; i < run.count(); i++) {
-            if (pages.isMapped(va)) {
-                clean = false;
-            } else {
-                poolOrRelease(run.handle(i), run.bytes(i));
-            }
-            va += run.bytes(i);
-        }
-        return clean;
     }
 
     /** Gives back a block taken for a placement, merging it with neighbours freed meanwhile. Lock held. */
@@ -395,128 +305,7 @@ final class RegionHeap {
         unmapped.insert(coalesceUnmapped(id));
     }
 
-    /**
-     * Gets unmapped handles covering {@code runBytes}, in mapping order: pooled ones first; then,
-     * only when physical memory would pass the budget, whole handles moved out of free blocks (this
-     * region's, then the others'); then new ones, each as large as the rest of the run and the
-     * {@link HandleSizer}'s cap allow. Lock not held.
-     */
-    void acquireHandles(long runBytes, long requested, HandleRun out) {
-        acquireHandles(runBytes, runBytes, requested, out);
-    }
-
-    /**
-     * As {@link #acquireHandles(long, long, HandleRun)}, where only the first {@code neededBytes}
-     * hold the request and the rest is mapped ahead: no new handle spans both, so the part mapped
-     * ahead stays whole handles that can move while the request lives.
-     */
-    void acquireHandles(long runBytes, long neededBytes, long requested, HandleRun out) {
-        try {
-            long[] size = new long[1];
-            while (out.totalBytes() < runBytes) {
-                long h = pool.popAtMost(runBytes - out.totalBytes(), size);
-                if (h == PhysicalPool.NO_HANDLE) break;
-                out.add(h, size[0]);
-            }
-            long missing = runBytes - out.totalBytes();
-            if (missing > 0) {
-                long room = budget.room(requested);
-                long mustMove = missing - room;
-                if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
-                    reclaimFreeHandles(mustMove, out, true);
-                    long stillToMove = runBytes - room - out.totalBytes();
-                    if (stillToMove > 0) others.takeFreeHandles(this, stillToMove, out);
-                }
-            }
-            while (out.totalBytes() < runBytes) {
-                long upTo = out.totalBytes() < neededBytes ? neededBytes : runBytes;
-                long bytes = sizer.nextHandleBytes(upTo - out.totalBytes(), budget.peak(requested));
-                out.add(driver.create(bytes), bytes);
-                accounting.physicalCreated(bytes);
-            }
-        } catch (RuntimeException e) {
-            for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));
-            out.clear();
-            throw e;
-        }
-    }
-
-    /**
-     * VMM_FRAG_RATIO: pages moved from free blocks are pieces of the request; a request more than
-     * 1/fragRatio pages long would be stitched from too many of them (each costs a map, a setAccess
-     * and an unmap), so it gets new pages instead and physical memory grows past the slack.
-     */
-    private boolean movingPagesIsWorthIt(long requested) {
-        return pageBytes >= config.fragRatio() * requested;
-    }
-
-    void poolOrRelease(long handle, long bytes) {
-        if (resizer.keepsWhileAliased(handle, bytes)) return;
-        if (!pool.push(bytes, handle)) release(handle, bytes);
-    }
-
-    /**
-     * Releases an unmapped handle. If the driver refuses, the pool keeps the handle (past its limit)
-     * so that a later drain or close retries, rather than losing it halfway through a loop.
-     */
-    private void release(long handle, long bytes) {
-        if (resizer.keepsWhileAliased(handle, bytes)) return;
-        try {
-            driver.release(handle);
-            accounting.physicalReleased(bytes);
-        } catch (DriverException e) {
-            pool.keep(bytes, handle);
-        }
-    }
-
-    // ---------------------------------------------------------------- reclaiming free pages
-
-    /**
-     * Unmaps whole handles of up to {@code wantedBytes} lying inside FREE blocks with no pending
-     * work, as {@link ReclaimPlanner} picks them, and adds them to {@code out}. The blocks are
-     * taken out under the lock, unmapped without it, and become unmapped space under it again; a
-     * block whose unmap fails stays FREE and mapped. Lock not held.
-     */
-    void reclaimFreeHandles(long wantedBytes, HandleRun out, boolean promoteFirst) {
-        int[] pieces;
-        int n;
-        lock.lock();
-        try {
-            if (promoteFirst) freeLists.promoteCompleted();
-            pieces = new int[freeLists.noPendingWork().size()];
-            n = reclaimPlanner.detachReclaimable(wantedBytes, pieces);
-            if (n > 0) inFlight.begin();
-        } finally {
-            lock.unlock();
-        }
-        if (n == 0) return;
-        boolean[] unmappedOk = new boolean[n];
-        for (int i = 0; i < n; i++) {
-            long from = blocks.address[pieces[i]];
-            long to = from + blocks.size[pieces[i]];
-            try {
-                pages.unmapRange(from, to, out);
-                unmappedOk[i] = true;
-            } catch (DriverException e) {
-                // still mapped: the block goes back as it was
-            }
-        }
-        lock.lock();
-        try {
-            for (int i = 0; i < n; i++) {
-                if (unmappedOk[i]) {
-                    restoreUnmapped(pieces[i]);
-                } else {
-                    blocks.requestedOrStream[pieces[i]] = NO_PENDING_WORK;
-                    reattachFree(pieces[i]);
-                }
-            }
-            inFlight.end();
-        } finally {
-            lock.unlock();
-        }
-    }
-
+    /** Merges UNMAPPED block {@code id} (in no tree) with unmapped neighbours; returns the merged block. */
     int coalesceUnmapped(int id) {
         int n = blocks.next[id];
         if (n != NONE && blocks.kind[n] == UNMAPPED) {
@@ -538,32 +327,9 @@ final class RegionHeap {
 
     // ---------------------------------------------------------------- draining and closing
 
-    /**
-     * Releases cached physical memory: first waits for pending frees when {@code waitForStreams}
-     * (else promotes those already complete), then unmaps and releases every whole free handle,
-     * and drains the pool. Lock not held.
-     */
+    /** Releases cached physical memory (see {@link FreeHandleReclaimer#releaseCachedMemory}). Lock not held. */
     void releaseCachedMemory(boolean waitForStreams) {
-        if (waitForStreams) {
-            waitForPendingFrees(-1);
-        } else {
-            lock.lock();
-            try {
-                freeLists.promoteCompleted();
-            } finally {
-                lock.unlock();
-            }
-        }
-        lock.lock();
-        try {
-            resizer.unmapRetiredAliases();
-        } finally {
-            lock.unlock();
-        }
-        HandleRun freed = new HandleRun();
-        reclaimFreeHandles(Long.MAX_VALUE, freed, false);
-        for (int i = 0; i < freed.count(); i++) release(freed.handle(i), freed.bytes(i));
-        pool.drain(driver, accounting);
+        reclaimer.releaseCachedMemory(waitForStreams);
     }
 
     /**
@@ -581,8 +347,8 @@ final class RegionHeap {
                     // Closing anyway, as with a failing unmap below.
                 }
             }
-            resizer.unmapAllAliases();
-            pages.unmapAll(this::release);
+            aliases.unmapAllAliases();
+            pages.unmapAll(handles::release);
             try {
                 freeLists.close();
                 driver.addressFree(base, span);

@@ -63,7 +63,7 @@ final class RegionPause {
         region.lock.lock();
         try {
             region.inFlight.awaitNone();
-            region.resizer.unmapRetiredAliases();
+            region.aliases.unmapRetiredAliases();
             region.pages.forEachMappedRun((va, size) -> {
                 if (!isPair(remapped, va, size)) {
                     runs.addLong(va);

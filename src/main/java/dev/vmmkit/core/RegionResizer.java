@@ -1,9 +1,6 @@
 package dev.vmmkit.core;
 
 import dev.vmmkit.driver.DriverException;
-import org.agrona.collections.IntArrayList;
-import org.agrona.collections.LongArrayList;
-import org.agrona.collections.LongHashSet;
 
 import static dev.vmmkit.core.BlockTable.FREE;
 import static dev.vmmkit.core.BlockTable.IN_FLIGHT;
@@ -16,15 +13,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
  * Changes the size or the pages of live allocations of one {@link RegionHeap} without copying
  * bytes: resizing in place (seed 004, case 3) and remapping one allocation's pages under another's
  * address (seed 000, VmmOptimizer). Every method runs under the region's lock, except
- * {@link #resizeInPlace}, which maps new pages without it, as a placement does.
- *
- * <h2>Aliases</h2>
- * After a remap the destination owns the source's physical pages, and the source's address still
- * maps them too: the source is an <em>alias</em> of the destination's first bytes until it is freed.
- * A stray read through it reads valid memory instead of faulting the device. An alias's pages are
- * never cached as free memory (a later allocation would write into the destination) and never
- * released by it: when the alias is freed, its range waits until the work queued before the free
- * has completed, as any free does, and is then unmapped and becomes plain address space.
+ * {@link #resizeInPlace}, which maps new pages without it, as a placement does. A remap leaves
+ * the source an alias of the destination ({@link RegionAliases}).
  */
 final class RegionResizer {
     /**
@@ -38,24 +28,18 @@ final class RegionResizer {
     private final RegionHeap region;
     private final BlockTable blocks;
     private final PageTable pages;
-    /** Addresses of live allocations whose pages another allocation owns. */
-    private final LongHashSet aliases = new LongHashSet();
-    /** Freed aliases waiting for earlier work before their range is unmapped: block, stream, free sequence. */
-    private final IntArrayList retiringIds = new IntArrayList();
-    private final LongArrayList retiringStreams = new LongArrayList();
-    private final LongArrayList retiringSequences = new LongArrayList();
-    /** The manager's record of handles that aliases map. */
-    private final AliasedHandles aliasedHandles;
+    /** The region's aliases: this class makes them, {@link RegionAliases} keeps and retires them. */
+    private final RegionAliases aliases;
 
-    RegionResizer(RegionHeap region, AliasedHandles aliasedHandles) {
+    RegionResizer(RegionHeap region, RegionAliases aliases) {
         this.region = region;
-        this.aliasedHandles = aliasedHandles;
+        this.aliases = aliases;
         this.blocks = region.blocks;
         this.pages = region.pages;
     }
 
-    boolean isAlias(long address) {
-        return !aliases.isEmpty() && aliases.contains(address);
+    private boolean isAlias(long address) {
+        return aliases.isAlias(address);
     }
 
     // ---------------------------------------------------------------- resizing in place
@@ -114,10 +98,10 @@ final class RegionResizer {
 
         HandleRun handles = new HandleRun();
         try {
-            region.acquireHandles(mapTo - mapFrom, requested, handles);
+            region.handles.acquire(mapTo - mapFrom, requested, handles);
             pages.mapRun(mapFrom, handles);
         } catch (RuntimeException e) {
-            boolean clean = region.giveBackUnmapped(mapFrom, handles);
+            boolean clean = region.handles.giveBackUnmapped(mapFrom, handles);
             region.lock.lock();
             try {
                 if (clean) region.restoreUnmapped(u); // else: set aside, as a failed placement's pages are
@@ -310,27 +294,27 @@ final class RegionResizer {
         try {
             pages.unmapRange(dst, dstEnd, own);
         } catch (DriverException e) {
-            if (tail > 0) region.poolOrRelease(moved.handle(aliasedCount), tail);
+            if (tail > 0) region.handles.poolOrRelease(moved.handle(aliasedCount), tail);
             return false; // nothing was unmapped
         }
         try {
             pages.mapRun(dst, moved);
         } catch (RuntimeException e) {
             // mapRun undid its own maps. Put the destination's handles back.
-            if (tail > 0) region.poolOrRelease(moved.handle(aliasedCount), tail);
+            if (tail > 0) region.handles.poolOrRelease(moved.handle(aliasedCount), tail);
             try {
                 pages.mapRun(dst, own);
             } catch (RuntimeException again) {
                 // Two failures in a row: what is not mapped goes back to the pool; the destination
                 // reads as an alias, so its free never offers the range as mapped memory.
-                region.giveBackUnmapped(dst, own);
+                region.handles.giveBackUnmapped(dst, own);
                 aliases.add(dst);
             }
             return false;
         }
         aliases.add(src);
-        for (int i = 0; i < aliasedCount; i++) aliasedHandles.mapped(moved.handle(i));
-        for (int i = 0; i < own.count(); i++) region.poolOrRelease(own.handle(i), own.bytes(i));
+        for (int i = 0; i < aliasedCount; i++) aliases.mapped(moved.handle(i));
+        for (int i = 0; i < own.count(); i++) region.handles.poolOrRelease(own.handle(i), own.bytes(i));
         return true;
     }
 
@@ -354,80 +338,6 @@ final class RegionResizer {
         region.freeLists.remove(n);
         takeFront(n, end);
         blocks.size[id] = span;
-    }
-
-    // ---------------------------------------------------------------- freeing aliases
-
-    /**
-     * Called whenever the region would pool or release {@code handle}: true (and the handle is kept
-     * here) while an alias still maps it, so that it is neither mapped for another allocation nor
-     * counted as released while it is still in use. It goes once the last alias mapping it does.
-     */
-    boolean keepsWhileAliased(long handle, long bytes) {
-        return aliasedHandles.keep(handle, bytes);
-    }
-
-    /**
-     * Called by the region's free of live block {@code id}: when it is an alias, keeps its range
-     * out of the free lists until the work queued on {@code stream} before the free has completed,
-     * then {@link #unmapRetiredAliases} unmaps it. Returns true when it took the block.
-     */
-    boolean retiresAlias(int id, long stream) {
-        if (aliases.isEmpty() || !aliases.remove(blocks.address[id])) return false;
-        retiringIds.addInt(id);
-        retiringStreams.addLong(stream);
-        retiringSequences.addLong(region.freeLists.nextFreeSequence());
-        return true; // the block stays LIVE-kind meanwhile, so nothing merges into it or lands on it
-    }
-
-    /** Unmaps freed aliases whose earlier work has completed. Never waits. */
-    void unmapRetiredAliases() {
-        for (int i = retiringIds.size() - 1; i >= 0; i--) {
-            boolean done = region.freeLists.completedUpTo(retiringStreams.getLong(i)) >= retiringSequences.getLong(i);
-            if (done && unmapAliasPages(retiringIds.getInt(i), false)) {
-                int id = retiringIds.getInt(i);
-                blocks.kind[id] = UNMAPPED;
-                region.unmapped.insert(region.coalesceUnmapped(id));
-                retiringIds.fastUnorderedRemove(i);
-                retiringStreams.fastUnorderedRemove(i);
-                retiringSequences.fastUnorderedRemove(i);
-            }
-        }
-    }
-
-    /** At close: unmaps every alias, live or freed, so that the close releases each handle once, through its owner. */
-    void unmapAllAliases() {
-        for (int i = 0; i < retiringIds.size(); i++) unmapAliasPages(retiringIds.getInt(i), true);
-        for (LongHashSet.LongIterator it = aliases.iterator(); it.hasNext(); ) {
-            int id = (int) region.liveByAddress.get(it.nextValue());
-            if (id != NONE) unmapAliasPages(id, true);
-        }
-        retiringIds.clear();
-        retiringStreams.clear();
-        retiringSequences.clear();
-        aliases.clear();
-    }
-
-    /**
-     * Unmaps the pages of alias block {@code id} (their handles stay with their owner); false
-     * (nothing changed) when the unmap fails, unless {@code closing}.
-     */
-    private boolean unmapAliasPages(int id, boolean closing) {
-        long address = blocks.address[id];
-        long end = blocks.end(id);
-        if (!pages.isMapped(address)) return true; // a destination left without pages by two failures
-        HandleRun unmapped = new HandleRun();
-        try {
-            pages.unmapRange(address, end, unmapped);
-        } catch (DriverException e) {
-            if (!closing) return false; // still mapped: try again later
-            pages.handlesOf(address, end, unmapped);
-        }
-        for (int i = 0; i < unmapped.count(); i++) {
-            long bytes = aliasedHandles.unmapped(unmapped.handle(i));
-            if (bytes != 0) region.poolOrRelease(unmapped.handle(i), bytes);
-        }
-        return true;
     }
 
     private int liveId(long address) {

@@ -64,6 +64,22 @@ final class StreamFreeLists {
     }
 
     /**
+     * True when a FREE block of {@code bytes} up to {@code maxBytes} exists that {@code stream} may
+     * not use yet: its free waits for work on another stream, or for a device synchronisation
+     * (cudaFree). Slow path only: it looks at every stream's tree.
+     */
+    boolean hasWaitingFit(long bytes, long maxBytes, long stream) {
+        boolean ownUsable = reusesOwnFreesAtOnce(stream);
+        for (Long2ObjectHashMap<SizeTree>.KeyIterator it = byStream.keySet().iterator(); it.hasNext(); ) {
+            long tag = it.nextLong();
+            if (tag == stream && ownUsable) continue;
+            int fit = byStream.get(tag).bestFit(bytes);
+            if (fit != NONE && blocks.size[fit] <= maxBytes) return true;
+        }
+        return false;
+    }
+
+    /**
      * Memory freed on a stream is safe for that stream's later work at once. Not so for
      * {@link VmmManager#DEVICE_WIDE_STREAM}: it names no stream whose order would protect the
      * memory, so even an allocation "on" it waits for the device synchronisation.
@@ -121,9 +137,13 @@ final class StreamFreeLists {
      * block's promotion). Without absorbing, a program on one stream, whose cache hits never promote,
      * keeps its free space in pairs of neighbours that best fit cannot join: the blocks promoted at
      * the last miss and the frees since. Device-wide frees absorb nothing: no one may reuse them
-     * before a device synchronisation, so that would hide memory that is reusable now.
+     * before a device synchronisation, so that would hide memory that is reusable now. Nor do they
+     * merge with each other: nobody can use a pending device-wide block, so merging gains nothing,
+     * and the merged block would wait for the newer free's synchronisation (a cudaMalloc/cudaFree
+     * loop's two blocks, side by side, would both wait at every turn). Promotion merges them.
      */
     private static boolean mergeable(long tag, long neighbourTag) {
+        if (tag == VmmManager.DEVICE_WIDE_STREAM) return false;
         return neighbourTag == tag || neighbourTag == NO_PENDING_WORK && reusesOwnFreesAtOnce(tag);
     }
 

@@ -412,7 +412,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     private RegionHeap newRegion(String name, long span) {
         long base = driver.reserve(span, pageBytes);
         return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence,
-                peerAccess, aliasedHandles);
+                peerAccess, aliasedHandles, resizing::allowsOneHandlePerLoadingRequest);
     }
 
     /** What a region may take from the other regions of this manager. */
@@ -426,7 +426,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
                 // Promote first: a region whose cache never misses never promotes its own frees, and
                 // memory freed on a stream is reclaimable only once promoted. Without this, a
                 // generation run's early KV caches kept their pages in the small region for good.
-                r.reclaimFreeHandles(stillWanted, out, true);
+                r.reclaimer.reclaimFreeHandles(stillWanted, out, true);
             }
         }
 

@@ -13,6 +13,7 @@ import org.junit.jupiter.api.Test;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.stream.Stream;
 
 import static dev.vmmkit.core.AllocatorTestSupport.MIB;
@@ -33,6 +34,11 @@ class SharedPagesFaultTest {
         importer.close();
     }
 
+    /** One handle per page (a fixed cap holds even while loading), so an allocation exports several. */
+    private static VmmConfig onePagePerHandle() {
+        return VmmConfig.from(Map.of("VMM_VA_SIZE", "64M", "VMM_HANDLE_CAP", Long.toString(PAGE)));
+    }
+
     private static long openDescriptors() throws IOException {
         try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
             return fds.count();
@@ -42,7 +48,7 @@ class SharedPagesFaultTest {
     @Test
     void aFailingExportClosesTheDescriptorsItMade() throws IOException {
         FaultPlan plan = new FaultPlan();
-        try (VmmManager manager = new VmmManager(new FaultInjectingDriver(exporter, plan), smallConfig(64 * MIB))) {
+        try (VmmManager manager = new VmmManager(new FaultInjectingDriver(exporter, plan), onePagePerHandle())) {
             long address = manager.allocate(5 * PAGE, 0);
             long before = openDescriptors();
             plan.failNth(DriverCall.EXPORT_HANDLE, 3, CudaResult.OUT_OF_MEMORY);
@@ -59,7 +65,7 @@ class SharedPagesFaultTest {
 
     @Test
     void aFailingImportUndoesEverythingItDid() {
-        try (VmmManager owner = new VmmManager(exporter, smallConfig(64 * MIB))) {
+        try (VmmManager owner = new VmmManager(exporter, onePagePerHandle())) {
             long address = owner.allocate(4 * PAGE, 0);
             SharedPages.ExportedPages pages = owner.sharedPages().export(address);
             for (DriverCall call : new DriverCall[]{DriverCall.IMPORT_HANDLE, DriverCall.MAP, DriverCall.SET_ACCESS}) {

@@ -132,6 +132,67 @@ class VmmManagerDeviceWideFreeTest {
         });
     }
 
+    /**
+     * A same-size cudaMalloc/cudaFree loop of a large block: while the first block waits for its
+     * device synchronisation, the budget counts it as in use and makes a second one instead of
+     * waiting; from then on the loop alternates between the two, each reused only once a
+     * synchronisation that started after its free has finished. No third block, nothing trimmed.
+     */
+    @Test
+    void aLargeMallocFreeLoopAlternatesBetweenTwoBlocksWithoutReusingOneTooEarly() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> new DeviceSyncGatedDriver(driver, gate));
+            long size = 24 * PAGE; // large region
+            DeviceWideFence fence = m.deviceWideFence();
+            long a = m.allocate(size, DEVICE_WIDE);
+            fill(host, a, size, 1);
+            m.deallocate(a, DEVICE_WIDE);
+            long b = m.allocate(size, DEVICE_WIDE); // a waits for the device (the gate holds it)
+            assertFalse(overlaps(a, size, b, size), "the block freed device-wide was not reused before a synchronisation");
+            assertFullyIntact(host, a, size, 1, "the waiting block is untouched");
+            long created = m.stats().driverHandles().handles(DriverCall.CREATE);
+            assertEquals(2, created, "one handle per block");
+
+            long inHand = b;
+            long waiting = a;
+            for (int round = 0; round < 6; round++) {
+                m.deallocate(inHand, DEVICE_WIDE);
+                // Let the synchronisation requested for the waiting block through (each round's
+                // allocation requested one: ticket round + 1), and wait for it.
+                gate.letThrough(1);
+                fence.await(round + 1);
+                long got = m.allocate(size, DEVICE_WIDE);
+                assertEquals(waiting, got, "round " + round + ": the block whose synchronisation finished");
+                waiting = inHand;
+                inHand = got;
+            }
+            assertEquals(created, m.stats().driverHandles().handles(DriverCall.CREATE), "no third block");
+            assertEquals(0, m.stats().driverHandles().handles(DriverCall.RELEASE), "nothing trimmed");
+            m.deallocate(inHand, DEVICE_WIDE);
+        });
+    }
+
+    /** The same across streams: a block freed on one stream, whose work is still running, is not another stream's. */
+    @Test
+    void aBlockWaitingForAnotherStreamDoesNotMakeTheNextRequestWait() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            long size = 24 * PAGE;
+            long a = m.allocate(size, ONE);
+            m.deallocate(a, ONE);
+            long b = m.allocate(size, TWO); // a waits for stream 1's work (events held open)
+            assertFalse(overlaps(a, size, b, size));
+            assertEquals(2, m.stats().driverHandles().handles(DriverCall.CREATE), "a second block, one handle");
+            m.deallocate(b, TWO);
+            assertEquals(b, m.allocate(size, TWO), "stream 2 reuses its own free at once");
+            events.completeStream(ONE);
+            assertEquals(a, m.allocate(size, 0), "once stream 1's work is done, its block is any stream's");
+            assertEquals(2, m.stats().driverHandles().handles(DriverCall.CREATE), "no third block");
+            m.deallocate(a, 0);
+            m.deallocate(b, TWO);
+        });
+    }
+
     @Test
     void theFreeCallsNoDriverFunctionAndStartsNoThread() {
         assertTimeoutPreemptively(TIMEOUT, () -> {

@@ -1,0 +1,150 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.VmmDriver;
+
+/**
+ * Where the handles of one {@link RegionHeap} come from and go back to: a run of pages to map gets
+ * pooled handles first; then, only when physical memory would pass the budget, whole handles moved
+ * out of free blocks (this region's, then the manager's other regions'); then new ones from the
+ * driver, sized by the {@link HandleSizer}. Handles no longer mapped go back to the pool, or to the
+ * driver when the pool is full.
+ *
+ * <p>Called without the region's lock (reclaiming takes it briefly).
+ */
+final class HandleSupply {
+
+    private final RegionHeap region;
+    private final VmmDriver driver;
+    private final PhysicalPool pool;
+    private final MemoryAccounting accounting;
+    private final PhysicalBudget budget;
+    private final HandleSizer sizer;
+    private final VmmConfig config;
+    private final RegionHeap.OtherRegions others;
+
+    HandleSupply(RegionHeap region, VmmDriver driver, PhysicalPool pool, MemoryAccounting accounting,
+                 PhysicalBudget budget, VmmConfig config, RegionHeap.OtherRegions others) {
+        this.region = region;
+        this.driver = driver;
+        this.pool = pool;
+        this.accounting = accounting;
+        this.budget = budget;
+        this.sizer = new HandleSizer(region.pageBytes, config.handleCapBytes());
+        this.config = config;
+        this.others = others;
+    }
+
+    /** The largest handle to create now for a request of {@code requested} bytes (mapping ahead goes up to it). */
+    long handleCap(long requested) {
+        return sizer.cap(budget.peak(requested));
+    }
+
+    /** Unmapped handles covering {@code runBytes}, in mapping order, all of it for the request. */
+    void acquire(long runBytes, long requested, HandleRun out) {
+        acquire(runBytes, runBytes, 0, requested, out);
+    }
+
+    /**
+     * Unmapped handles covering {@code runBytes}, in mapping order, where only the first
+     * {@code neededBytes} hold the request and the rest is mapped ahead: no new handle spans both,
+     * so the part mapped ahead stays whole handles that can move while the request lives. On a
+     * failure every handle gathered goes back and {@code out} is empty.
+     *
+     * <p>First backing: when {@code oneHandleBytes} (the whole pages the request alone fills) is
+     * positive and the run is backed from nothing (no pooled handle, no page to move: the budget
+     * has room), those pages get one handle, as large as the driver allows, not the cap: a loading
+     * program's request then costs one create, map and setAccess, as a native cudaMalloc does. Its
+     * last, shared page gets a handle of its own, so a neighbour never pins the large one.
+     */
+    void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
+        try {
+            long[] size = new long[1];
+            while (out.totalBytes() < runBytes) {
+                long h = pool.popAtMost(runBytes - out.totalBytes(), size);
+                if (h == PhysicalPool.NO_HANDLE) break;
+                out.add(h, size[0]);
+            }
+            long missing = runBytes - out.totalBytes();
+            boolean fromNothing = out.count() == 0; // no pooled handle
+            if (missing > 0) {
+                long room = budget.room(requested);
+                long mustMove = missing - room;
+                if (mustMove > 0) fromNothing = false; // pages move: the budget has no room
+                if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
+                    region.reclaimer.reclaimFreeHandles(mustMove, out, true);
+                    long stillToMove = runBytes - room - out.totalBytes();
+                    if (stillToMove > 0) others.takeFreeHandles(region, stillToMove, out);
+                }
+            }
+            while (out.totalBytes() < runBytes) {
+                long have = out.totalBytes();
+                long bytes;
+                if (fromNothing && have == 0 && oneHandleBytes > 0) {
+                    bytes = sizer.firstBackingBytes(oneHandleBytes);
+                } else {
+                    long upTo = have < neededBytes ? neededBytes : runBytes;
+                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested));
+                }
+                out.add(driver.create(bytes), bytes);
+                accounting.physicalCreated(bytes);
+            }
+        } catch (RuntimeException e) {
+            for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));
+            out.clear();
+            throw e;
+        }
+    }
+
+    /**
+     * VMM_FRAG_RATIO: pages moved from free blocks are pieces of the request; a request more than
+     * 1/fragRatio pages long would be stitched from too many of them (each costs a map, a setAccess
+     * and an unmap), so it gets new pages instead and physical memory grows past the slack.
+     */
+    private boolean movingPagesIsWorthIt(long requested) {
+        return region.pageBytes >= config.fragRatio() * requested;
+    }
+
+    /**
+     * After a failed placement: pools (or releases) every handle of {@code run} that is not mapped.
+     * False when one is still mapped, because its rollback unmap failed too.
+     */
+    boolean giveBackUnmapped(long from, HandleRun run) {
+        boolean clean = true;
+        long va = from;
+        for (int i = 0; i < run.count(); i++) {
+            if (region.pages.isMapped(va)) {
+                clean = false;
+            } else {
+                poolOrRelease(run.handle(i), run.bytes(i));
+            }
+            va += run.bytes(i);
+        }
+        return clean;
+    }
+
+    /** An unmapped handle goes to the pool, or is released when the pool is full (aliases may keep it). */
+    void poolOrRelease(long handle, long bytes) {
+        if (region.aliases.keepsWhileAliased(handle, bytes)) return;
+        if (!pool.push(bytes, handle)) release(handle, bytes);
+    }
+
+    /**
+     * Releases an unmapped handle. If the driver refuses, the pool keeps the handle (past its limit)
+     * so that a later drain or close retries, rather than losing it halfway through a loop.
+     */
+    void release(long handle, long bytes) {
+        if (region.aliases.keepsWhileAliased(handle, bytes)) return;
+        try {
+            driver.release(handle);
+            accounting.physicalReleased(bytes);
+        } catch (DriverException e) {
+            pool.keep(bytes, handle);
+        }
+    }
+
+    /** Releases every handle the pool caches (those the driver refuses stay cached). */
+    void drainPool() {
+        pool.drain(driver, accounting);
+    }
+}

@@ -1,0 +1,125 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+import org.agrona.collections.IntArrayList;
+import org.agrona.collections.LongArrayList;
+import org.agrona.collections.LongHashSet;
+
+import static dev.vmmkit.core.BlockTable.NONE;
+import static dev.vmmkit.core.BlockTable.UNMAPPED;
+
+/**
+ * The aliases of one {@link RegionHeap}. After a remap ({@link RegionResizer#remap}) the
+ * destination owns the source's physical pages, and the source's address still maps them too: the
+ * source is an <em>alias</em> of the destination's first bytes until it is freed. A stray read
+ * through it reads valid memory instead of faulting the device. An alias's pages are never cached
+ * as free memory (a later allocation would write into the destination) and never released by it:
+ * when the alias is freed, its range waits until the work queued before the free has completed, as
+ * any free does, and is then unmapped and becomes plain address space.
+ *
+ * <p>Every method runs under the region's lock.
+ */
+final class RegionAliases {
+    private final RegionHeap region;
+    private final BlockTable blocks;
+    /** Addresses of live allocations whose pages another allocation owns. */
+    private final LongHashSet aliases = new LongHashSet();
+    /** Freed aliases waiting for earlier work before their range is unmapped: block, stream, free sequence. */
+    private final IntArrayList retiringIds = new IntArrayList();
+    private final LongArrayList retiringStreams = new LongArrayList();
+    private final LongArrayList retiringSequences = new LongArrayList();
+    /** The manager's record of handles that aliases map. */
+    private final AliasedHandles aliasedHandles;
+
+    RegionAliases(RegionHeap region, AliasedHandles aliasedHandles) {
+        this.region = region;
+        this.blocks = region.blocks;
+        this.aliasedHandles = aliasedHandles;
+    }
+
+    boolean isAlias(long address) {
+        return !aliases.isEmpty() && aliases.contains(address);
+    }
+
+    /** The live allocation at {@code address} maps pages another allocation owns from now on. */
+    void add(long address) {
+        aliases.add(address);
+    }
+
+    /** An alias maps {@code handle} (once per mapping). */
+    void mapped(long handle) {
+        aliasedHandles.mapped(handle);
+    }
+
+    /**
+     * Called whenever the region would pool or release {@code handle}: true (and the handle is kept
+     * here) while an alias still maps it, so that it is neither mapped for another allocation nor
+     * counted as released while it is still in use. It goes once the last alias mapping it does.
+     */
+    boolean keepsWhileAliased(long handle, long bytes) {
+        return aliasedHandles.keep(handle, bytes);
+    }
+
+    /**
+     * Called by the region's free of live block {@code id}: when it is an alias, keeps its range
+     * out of the free lists until the work queued on {@code stream} before the free has completed,
+     * then {@link #unmapRetiredAliases} unmaps it. Returns true when it took the block.
+     */
+    boolean retiresAlias(int id, long stream) {
+        if (aliases.isEmpty() || !aliases.remove(blocks.address[id])) return false;
+        retiringIds.addInt(id);
+        retiringStreams.addLong(stream);
+        retiringSequences.addLong(region.freeLists.nextFreeSequence());
+        return true; // the block stays LIVE-kind meanwhile, so nothing merges into it or lands on it
+    }
+
+    /** Unmaps freed aliases whose earlier work has completed. Never waits. */
+    void unmapRetiredAliases() {
+        for (int i = retiringIds.size() - 1; i >= 0; i--) {
+            boolean done = region.freeLists.completedUpTo(retiringStreams.getLong(i)) >= retiringSequences.getLong(i);
+            if (done && unmapAliasPages(retiringIds.getInt(i), false)) {
+                int id = retiringIds.getInt(i);
+                blocks.kind[id] = UNMAPPED;
+                region.unmapped.insert(region.coalesceUnmapped(id));
+                retiringIds.fastUnorderedRemove(i);
+                retiringStreams.fastUnorderedRemove(i);
+                retiringSequences.fastUnorderedRemove(i);
+            }
+        }
+    }
+
+    /** At close: unmaps every alias, live or freed, so that the close releases each handle once, through its owner. */
+    void unmapAllAliases() {
+        for (int i = 0; i < retiringIds.size(); i++) unmapAliasPages(retiringIds.getInt(i), true);
+        for (LongHashSet.LongIterator it = aliases.iterator(); it.hasNext(); ) {
+            int id = (int) region.liveByAddress.get(it.nextValue());
+            if (id != NONE) unmapAliasPages(id, true);
+        }
+        retiringIds.clear();
+        retiringStreams.clear();
+        retiringSequences.clear();
+        aliases.clear();
+    }
+
+    /**
+     * Unmaps the pages of alias block {@code id} (their handles stay with their owner); false
+     * (nothing changed) when the unmap fails, unless {@code closing}.
+     */
+    private boolean unmapAliasPages(int id, boolean closing) {
+        long address = blocks.address[id];
+        long end = blocks.end(id);
+        if (!region.pages.isMapped(address)) return true; // a destination left without pages by two failures
+        HandleRun unmapped = new HandleRun();
+        try {
+            region.pages.unmapRange(address, end, unmapped);
+        } catch (DriverException e) {
+            if (!closing) return false; // still mapped: try again later
+            region.pages.handlesOf(address, end, unmapped);
+        }
+        for (int i = 0; i < unmapped.count(); i++) {
+            long bytes = aliasedHandles.unmapped(unmapped.handle(i));
+            if (bytes != 0) region.handles.poolOrRelease(unmapped.handle(i), bytes);
+        }
+        return true;
+    }
+}

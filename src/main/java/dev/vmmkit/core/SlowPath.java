@@ -1,0 +1,140 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverException;
+
+import static dev.vmmkit.core.BlockTable.NONE;
+
+/**
+ * A request one {@link RegionHeap}'s cache missed: trim back to the budget, wait briefly for
+ * pending frees when new pages would pass it, place the request on unmapped space and map the pages
+ * it needs ({@link PlacementChooser} says where, {@link HandleSupply} gives the handles,
+ * {@link PageTable} maps them), and recover from out-of-memory by draining every cache once.
+ *
+ * <p>Runs without the region's lock; it takes the lock to pick and to finish a placement, and calls
+ * the driver between.
+ */
+final class SlowPath {
+    /** The longest an allocation waits for pending frees before it maps more memory instead. */
+    static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
+
+    private final RegionHeap region;
+    private final RegionHeap.OtherRegions others;
+    private final PlacementChooser placer;
+
+    SlowPath(RegionHeap region, RegionHeap.OtherRegions others) {
+        this.region = region;
+        this.others = others;
+        this.placer = new PlacementChooser(region);
+    }
+
+    long allocate(long bytes, long requested, long stream) {
+        long counted = requested + waitingBlock(bytes, requested, stream);
+        region.reclaimer.trimToBudget(counted);
+        if (region.budget.wouldExceed(bytes, counted) && region.waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
+            long address = region.tryCachedFit(bytes, requested, stream);
+            if (address != 0) return address;
+        }
+        try {
+            return placeOnNewMemory(bytes, requested, counted, stream);
+        } catch (DriverException e) {
+            if (!e.isOutOfMemory()) throw e;
+            // Seed 001, 5.2: drain what is cached, then retry once, on fresh address space.
+            region.releaseCachedMemory(true);
+            others.releaseCachedMemory(region);
+            try {
+                // Waiting for pending frees may have made a free block that fits: use it first.
+                long address = region.tryCachedFit(bytes, requested, stream);
+                if (address == 0) address = placeOnNewMemory(bytes, requested, requested, stream);
+                region.accounting.recoveredFromOutOfMemory();
+                return address;
+            } catch (DriverException again) {
+                if (!again.isOutOfMemory()) throw again;
+                throw region.outOfMemory(requested, again);
+            } catch (RegionHeap.RegionFullException setAside) {
+                // The failed attempt's pages were set aside (its undo failed too) and no space is left
+                // to retry on: report the out-of-memory rather than leak this internal signal.
+                throw region.outOfMemory(requested, e);
+            }
+        }
+    }
+
+    /**
+     * A block of the request's size (to the page) that waits for device work (a cudaFree's device
+     * synchronisation, another stream's event) is still in use by the device, so the budget counts
+     * it beside the request: returns {@code requested} when there is one, else 0. A same-size
+     * malloc/free loop then alternates between two blocks instead of waiting for the device at
+     * every turn. One block is counted however many wait, so a third is made only where the budget
+     * has room anyway; larger waiting blocks are not counted, so a program whose frees all wait
+     * (cudaFree) does not map a second copy of its large free blocks for every smaller request.
+     */
+    private long waitingBlock(long bytes, long requested, long stream) {
+        region.lock.lock();
+        try {
+            long sameSize = region.roundUpToPage(bytes) + region.pageBytes;
+            return region.freeLists.hasWaitingFit(bytes, sameSize, stream) ? requested : 0;
+        } finally {
+            region.lock.unlock();
+        }
+    }
+
+    /**
+     * Places {@code bytes} on unmapped space, where {@link PlacementChooser} says, and maps the
+     * pages it needs, calling the driver without the lock. If mapping fails, every handle mapped
+     * here is unmapped again and pooled, so bookkeeping and driver state stay equal; the address
+     * range goes back to the unmapped tree (dirty VA discard, seed 001 5.3), or is set aside when
+     * an unmap failed too. The budget counts {@code counted} bytes for the request (see
+     * {@link #waitingBlock}).
+     */
+    private long placeOnNewMemory(long bytes, long requested, long counted, long stream) {
+        PhysicalBudget budget = region.budget;
+        PlacementChooser.Placement placement;
+        boolean loading;
+        region.lock.lock();
+        try {
+            // The lock was left since the cache missed: frees of other threads may have made a free
+            // block that fits now (the block below the unmapped space may even have grown past the
+            // request, which would leave nothing to map). Take such a block first.
+            int fit = region.freeLists.bestFit(bytes, stream);
+            if (fit != NONE) return region.carveLive(fit, bytes, requested);
+            boolean over = budget.wouldExceed(bytes, counted);
+            long room = budget.room(counted);
+            // Within the budget, map ahead up to one handle cap: later requests land there without
+            // a driver call. Those pages get handles of their own, so they can still move while the
+            // request lives.
+            long ahead = Math.min(room, region.handles.handleCap(counted));
+            placement = placer.take(bytes, stream, over, ahead);
+            // A loading request backed from nothing gets one handle; so does a second block beside
+            // one that waits for the device, which lives as that one does.
+            loading = region.loading() || counted > requested && region.mayBackWithOneHandle();
+            region.inFlight.begin();
+        } finally {
+            region.lock.unlock();
+        }
+
+        HandleRun handles = new HandleRun();
+        try {
+            region.handles.acquire(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom,
+                    loading ? placement.wholeTo - placement.mapFrom : 0, counted, handles);
+            region.pages.mapRun(placement.mapFrom, handles);
+        } catch (RuntimeException e) {
+            boolean clean = region.handles.giveBackUnmapped(placement.mapFrom, handles);
+            region.lock.lock();
+            try {
+                placer.giveBack(placement, clean); // not clean: the pages stay IN_FLIGHT for good (set aside)
+                region.inFlight.end();
+            } finally {
+                region.lock.unlock();
+            }
+            throw e;
+        }
+
+        region.lock.lock();
+        try {
+            int id = placer.join(placement);
+            region.inFlight.end();
+            return region.takeLive(id, bytes, requested);
+        } finally {
+            region.lock.unlock();
+        }
+    }
+}

@@ -1,0 +1,63 @@
+/*
+ * bench_cold.c: what a program pays when it starts: the first large cudaMalloc, and the first
+ * classic grow (cudaMalloc bigger, copy, cudaFree the old one). One measurement per process, after
+ * one 4 KiB cudaMalloc + cudaFree that starts the runtime (and, under `vmmkit run`, vmmkit's JVM).
+ * Usage: bench_cold first SIZE | bench_cold grow FROM TO. Prints one JSON line.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int cudaError_t;
+cudaError_t cudaMalloc(void **, size_t);
+cudaError_t cudaFree(void *);
+cudaError_t cudaMemcpy(void *, const void *, size_t, int);
+cudaError_t cudaDeviceSynchronize(void);
+enum { DEVICE_TO_DEVICE = 3 };
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int fail(const char *what, cudaError_t e) {
+    fprintf(stderr, "bench_cold: %s failed (%d)\n", what, e);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "first") != 0 && strcmp(argv[1], "grow") != 0) ||
+        (strcmp(argv[1], "grow") == 0 && argc < 4)) {
+        fprintf(stderr, "usage: bench_cold first SIZE | bench_cold grow FROM TO\n");
+        return 2;
+    }
+    void *warm = NULL;
+    cudaError_t e;
+    if ((e = cudaMalloc(&warm, 4096)) != 0) return fail("warm-up cudaMalloc", e);
+    if ((e = cudaFree(warm)) != 0) return fail("warm-up cudaFree", e);
+    if ((e = cudaDeviceSynchronize()) != 0) return fail("cudaDeviceSynchronize", e);
+
+    if (strcmp(argv[1], "first") == 0) {
+        size_t size = strtoull(argv[2], NULL, 0);
+        void *p = NULL;
+        double t = now_us();
+        if ((e = cudaMalloc(&p, size)) != 0) return fail("cudaMalloc", e);
+        double us = now_us() - t;
+        printf("{\"test\":\"first\",\"size\":%zu,\"first_malloc_us\":%.1f}\n", size, us);
+        return cudaFree(p) != 0;
+    }
+    size_t from = strtoull(argv[2], NULL, 0), to = strtoull(argv[3], NULL, 0);
+    void *old = NULL, *grown = NULL;
+    if ((e = cudaMalloc(&old, from)) != 0) return fail("cudaMalloc (old)", e);
+    if ((e = cudaDeviceSynchronize()) != 0) return fail("cudaDeviceSynchronize", e);
+    double t = now_us();
+    if ((e = cudaMalloc(&grown, to)) != 0) return fail("cudaMalloc (grown)", e);
+    double malloc_us = now_us() - t;
+    if ((e = cudaMemcpy(grown, old, from, DEVICE_TO_DEVICE)) != 0) return fail("cudaMemcpy", e);
+    if ((e = cudaFree(old)) != 0) return fail("cudaFree (old)", e);
+    double us = now_us() - t;
+    printf("{\"test\":\"grow\",\"from\":%zu,\"to\":%zu,\"grow_us\":%.1f,\"grow_malloc_us\":%.1f}\n", from, to, us, malloc_us);
+    return cudaFree(grown) != 0;
+}
