@@ -8,8 +8,8 @@ import dev.vmmkit.driver.VmmDriver;
 /**
  * The facade of one device's allocator (seed: VmmManager). It routes each request to a region by
  * size class and coordinates recovery; the regions, the pool and the accounting each guard their
- * own state, so the manager holds no lock on any allocate or free (seed 001, 5.4). The one lock
- * it has serialises lazy initialisation and adding a region, both once in a long while.
+ * own state, so the manager holds no lock on any allocate or free (seed 001, 5.4). Its regions,
+ * made lazily and added on demand, are {@link ManagerRegions}.
  *
  * <p>Two size classes keep small, often long-lived tensors from pinning the pages of large ones:
  * requests up to {@link VmmConfig#smallLimitBytes()} share mapped pages in the small region, larger
@@ -27,18 +27,13 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     private final VmmConfig config;
     private final MemoryAccounting accounting = new MemoryAccounting();
     private final PhysicalPool pool;
-    private final Object regionLock = new Object();
     private final RegionHeap.OtherRegions others = new OtherRegionsOf(this);
     private final DeviceWideFence deviceFence;
     private final PeerAccess peerAccess;
     private final SharedPages sharedPages;
 
-    private volatile RegionHeap[] smallRegions = new RegionHeap[0];
-    private volatile RegionHeap[] largeRegions = new RegionHeap[0];
-    private volatile boolean closed;
-    private long pageBytes;
-    private long regionSpan;
-    private long deviceBytes;
+    /** The small and large size class's regions: made on the first allocation, added on demand. */
+    private final ManagerRegions regions;
 
     private final AliasedHandles aliasedHandles = new AliasedHandles();
     /** Memory tags: allocations in regions of their own, paused and resumed by name. */
@@ -58,8 +53,9 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         this.deviceFence = fenceOnCallingThread
                 ? DeviceWideFence.onCallingThread(this.driver.events())
                 : new DeviceWideFence(this.driver.events());
-        this.tags = new MemoryTags(this.driver, this::newTagRegion, this::drainWaitingForFrees);
-        this.peerAccess = new PeerAccess(this.driver, this::allRegionsWithTags);
+        this.regions = new ManagerRegions(this.driver, config, this::newRegion);
+        this.tags = new MemoryTags(this.driver, regions::newTagRegion, this::drainWaitingForFrees);
+        this.peerAccess = new PeerAccess(this.driver, () -> regions.allWith(tags.regions()));
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);
     }
@@ -94,7 +90,8 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         if (size == 0) return 0;
         if (size < 0) throw new IllegalArgumentException("negative size: " + size);
         if (stream == StreamWaitList.NO_PENDING_WORK) throw new IllegalArgumentException("reserved stream value: " + stream);
-        ensureInitialised();
+        regions.ensureInitialised();
+        long deviceBytes = regions.deviceBytes();
         if (size > deviceBytes) {
             throw new OutOfDeviceMemoryException(size, accounting.liveBytes(), accounting.physicalBytes(),
                     deviceFreeBytes(), new IllegalArgumentException("larger than the device (" + deviceBytes + " bytes)"));
@@ -103,20 +100,20 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         long bytes = blockBytes(size, small);
         MemoryTag tag = tags.current();
         if (tag != null) return tags.allocate(tag, bytes, size, stream);
-        RegionHeap[] regions = small ? smallRegions : largeRegions;
+        RegionHeap[] ofClass = small ? regions.small() : regions.large();
         if (small) {
-            long address = SmallRequestOverflow.allocateFromMappedMemory(regions, largeRegions, bytes, size, stream);
+            long address = SmallRequestOverflow.allocateFromMappedMemory(ofClass, regions.large(), bytes, size, stream);
             if (address != 0) return address;
         }
-        for (int i = regions.length - 1; i >= 0; i--) {
+        for (int i = ofClass.length - 1; i >= 0; i--) {
             try {
                 // A small request has just missed every small region's cache: straight to the slow path.
-                return small ? regions[i].allocateMissed(bytes, size, stream) : regions[i].allocate(bytes, size, stream);
+                return small ? ofClass[i].allocateMissed(bytes, size, stream) : ofClass[i].allocate(bytes, size, stream);
             } catch (RegionHeap.RegionFullException full) {
                 // try an older region, then add one
             }
         }
-        return addRegion(small, bytes).allocate(bytes, size, stream);
+        return regions.add(small, bytes).allocate(bytes, size, stream);
     }
 
     @Override
@@ -134,6 +131,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     long blockBytes(long size, boolean small) {
         long alignment = config.alignmentBytes();
         long bytes = (size + alignment - 1) & -alignment;
+        long pageBytes = regions.pageBytes();
         return !small && resizing.wantsWholePages(size, pageBytes) ? (bytes + pageBytes - 1) & -pageBytes : bytes;
     }
 
@@ -144,7 +142,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     /** True when {@code size} bytes are no more than the device holds (a manager initialised by an allocation). */
     boolean fitsDevice(long size) {
-        return size <= deviceBytes;
+        return size <= regions.deviceBytes();
     }
 
     /**
@@ -202,8 +200,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     /** True when {@code region} is one of the small size class's. */
     boolean isSmall(RegionHeap region) {
-        for (RegionHeap r : smallRegions) if (r == region) return true;
-        return false;
+        return regions.isSmall(region);
     }
 
     @Override
@@ -247,19 +244,16 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     /** Each region's counters, small regions first. */
     java.util.List<RegionStats> regionStats() {
         java.util.List<RegionStats> all = new java.util.ArrayList<>();
-        for (RegionHeap r : smallRegions) all.add(r.stats());
-        for (RegionHeap r : largeRegions) all.add(r.stats());
+        for (RegionHeap r : regions.all()) all.add(r.stats());
         for (RegionHeap r : tags.regions()) all.add(r.stats());
         return all;
     }
 
     /** Every block of every region, each region read under its lock (for reports: it allocates). */
     public BlockMap blockMap() {
-        java.util.List<BlockMap.Region> regions = new java.util.ArrayList<>();
-        for (RegionHeap r : smallRegions) regions.add(r.views.blockMap());
-        for (RegionHeap r : largeRegions) regions.add(r.views.blockMap());
-        for (RegionHeap r : tags.regions()) regions.add(r.views.blockMap());
-        return new BlockMap(regions);
+        java.util.List<BlockMap.Region> maps = new java.util.ArrayList<>();
+        for (RegionHeap r : regions.allWith(tags.regions())) maps.add(r.views.blockMap());
+        return new BlockMap(maps);
     }
 
     /** Releases every cached physical handle that no live allocation needs; returns the bytes released. */
@@ -277,9 +271,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     private long drain(boolean waitForFrees) {
         long before = accounting.physicalBytes();
-        for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-            for (RegionHeap r : regions) r.releaseCachedMemory(waitForFrees);
-        }
+        for (RegionHeap r : regions.all()) r.releaseCachedMemory(waitForFrees);
         tags.releaseCachedMemory(waitForFrees);
         pool.drain(driver, accounting);
         return before - accounting.physicalBytes();
@@ -291,35 +283,31 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
      */
     @Override
     public void close() {
-        synchronized (regionLock) {
-            if (closed) return;
-            closed = true;
+        regions.closeOnce(this::closeEverything);
+    }
+
+    /** Runs once, with no region added meanwhile. */
+    private void closeEverything() {
+        try {
+            sharedPages.close();
+            tags.close();
+            regions.closeRegions();
             try {
-                sharedPages.close();
-                tags.close();
-                for (RegionHeap[] regions : new RegionHeap[][]{smallRegions, largeRegions}) {
-                    for (RegionHeap r : regions) r.close();
-                }
-                try {
-                    pool.drain(driver, accounting);
-                } catch (DriverException ignored) {
-                    // closing anyway
-                }
-                smallRegions = new RegionHeap[0];
-                largeRegions = new RegionHeap[0];
-                resizing.close();
-            } finally {
-                deviceFence.close(); // after the regions: their close waits on it
+                pool.drain(driver, accounting);
+            } catch (DriverException ignored) {
+                // closing anyway
             }
+            resizing.close();
+        } finally {
+            deviceFence.close(); // after the regions: their close waits on it
         }
     }
 
 
     /** The region whose reserved range holds {@code address}, or null. */
     RegionHeap regionOf(long address) {
-        for (RegionHeap r : largeRegions) if (r.contains(address)) return r;
-        for (RegionHeap r : smallRegions) if (r.contains(address)) return r;
-        return tags.regionOf(address);
+        RegionHeap region = regions.holding(address);
+        return region != null ? region : tags.regionOf(address);
     }
 
     // ---------------------------------------------------------------- memory tags (MemoryTagControl says what each does)
@@ -336,13 +324,13 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     @Override
     public void pause(String tag) {
-        ensureInitialised();
+        regions.ensureInitialised();
         tags.pause(tag);
     }
 
     @Override
     public void resume(String tag) {
-        ensureInitialised();
+        regions.ensureInitialised();
         tags.resume(tag);
     }
 
@@ -361,56 +349,8 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return this;
     }
 
-    private RegionHeap newTagRegion(String tag, long bytes) {
-        synchronized (regionLock) {
-            if (closed) throw new IllegalStateException("manager is closed");
-            return newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
-        }
-    }
-
-    private RegionHeap[] allRegionsWithTags() {
-        RegionHeap[] base = allRegions();
-        RegionHeap[] tagged = tags.regions();
-        RegionHeap[] all = java.util.Arrays.copyOf(base, base.length + tagged.length);
-        System.arraycopy(tagged, 0, all, base.length, tagged.length);
-        return all;
-    }
-
-    private void ensureInitialised() {
-        if (smallRegions.length > 0 && largeRegions.length > 0) return;
-        synchronized (regionLock) {
-            if (closed) throw new IllegalStateException("manager is closed");
-            if (largeRegions.length > 0) return;
-            long granularity = driver.granularity();
-            long chunk = config.chunkBytes() == 0 ? granularity : config.chunkBytes();
-            if (chunk % granularity != 0 || Long.bitCount(chunk) != 1) {
-                throw new IllegalArgumentException("chunk size " + chunk + " must be a power-of-two multiple of the granularity " + granularity);
-            }
-            pageBytes = chunk;
-            deviceBytes = driver.memoryInfo().totalBytes();
-            long span = config.addressSpaceBytes() != 0 ? config.addressSpaceBytes() : 2 * deviceBytes;
-            regionSpan = Math.max(pageBytes, (span + pageBytes - 1) & -pageBytes);
-            largeRegions = new RegionHeap[]{newRegion("large region", regionSpan)};
-            smallRegions = new RegionHeap[]{newRegion("small region", regionSpan)};
-        }
-    }
-
-    private RegionHeap addRegion(boolean small, long bytes) {
-        synchronized (regionLock) {
-            if (closed) throw new IllegalStateException("manager is closed");
-            long span = Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes);
-            RegionHeap region = newRegion(small ? "small region" : "large region", span);
-            RegionHeap[] old = small ? smallRegions : largeRegions;
-            RegionHeap[] grown = java.util.Arrays.copyOf(old, old.length + 1);
-            grown[old.length] = region;
-            if (small) smallRegions = grown;
-            else largeRegions = grown;
-            return region;
-        }
-    }
-
-    private RegionHeap newRegion(String name, long span) {
-        long base = driver.reserve(span, pageBytes);
+    /** A region over a reserved range, sharing this manager's driver, pool, accounting, fence and peers. */
+    private RegionHeap newRegion(String name, long base, long span, long pageBytes) {
         return new RegionHeap(name, base, span, pageBytes, driver, pool, accounting, config, others, deviceFence,
                 peerAccess, aliasedHandles, resizing::allowsOneHandlePerLoadingRequest);
     }
@@ -420,7 +360,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         @Override
         public void takeFreeHandles(RegionHeap requester, long wantedBytes, HandleRun out) {
             long before = out.totalBytes();
-            for (RegionHeap r : manager.allRegions()) {
+            for (RegionHeap r : manager.regions.all()) {
                 long stillWanted = wantedBytes - (out.totalBytes() - before);
                 if (r == requester || stillWanted <= 0) continue;
                 // Promote first: a region whose cache never misses never promotes its own frees, and
@@ -432,7 +372,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
         @Override
         public void releaseCachedMemory(RegionHeap requester) {
-            for (RegionHeap r : manager.allRegions()) {
+            for (RegionHeap r : manager.regions.all()) {
                 if (r != requester) r.releaseCachedMemory(true);
             }
             manager.tags.releaseIdleCachedMemory();
@@ -441,15 +381,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     /** Every region, small ones first (tests count their mapped runs). */
     RegionHeap[] regionsForTest() {
-        return allRegions();
-    }
-
-    private RegionHeap[] allRegions() {
-        RegionHeap[] small = smallRegions;
-        RegionHeap[] large = largeRegions;
-        RegionHeap[] all = java.util.Arrays.copyOf(small, small.length + large.length);
-        System.arraycopy(large, 0, all, small.length, large.length);
-        return all;
+        return regions.all();
     }
 
     private long deviceFreeBytes() {
