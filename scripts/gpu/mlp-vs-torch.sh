@@ -53,10 +53,10 @@ fi
 
 # 1. The PTX as this GPU's assembler sees it: a syntax or register error shows here with its line.
 ptx_file="$out/kernels.ptx"
-if [ -f src/main/resources/dev/vmmkit/driver/cuda/kernels.ptx ]; then
-  cp src/main/resources/dev/vmmkit/driver/cuda/kernels.ptx "$ptx_file"
+if [ -f src/main/resources/dev/vmmkit/compute/cuda/kernels.ptx ]; then
+  cp src/main/resources/dev/vmmkit/compute/cuda/kernels.ptx "$ptx_file"
 else
-  unzip -p target/vmmkit.jar dev/vmmkit/driver/cuda/kernels.ptx > "$ptx_file"
+  unzip -p target/vmmkit.jar dev/vmmkit/compute/cuda/kernels.ptx > "$ptx_file"
 fi
 ptxas_bin="$(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null || true)"
 if [ -n "$ptxas_bin" ]; then

@@ -1,7 +1,7 @@
 /*
  * alloc_test.c: a CUDA program, linked against the stand-in runtime (fake_cudart.c), run under
  * `vmmkit run` by InterposeEndToEndTest. Each argument names a scenario; `all` runs every scenario
- * except `oom` (which needs a small VMM_HOST_CAPACITY) and the IPC ones (`ipc`, `ipc_errors`, which
+ * except `oom` (which needs a small VMM_DEVICE_MEMORY) and the IPC ones (`ipc`, `ipc_errors`, which
  * need vmmkit's own allocator: the stand-in runtime has no IPC). `die` ends the program by SIGTERM,
  * `fail` by exit(3). With VMM_MODE=monitor the program expects
  * every allocation to reach the stand-in; otherwise (vmm) it expects none to.

@@ -4,7 +4,7 @@ import java.util.Locale;
 
 /**
  * The one byte-size grammar and formatter of vmmkit: environment variables ({@code VMM_CHUNK_SIZE=8M}),
- * command-line options ({@code --capacity 80G}) and printed figures all go through it.
+ * command-line options ({@code --device-memory 8G}) and printed figures all go through it.
  *
  * <p>Grammar: digits, then an optional unit, case-insensitive, with optional underscores between digits:
  * none or {@code B}; {@code K}, {@code KB}, {@code KiB}; {@code M}, {@code MB}, {@code MiB};

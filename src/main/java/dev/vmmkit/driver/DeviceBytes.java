@@ -1,7 +1,5 @@
 package dev.vmmkit.driver;
 
-import dev.vmmkit.driver.host.HostDeviceBytes;
-
 /**
  * Reads and writes bytes at device addresses, so that conformance checks can prove a mapping
  * really holds data. The driver interface has no such call on purpose: only tests need it.
@@ -32,15 +30,6 @@ public interface DeviceBytes {
         z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
         z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
         return z ^ (z >>> 31);
-    }
-
-    /**
-     * Plain host memory access through the address itself, with no safety net: touching an address
-     * that is not mapped with access crashes the process, exactly as a bad kernel would fault the
-     * device. Prefer {@link #forDriver} with a host driver, which checks first.
-     */
-    static DeviceBytes host() {
-        return new HostDeviceBytes(null);
     }
 
     /**

@@ -98,11 +98,6 @@ public abstract class ForwardingDriver implements DriverAdaptor {
     }
 
     @Override
-    public DeviceCompute compute() {
-        return delegate.compute();
-    }
-
-    @Override
     public void close() {
         delegate.close();
     }

@@ -111,16 +111,6 @@ public interface VmmDriver extends AutoCloseable {
     /** Events for stream-ordered reuse. Kept apart because the hot path never calls them. */
     StreamEvents events();
 
-    /**
-     * Kernels over this driver's memory, for code that computes on tensors (the lifetime layer).
-     * Kept apart from the memory calls; the allocator never calls them.
-     *
-     * @throws DriverException CUDA_ERROR_NOT_SUPPORTED when the driver runs no kernels
-     */
-    default DeviceCompute compute() {
-        throw DriverException.of(CudaResult.NOT_SUPPORTED, "compute(): driver '" + name() + "' runs no kernels");
-    }
-
     /** Releases the driver's own resources. Any later call fails with {@link CudaResult#DEINITIALIZED}. */
     @Override
     void close();

@@ -68,7 +68,7 @@ public final class AotTraining {
 
     /** The allocator's first calls, slow path included; a failure only leaves them out of the cache. */
     private static void trainAllocator() {
-        try (VmmDriver driver = Drivers.open(DriverKind.AUTO, 0, 256L << 20);
+        try (VmmDriver driver = Drivers.open(DriverKind.AUTO, 0, Drivers.WHOLE_DEVICE);
              VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
             long[] held = new long[16];
             for (int round = 0; round < 200; round++) {

@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * Everything one interposed process needs, made once when the shim starts Java: the mode, the
  * per-device allocators (vmm mode), the ledger (monitor mode), the trace recorder and the stats file.
  * Settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
- * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_HOST_CAPACITY},
+ * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_DEVICE_MEMORY},
  * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}).
  */
 final class InterposeSession {
@@ -54,7 +54,7 @@ final class InterposeSession {
             throws ReflectiveOperationException {
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
-        ResourceFactory factory = monitorMode ? device -> null : ResourceFactory.fromSystemProperty(profile);
+        ResourceFactory factory = monitorMode ? device -> null : VmmManagerFactory.orSystemProperty(profile);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
         return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,

@@ -2,6 +2,7 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ByteSize;
 import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.driver.Drivers;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -11,7 +12,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY}, {@code VMM_HOST_CAPACITY} and {@code VMM_PROFILE}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_DEVICE_MEMORY} and {@code VMM_PROFILE}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -19,6 +20,8 @@ public final class InterposeSettings {
     private static final Set<String> MODES = Set.of("vmm", "monitor");
     private static final Set<String> DRIVERS = Set.of("cuda", "host");
     private static final Set<String> SWITCHES = Set.of("0", "1");
+    /** How much device memory vmmkit may use; {@code vmmkit run --device-memory} sets it. */
+    static final String DEVICE_MEMORY = "VMM_DEVICE_MEMORY";
 
     private InterposeSettings() {
     }
@@ -29,23 +32,29 @@ public final class InterposeSettings {
         oneOf(env, "VMM_MODE", MODES, problems);
         oneOf(env, "VMM_DRIVER", DRIVERS, problems);
         oneOf(env, "VMM_ZERO_COPY", SWITCHES, problems);
-        String capacity = env.get("VMM_HOST_CAPACITY");
-        if (capacity != null && !capacity.isBlank()) {
-            long bytes;
-            try {
-                bytes = ByteSize.parse(capacity);
-            } catch (RuntimeException e) {
-                bytes = -1;
-            }
-            if (bytes <= 0) {
-                problems.add("VMM_HOST_CAPACITY=" + capacity + ": must be a size above 0 (examples: 64M, 8G), "
-                        + "the device memory of the host emulation");
-            }
+        String deviceMemory = env.get(DEVICE_MEMORY);
+        if (deviceMemory != null && !deviceMemory.isBlank() && deviceMemoryBytes(env) <= 0) {
+            problems.add(DEVICE_MEMORY + "=" + deviceMemory + ": must be a size above 0 (examples: 64M, 8G), "
+                    + "the device memory vmmkit may use (the host emulation's size; a cap on a GPU)");
         }
         String profile = PeakProfileStore.problem(env);
         if (profile != null) problems.add(profile);
         problems.addAll(VmmConfig.problems(env));
         return problems;
+    }
+
+    /**
+     * {@code VMM_DEVICE_MEMORY} in bytes: {@link Drivers#WHOLE_DEVICE} when unset, -1 when it is no
+     * size (a problem {@link #problems} reports).
+     */
+    static long deviceMemoryBytes(Map<String, String> env) {
+        String value = env.get(DEVICE_MEMORY);
+        if (value == null || value.isBlank()) return Drivers.WHOLE_DEVICE;
+        try {
+            return ByteSize.parse(value);
+        } catch (RuntimeException e) {
+            return -1;
+        }
     }
 
     private static void oneOf(Map<String, String> env, String key, Set<String> allowed, List<String> problems) {

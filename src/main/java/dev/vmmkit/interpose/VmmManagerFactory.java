@@ -1,6 +1,5 @@
 package dev.vmmkit.interpose;
 
-import dev.vmmkit.core.ByteSize;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
@@ -12,8 +11,8 @@ import java.util.Map;
 
 /**
  * The real allocator: one {@link VmmManager} per device, over the driver named by
- * {@code VMM_DRIVER} ({@code cuda}, the default, or {@code host}, the emulation used by tests, whose
- * capacity comes from {@code VMM_HOST_CAPACITY}, e.g. {@code 64M}), configured by
+ * {@code VMM_DRIVER} ({@code cuda}, the default, or {@code host}, the emulation used by tests), with
+ * {@code VMM_DEVICE_MEMORY} of device memory for vmmkit (e.g. {@code 64M}; see {@link Drivers#open}), configured by
  * {@link VmmConfig#fromEnvironment()}; with {@code VMM_ZERO_COPY=1}, every large request gets whole pages.
  * The peak hint of each device comes from {@code VMM_PEAK_HINT}, else from the program's peak profile
  * ({@link PeakProfileUse}).
@@ -31,12 +30,25 @@ public final class VmmManagerFactory implements ResourceFactory {
         this.profile = profile;
     }
 
+    /**
+     * The factory named by {@value ResourceFactory#PROPERTY}, or this real one, whose peak hints come
+     * from {@code profile}.
+     */
+    static ResourceFactory orSystemProperty(PeakProfileUse profile) throws ReflectiveOperationException {
+        String name = System.getProperty(ResourceFactory.PROPERTY);
+        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile);
+        return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
+    }
+
     @Override
     public ManagedMemoryResource open(int device) {
         DriverKind kind = DriverKind.parse(env.getOrDefault("VMM_DRIVER", "cuda"));
-        String capacity = env.get("VMM_HOST_CAPACITY");
-        long hostCapacity = capacity == null || capacity.isBlank() ? Drivers.DEFAULT_HOST_CAPACITY : ByteSize.parse(capacity);
-        VmmDriver driver = Drivers.open(kind, device, hostCapacity);
+        long deviceMemory = InterposeSettings.deviceMemoryBytes(env);
+        if (deviceMemory < 0) {
+            throw new IllegalArgumentException(InterposeSettings.DEVICE_MEMORY + "=" + env.get(InterposeSettings.DEVICE_MEMORY)
+                    + ": not a size");
+        }
+        VmmDriver driver = Drivers.open(kind, device, deviceMemory);
         try {
             VmmConfig config = VmmConfig.from(env);
             config = config.withPeakHintBytes(profile.hintFor(device, config.peakHintBytes(),

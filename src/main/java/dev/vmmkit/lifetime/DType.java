@@ -1,6 +1,6 @@
 package dev.vmmkit.lifetime;
 
-/** Element types. Only float32 for now: every kernel of {@link dev.vmmkit.driver.DeviceCompute} is float32. */
+/** Element types. Only float32 for now: every kernel of {@link dev.vmmkit.compute.DeviceCompute} is float32. */
 public enum DType {
     FLOAT32("float32", 4);
 

@@ -1,6 +1,6 @@
 package dev.vmmkit.lifetime;
 
-import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.compute.DeviceCompute;
 
 /**
  * One {@link DeviceCompute} call each, into a new output tensor: the building blocks of the leaf

@@ -1,7 +1,7 @@
 package dev.vmmkit.lifetime;
 
 import dev.vmmkit.core.DeviceMemoryResource;
-import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.compute.DeviceCompute;
 
 import java.util.Arrays;
 import java.util.SplittableRandom;
@@ -9,7 +9,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Where tensors live: device memory from a {@link DeviceMemoryResource} (normally vmmkit's
- * {@code VmmManager} over a driver), kernels from the driver's {@link DeviceCompute}, and the
+ * {@code VmmManager} over a driver), kernels from a {@link DeviceCompute} on the same device, and the
  * accounting of live tensor bytes, their peak, and leaks. Makes leaf tensors; ops make the rest.
  *
  * <p>All memory is allocated and freed on the default stream (0), where the kernels run, so memory

@@ -44,13 +44,13 @@ public final class DriverOptions {
         return device;
     }
 
-    /** Opens the driver with the host emulation's default capacity. */
+    /** Opens the driver with all the device's memory. */
     public VmmDriver open() {
-        return open(Drivers.DEFAULT_HOST_CAPACITY);
+        return open(Drivers.WHOLE_DEVICE);
     }
 
-    /** Opens the driver; the host emulation holds {@code hostCapacityBytes} ({@link Drivers#DEFAULT_HOST_CAPACITY}: its default). */
-    public VmmDriver open(long hostCapacityBytes) {
-        return Drivers.open(kind(), device, hostCapacityBytes);
+    /** Opens the driver with {@code deviceMemoryBytes} for vmmkit ({@link Drivers#open(DriverKind, int, long)}). */
+    public VmmDriver open(long deviceMemoryBytes) {
+        return Drivers.open(kind(), device, deviceMemoryBytes);
     }
 }

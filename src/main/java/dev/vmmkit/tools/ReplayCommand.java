@@ -25,6 +25,7 @@ import dev.vmmkit.trace.AllocationTrace;
 import dev.vmmkit.trace.TraceReader;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -59,7 +60,7 @@ public final class ReplayCommand implements Callable<Integer> {
     /** Opens the driver a replay runs on; tests substitute their own allocator here. */
     @FunctionalInterface
     interface BackendFactory {
-        ReplayBackend open(DriverKind kind, int device, long hostCapacityBytes, VmmConfig config);
+        ReplayBackend open(DriverKind kind, int device, long deviceMemoryBytes, VmmConfig config);
     }
 
     @Spec
@@ -77,9 +78,8 @@ public final class ReplayCommand implements Callable<Integer> {
     @Option(names = "--device", defaultValue = "0", description = "CUDA device ordinal (default: ${DEFAULT-VALUE}).")
     private int device;
 
-    @Option(names = "--capacity", defaultValue = "80G", paramLabel = "BYTES", converter = ByteSizeConverter.class,
-            description = "Device memory of the host emulation, e.g. 80G (default: ${DEFAULT-VALUE}).")
-    private long capacityBytes;
+    @Mixin
+    private DeviceMemoryOption deviceMemory;
 
     @Option(names = "--chunk-size", paramLabel = "BYTES", converter = ByteSizeConverter.class,
             description = "Physical chunk size, e.g. 2M (default: VMM_CHUNK_SIZE, else the granularity).")
@@ -119,7 +119,7 @@ public final class ReplayCommand implements Callable<Integer> {
     private String reportNote = "";
 
     public ReplayCommand() {
-        this((kind, device, capacity, config) -> new VmmBackend(Drivers.open(kind, device, capacity), config));
+        this((kind, device, deviceMemoryBytes, config) -> new VmmBackend(Drivers.open(kind, device, deviceMemoryBytes), config));
     }
 
     ReplayCommand(BackendFactory backends) {
@@ -181,7 +181,9 @@ public final class ReplayCommand implements Callable<Integer> {
     private void checkOptions() {
         CommandLine commandLine = spec.commandLine();
         if (warmupRuns < 0) throw new CommandLine.ParameterException(commandLine, "--warmup must be >= 0");
-        if (capacityBytes <= 0) throw new CommandLine.ParameterException(commandLine, "--capacity must be > 0");
+        if (deviceMemory.given() && !backend.equals("vmm")) {
+            throw new CommandLine.ParameterException(commandLine, "--device-memory applies to --backend vmm only");
+        }
         if (chunkBytes != null && chunkBytes < 0) {
             throw new CommandLine.ParameterException(commandLine, "--chunk-size must be >= 0");
         }
@@ -230,7 +232,7 @@ public final class ReplayCommand implements Callable<Integer> {
 
     private ReplayBackend openBackend(VmmConfig config) {
         return switch (backend) {
-            case "vmm" -> backends.open(driver, device, capacityBytes, config);
+            case "vmm" -> backends.open(driver, device, deviceMemory.bytes(), config);
             case "cuda-malloc-async" -> new CudaMallocAsyncBackend(device);
             default -> throw new CommandLine.ParameterException(spec.commandLine(),
                     "--backend must be vmm or cuda-malloc-async, not " + backend);

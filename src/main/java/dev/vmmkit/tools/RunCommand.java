@@ -5,6 +5,7 @@ import dev.vmmkit.interpose.StatsWriter;
 import dev.vmmkit.tools.run.ProfileSummary;
 import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
@@ -42,6 +43,9 @@ public final class RunCommand implements Callable<Integer> {
 
     @Option(names = "--driver", description = "cuda (default) or host (emulation, for tests). Sets VMM_DRIVER.")
     String driver;
+
+    @Mixin
+    DeviceMemoryOption deviceMemory = new DeviceMemoryOption();
 
     @Option(names = "--stats", paramLabel = "FILE", description = "Write stats JSON here at exit. Sets VMM_STATS_FILE.")
     Path stats;
@@ -192,6 +196,7 @@ public final class RunCommand implements Callable<Integer> {
         env.put("LD_PRELOAD", shim.toAbsolutePath() + (preload.isBlank() ? "" : ":" + preload));
         if (mode != null) env.put("VMM_MODE", mode);
         if (driver != null) env.put("VMM_DRIVER", driver);
+        if (deviceMemory.given()) env.put(DeviceMemoryOption.ENVIRONMENT, Long.toString(deviceMemory.bytes()));
         if (stats != null) env.put("VMM_STATS_FILE", stats.toAbsolutePath().toString());
         if (trace != null) env.put("VMM_TRACE_FILE", trace.toAbsolutePath().toString());
         if (profile != null) {

@@ -1,7 +1,5 @@
 package dev.vmmkit.tools;
 
-import dev.vmmkit.driver.DriverKind;
-import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.engine.EngineHost;
@@ -46,9 +44,8 @@ public final class ServeCommand implements Callable<Integer> {
     @Mixin
     private DriverOptions driverOptions;
 
-    @Option(names = "--device-memory", paramLabel = "SIZE", converter = ByteSizeConverter.class,
-            description = "Capacity of the host emulation's device (e.g. 512MiB; --driver host only). Default: 80GiB.")
-    private Long deviceMemory;
+    @Mixin
+    private DeviceMemoryOption deviceMemory;
 
     @Option(names = "--vram-threshold", defaultValue = "0.9", paramLabel = "FRACTION",
             description = "Evict idle models (least recently used first) past this share of device memory. Default: ${DEFAULT-VALUE}.")
@@ -99,10 +96,7 @@ public final class ServeCommand implements Callable<Integer> {
     }
 
     private VmmDriver openDriver() {
-        if (deviceMemory != null && driverOptions.kind() == DriverKind.CUDA) {
-            throw new IllegalArgumentException("--device-memory sets the host emulation's capacity; it does not apply to --driver cuda");
-        }
-        return driverOptions.open(deviceMemory == null ? Drivers.DEFAULT_HOST_CAPACITY : deviceMemory);
+        return driverOptions.open(deviceMemory.bytes());
     }
 
     /** Reads {@code 1s}, {@code 250ms}, {@code 2.5s} or a plain number of seconds. */

@@ -47,7 +47,7 @@ public final class PolicyFrontier {
             for (String s : settings) {
                 VmmConfig config = configOf(s, trace);
                 ReplayReport r;
-                try (VmmBackend backend = new VmmBackend(Drivers.open(DriverKind.HOST, 0, Drivers.DEFAULT_HOST_CAPACITY), config);
+                try (VmmBackend backend = new VmmBackend(Drivers.open(DriverKind.HOST, 0, Drivers.WHOLE_DEVICE), config);
                      ReplayTarget target = backend.newTarget()) {
                     r = new Replayer(trace).replay(target);
                 }

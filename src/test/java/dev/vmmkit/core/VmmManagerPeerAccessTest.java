@@ -1,5 +1,7 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.compute.Computes;
+import dev.vmmkit.compute.DeviceCompute;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverException;
@@ -91,20 +93,22 @@ class VmmManagerPeerAccessTest {
     @Test
     void aKernelOnThePeerReadsAGrantedTensor() {
         try (VmmManager manager0 = new VmmManager(device0, smallConfig(64 * MIB));
-             VmmManager manager1 = new VmmManager(device1, smallConfig(64 * MIB))) {
+             VmmManager manager1 = new VmmManager(device1, smallConfig(64 * MIB));
+             DeviceCompute kernels0 = Computes.open(device0);
+             DeviceCompute kernels1 = Computes.open(device1)) {
             int n = 1000;
             long onDevice0 = manager0.allocate(n * 4L, 0), onDevice1 = manager1.allocate(n * 4L, 0);
             float[] values = new float[n];
             for (int i = 0; i < n; i++) values[i] = i * 0.5f;
-            device0.compute().copyFromHost(onDevice0, values);
-            device1.compute().fill(onDevice1, n, 1f);
+            kernels0.copyFromHost(onDevice0, values);
+            kernels1.fill(onDevice1, n, 1f);
             DriverException fault = assertThrows(DriverException.class,
-                    () -> device1.compute().add(onDevice1, onDevice1, onDevice0, n, n));
+                    () -> kernels1.add(onDevice1, onDevice1, onDevice0, n, n));
             assertEquals(CudaResult.ILLEGAL_ADDRESS, fault.result());
             manager0.peerAccess().grant(1);
-            device1.compute().add(onDevice1, onDevice1, onDevice0, n, n);
+            kernels1.add(onDevice1, onDevice1, onDevice0, n, n);
             float[] sums = new float[n];
-            device1.compute().copyToHost(sums, onDevice1);
+            kernels1.copyToHost(sums, onDevice1);
             for (int i = 0; i < n; i++) assertEquals(1f + i * 0.5f, sums[i]);
         }
     }

@@ -33,6 +33,16 @@ class DriversTest {
     }
 
     @Test
+    void deviceMemoryIsTheEmulationsSize() {
+        try (VmmDriver host = Drivers.open(DriverKind.HOST, 0, 64L << 20);
+             VmmDriver whole = Drivers.open(DriverKind.HOST, 0, Drivers.WHOLE_DEVICE)) {
+            assertEquals(64L << 20, host.memoryInfo().totalBytes());
+            assertEquals(HostDriver.DEFAULT_CAPACITY, whole.memoryInfo().totalBytes());
+        }
+        assertThrows(IllegalArgumentException.class, () -> Drivers.open(DriverKind.HOST, 0, -1));
+    }
+
+    @Test
     void unknownKindsAreRefused() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Drivers.open("opencl", 0));
         assertTrue(e.getMessage().contains("cuda, host or auto"), e.getMessage());

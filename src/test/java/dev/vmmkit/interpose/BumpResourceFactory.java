@@ -15,7 +15,7 @@ import java.util.Map;
 /**
  * TEST ONLY: a stand-in allocator so the native path can be exercised before the real allocator
  * lands. Selected with {@code -Dvmmkit.interpose.resource=dev.vmmkit.interpose.BumpResourceFactory}
- * (through {@code VMMKIT_JVM_OPTS}). Memory is host memory, mmap'd lazily, of {@code VMM_HOST_CAPACITY}
+ * (through {@code VMMKIT_JVM_OPTS}). Memory is host memory, mmap'd lazily, of {@code VMM_DEVICE_MEMORY}
  * bytes per device (default 1 GiB); freed blocks are kept per size and reused (a cache hit).
  */
 public final class BumpResourceFactory implements ResourceFactory {
@@ -32,7 +32,7 @@ public final class BumpResourceFactory implements ResourceFactory {
 
     @Override
     public ManagedMemoryResource open(int device) {
-        String capacity = env.get("VMM_HOST_CAPACITY");
+        String capacity = env.get("VMM_DEVICE_MEMORY");
         long bytes = capacity == null || capacity.isBlank() ? 1L << 30 : ByteSize.parse(capacity);
         return new Bump(map(bytes), bytes);
     }

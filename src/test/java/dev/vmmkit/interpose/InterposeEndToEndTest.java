@@ -150,7 +150,7 @@ class InterposeEndToEndTest {
     @ParameterizedTest
     @ValueSource(strings = {"stand-in", "real"})
     void outOfMemoryIsTheRuntimesErrorAndFreeingRecovers(String allocator) throws Exception {
-        Result result = vmmkitRun(allocator, Map.of("VMM_HOST_CAPACITY", "64M"), "--driver", "host",
+        Result result = vmmkitRun(allocator, Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
                 "--", ALLOC_TEST.toString(), "oom");
         assertScenariosPassed(result, List.of("oom"));
     }
@@ -413,8 +413,8 @@ class InterposeEndToEndTest {
     }
 
     @ParameterizedTest
-    @CsvSource({"VMM_CHUNK_SIZE, 3M", "VMM_CHUNK_SIZE, 6M", "VMM_VA_SIZE, 1K", "VMM_HOST_CAPACITY, 0",
-            "VMM_HOST_CAPACITY, -5", "VMM_HOST_CAPACITY, abc", "VMM_PROFILE, /no/such/folder/profile.json"})
+    @CsvSource({"VMM_CHUNK_SIZE, 3M", "VMM_CHUNK_SIZE, 6M", "VMM_VA_SIZE, 1K", "VMM_DEVICE_MEMORY, 0",
+            "VMM_DEVICE_MEMORY, -5", "VMM_DEVICE_MEMORY, abc", "VMM_PROFILE, /no/such/folder/profile.json"})
     void aBadSettingStopsRunBeforeTheProgramStarts(String key, String value) throws Exception {
         Path started = dir.resolve("started");
         Result result = vmmkitRun("stand-in", Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
@@ -527,7 +527,7 @@ class InterposeEndToEndTest {
     @Test
     void aProfilePeakAboveTheDevicesMemoryIsNotUsed() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = runWithProfile(dir.resolve("profile.json"), stats, 1L << 40, Map.of("VMM_HOST_CAPACITY", "1G"));
+        Result result = runWithProfile(dir.resolve("profile.json"), stats, 1L << 40, Map.of("VMM_DEVICE_MEMORY", "1G"));
         assertTrue(result.stderr().contains("says device 0 peaked at 1 TiB, above its memory (1 GiB); not used"), result::toString);
         assertEquals(0, stats(stats).get("devices").get(0).get("peak_hint_bytes").asLong());
     }

@@ -14,10 +14,10 @@ class InterposeSettingsTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"0", "-5", "abc", "-5M"})
-    void aHostCapacityThatIsNotAPositiveSizeNamesTheVariable(String value) {
-        List<String> problems = InterposeSettings.problems(Map.of("VMM_HOST_CAPACITY", value));
+    void aDeviceMemoryThatIsNotAPositiveSizeNamesTheVariable(String value) {
+        List<String> problems = InterposeSettings.problems(Map.of("VMM_DEVICE_MEMORY", value));
         assertEquals(1, problems.size(), problems::toString);
-        assertTrue(problems.getFirst().startsWith("VMM_HOST_CAPACITY=" + value + ": must be a size above 0"), problems.getFirst());
+        assertTrue(problems.getFirst().startsWith("VMM_DEVICE_MEMORY=" + value + ": must be a size above 0"), problems.getFirst());
     }
 
     @Test
@@ -35,7 +35,7 @@ class InterposeSettingsTest {
 
     @Test
     void allocatorSettingsAreCheckedToo() {
-        List<String> problems = InterposeSettings.problems(Map.of("VMM_CHUNK_SIZE", "3M", "VMM_HOST_CAPACITY", "64M"));
+        List<String> problems = InterposeSettings.problems(Map.of("VMM_CHUNK_SIZE", "3M", "VMM_DEVICE_MEMORY", "64M"));
         assertEquals(1, problems.size(), problems::toString);
         assertTrue(problems.getFirst().startsWith("VMM_CHUNK_SIZE=3M: "));
     }
@@ -43,6 +43,6 @@ class InterposeSettingsTest {
     @Test
     void aGoodEnvironmentHasNoProblem() {
         assertEquals(List.of(), InterposeSettings.problems(Map.of("VMM_MODE", "vmm", "VMM_DRIVER", "host",
-                "VMM_HOST_CAPACITY", "64M", "VMM_CHUNK_SIZE", "4M", "PATH", "/bin")));
+                "VMM_DEVICE_MEMORY", "64M", "VMM_CHUNK_SIZE", "4M", "PATH", "/bin")));
     }
 }

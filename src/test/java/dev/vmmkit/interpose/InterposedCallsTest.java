@@ -41,7 +41,7 @@ class InterposedCallsTest {
     }
 
     private static ResourceFactory bump(String capacity) {
-        return new BumpResourceFactory(Map.of("VMM_HOST_CAPACITY", capacity));
+        return new BumpResourceFactory(Map.of("VMM_DEVICE_MEMORY", capacity));
     }
 
     @Test

@@ -1,9 +1,10 @@
 package dev.vmmkit.lifetime;
 
+import dev.vmmkit.compute.Computes;
+import dev.vmmkit.compute.DeviceCompute;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.FaultInjectingDriver;
@@ -45,7 +46,7 @@ class LifetimeFaultTest {
         host = HostDriver.builder().granularity(64 << 10).capacity(64L << 20).build();
         plan = new FaultPlan(42);
         manager = new VmmManager(new FaultInjectingDriver(host, plan), VmmConfig.DEFAULTS.withAddressSpaceBytes(1L << 30));
-        device = new TensorDevice(manager, failingSometimes(host.compute()), LeakDetector.Level.PARANOID, null);
+        device = new TensorDevice(manager, failingSometimes(Computes.open(host)), LeakDetector.Level.PARANOID, null);
     }
 
     @AfterEach

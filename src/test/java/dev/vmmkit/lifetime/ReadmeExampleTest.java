@@ -1,5 +1,7 @@
 package dev.vmmkit.lifetime;
 
+import dev.vmmkit.compute.Computes;
+import dev.vmmkit.compute.DeviceCompute;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.Drivers;
@@ -16,7 +18,8 @@ class ReadmeExampleTest {
     void theReadmeExampleRunsAndGivesEverythingBack() {
         try (VmmDriver driver = Drivers.open("host", 0);
              VmmManager manager = new VmmManager(driver, VmmConfig.fromEnvironment());
-             TensorDevice device = new TensorDevice(manager, driver.compute())) {
+             DeviceCompute compute = Computes.open(driver);
+             TensorDevice device = new TensorDevice(manager, compute)) {
             Tensor w = device.normal(1, 0f, 0.1f, 4, 3).requiresGrad(true);
             try (Scope step = Scope.open()) {
                 Tensor x = device.of(new float[] {1, 2, 3, 4, 5, 6, 7, 8}, 2, 4);

@@ -1,5 +1,7 @@
 package dev.vmmkit.lifetime;
 
+import dev.vmmkit.compute.Computes;
+import dev.vmmkit.compute.DeviceCompute;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.host.HostDriver;
@@ -15,8 +17,10 @@ final class TestDevice {
     static TensorDevice open(LeakDetector.Level level) {
         HostDriver driver = HostDriver.builder().granularity(64 << 10).capacity(1L << 30).build();
         VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS.withAddressSpaceBytes(1L << 30));
-        return new TensorDevice(manager, driver.compute(), level, () -> {
+        DeviceCompute compute = Computes.open(driver);
+        return new TensorDevice(manager, compute, level, () -> {
             try {
+                compute.close();
                 manager.close();
             } finally {
                 driver.close();

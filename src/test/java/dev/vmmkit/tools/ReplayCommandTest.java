@@ -3,6 +3,7 @@ package dev.vmmkit.tools;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.host.HostDeviceBytes;
 import dev.vmmkit.tools.replay.MallocAllocator;
 import dev.vmmkit.tools.replay.ReplayBackend;
 import dev.vmmkit.tools.replay.ReplayTarget;
@@ -47,7 +48,7 @@ class ReplayCommandTest {
     private final List<VmmConfig> configs = new ArrayList<>();
     private int targetsMade;
     private boolean backendClosed;
-    private Optional<DeviceBytes> backendBytes = Optional.of(DeviceBytes.host());
+    private Optional<DeviceBytes> backendBytes = Optional.of(HostDeviceBytes.unchecked());
     private Path trace;
     private Map<String, String> environment = Map.of();
 
@@ -61,7 +62,7 @@ class ReplayCommandTest {
     void replaysATracePrintsASummaryAndWritesJson() throws IOException {
         Path json = dir.resolve("report.json");
 
-        int exit = run("--driver", "host", "--capacity", "1G", "--json", json.toString(), trace.toString());
+        int exit = run("--driver", "host", "--device-memory", "1G", "--json", json.toString(), trace.toString());
 
         assertEquals(0, exit, err.toString());
         assertTrue(out.toString().startsWith("trace small.csv (malloc driver): 3 ops (2 allocs, 1 frees)"), out.toString());
@@ -87,7 +88,7 @@ class ReplayCommandTest {
         JsonNode reports = new ObjectMapper().readTree(json.toFile());
         assertEquals(List.of("small.csv", "other.csv.gz"), names(reports));
         assertEquals(1, reports.get("other.csv.gz").get("allocs").asLong());
-        assertEquals(List.of("AUTO 0 85899345920"), opened, "auto driver and 80 GiB by default");
+        assertEquals(List.of("AUTO 0 0"), opened, "auto driver and the whole device by default");
     }
 
     @Test
@@ -131,7 +132,10 @@ class ReplayCommandTest {
     void usageErrorsExitWithTwo() {
         assertEquals(2, run());
         assertEquals(2, run("--driver", "opencl", trace.toString()));
-        assertEquals(2, run("--capacity", "lots", trace.toString()));
+        assertEquals(2, run("--device-memory", "lots", trace.toString()));
+        assertEquals(2, run("--device-memory", "0", trace.toString()));
+        assertEquals(2, run("--capacity", "1G", trace.toString()), "the old spelling is gone");
+        assertEquals(2, run("--backend", "cuda-malloc-async", "--device-memory", "1G", trace.toString()));
         assertEquals(2, run("--warmup", "-1", trace.toString()));
         assertTrue(opened.isEmpty());
     }
@@ -240,8 +244,8 @@ class ReplayCommandTest {
     }
 
     private int run(String... args) {
-        ReplayCommand command = new ReplayCommand((kind, device, capacity, config) -> {
-            opened.add(kind + " " + device + " " + capacity);
+        ReplayCommand command = new ReplayCommand((kind, device, deviceMemory, config) -> {
+            opened.add(kind + " " + device + " " + deviceMemory);
             configs.add(config);
             return new MallocBackend();
         }).environment(environment);

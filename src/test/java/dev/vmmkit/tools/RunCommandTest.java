@@ -20,13 +20,14 @@ class RunCommandTest {
 
     @Test
     void optionsBecomeTheShimsEnvironment() throws Exception {
-        RunCommand run = parse("--mode", "monitor", "--driver", "host", "--stats", "s.json", "--trace", "t.csv",
-                "--", "prog", "--flag");
+        RunCommand run = parse("--mode", "monitor", "--driver", "host", "--device-memory", "64M", "--stats", "s.json",
+                "--trace", "t.csv", "--", "prog", "--flag");
         assertEquals(java.util.List.of("prog", "--flag"), run.command);
         Map<String, String> env = run.environment(Map.of("LD_PRELOAD", "/lib/other.so"), Path.of("/x/libvmmkit_preload.so"));
         assertEquals("/x/libvmmkit_preload.so:/lib/other.so", env.get("LD_PRELOAD"));
         assertEquals("monitor", env.get("VMM_MODE"));
         assertEquals("host", env.get("VMM_DRIVER"));
+        assertEquals(Long.toString(64L << 20), env.get("VMM_DEVICE_MEMORY"));
         assertEquals(Path.of("s.json").toAbsolutePath().toString(), env.get("VMM_STATS_FILE"));
         assertEquals(Path.of("t.csv").toAbsolutePath().toString(), env.get("VMM_TRACE_FILE"));
         assertEquals(System.getProperty("java.home"), env.get("VMMKIT_JAVA_HOME"));
@@ -38,7 +39,8 @@ class RunCommandTest {
         Map<String, String> env = parse("--", "prog").environment(Map.of("VMMKIT_JAR", "/my.jar"), Path.of("/s.so"));
         assertEquals("/s.so", env.get("LD_PRELOAD"));
         assertEquals("/my.jar", env.get("VMMKIT_JAR"));
-        assertTrue(!env.containsKey("VMM_MODE") && !env.containsKey("VMM_DRIVER") && !env.containsKey("VMM_STATS_FILE"));
+        assertTrue(!env.containsKey("VMM_MODE") && !env.containsKey("VMM_DRIVER") && !env.containsKey("VMM_STATS_FILE")
+                && !env.containsKey("VMM_DEVICE_MEMORY"));
     }
 
     @Test
@@ -53,5 +55,11 @@ class RunCommandTest {
     @Test
     void aBadModeIsRefused() {
         assertEquals(2, VmmkitCli.run("run", "--mode", "fast", "--", "true"));
+    }
+
+    @Test
+    void aDeviceMemoryThatIsNoSizeAboveZeroIsRefused() {
+        assertEquals(2, VmmkitCli.run("run", "--device-memory", "lots", "--", "true"));
+        assertEquals(2, VmmkitCli.run("run", "--device-memory", "0", "--", "true"));
     }
 }

@@ -7,6 +7,7 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Every command answers {@code --help} and {@code -h} with its usage and exit code 0, as users expect. */
@@ -26,6 +27,17 @@ class VmmkitCliHelpTest {
                 assertEquals(0, code, name + " " + flag + ": " + err);
                 assertTrue(out.toString().startsWith("Usage: vmmkit " + name), name + " " + flag + ": " + out);
             }
+        }
+    }
+
+    /** Device memory has one spelling on every command that sizes a device. */
+    @Test
+    void replayRunAndServeTakeDeviceMemoryAndNothingElseSaysCapacity() {
+        for (String name : new String[] {"replay", "run", "serve"}) {
+            String usage = VmmkitCli.commandLine().getSubcommands().get(name).getUsageMessage(CommandLine.Help.Ansi.OFF);
+            assertTrue(usage.contains("--device-memory=SIZE"), name + ": " + usage);
+            assertTrue(usage.contains("VMM_DEVICE_MEMORY"), name + ": " + usage);
+            assertFalse(usage.contains("--capacity"), name + ": " + usage);
         }
     }
 }

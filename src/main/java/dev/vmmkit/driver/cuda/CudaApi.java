@@ -122,7 +122,7 @@ final class CudaApi {
         static final MethodHandle cuMemcpyDtoH = bind("cuMemcpyDtoH_v2", ADDRESS, JAVA_LONG, JAVA_LONG);
         static final MethodHandle cuMemcpyDtoDAsync = bind("cuMemcpyDtoDAsync_v2", JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG);
 
-        // Kernels (DeviceCompute): a module of PTX, its functions, launches.
+        // Kernels (CudaModuleCalls, for the compute layer): a module of PTX, its functions, launches.
         static final MethodHandle cuModuleLoadDataEx =
                 bind("cuModuleLoadDataEx", ADDRESS, ADDRESS, JAVA_INT, ADDRESS, ADDRESS);
         static final MethodHandle cuModuleGetFunction = bind("cuModuleGetFunction", ADDRESS, JAVA_LONG, ADDRESS);

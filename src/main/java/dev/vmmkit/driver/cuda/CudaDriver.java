@@ -6,10 +6,11 @@ import static dev.vmmkit.driver.CallText.hex;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
@@ -46,8 +47,8 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final long granularity;
     private volatile boolean exportable;
     private final CudaEvents events;
-    private final CudaKernels kernels = new CudaKernels(this);
-    private final CudaCompute compute;
+    /** Code that keeps resources in the context (kernel modules, cuBLAS); closed before the context goes. */
+    private final List<AutoCloseable> contextUsers = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
 
     private CudaDriver(int ordinal, int cuDevice, PrimaryContext context) {
@@ -61,7 +62,6 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
         this.events = new CudaEvents(this);
-        this.compute = new CudaCompute(this, kernels);
     }
 
     /** True when libcuda loads, cuInit succeeds and at least one device is visible. Never throws. */
@@ -303,12 +303,6 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         return events;
     }
 
-    /** vmmkit's PTX kernels, JIT-compiled on first use, and cuBLAS where present, on the default stream. */
-    @Override
-    public DeviceCompute compute() {
-        return compute;
-    }
-
     /** Releases the primary context retained at open. Idempotent; later calls fail with DEINITIALIZED. */
     @Override
     public void close() {
@@ -317,16 +311,37 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
                 return;
             }
             try {
-                compute.close(); // both need the driver still open
+                closeContextUsers(); // they need the driver still open
             } finally {
-                try {
-                    kernels.unload();
-                } finally {
-                    closed = true;
-                }
+                closed = true;
             }
         }
         context.release();
+    }
+
+    void addContextUser(AutoCloseable user) {
+        contextUsers.add(user);
+    }
+
+    void removeContextUser(AutoCloseable user) {
+        contextUsers.remove(user);
+    }
+
+    /** Closes every context user, newest first; the first failure is thrown, later ones suppressed by it. */
+    private void closeContextUsers() {
+        RuntimeException failure = null;
+        for (AutoCloseable user : contextUsers.reversed()) {
+            try {
+                user.close();
+            } catch (Exception e) {
+                RuntimeException wrapped = e instanceof RuntimeException r ? r
+                        : new IllegalStateException("closing " + user + " failed", e);
+                if (failure == null) failure = wrapped;
+                else failure.addSuppressed(wrapped);
+            }
+        }
+        contextUsers.clear();
+        if (failure != null) throw failure;
     }
 
     @Override

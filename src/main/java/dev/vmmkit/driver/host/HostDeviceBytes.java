@@ -27,6 +27,15 @@ public final class HostDeviceBytes implements DeviceBytes {
         this.accessCheck = accessCheck;
     }
 
+    /**
+     * Plain host memory access through the address itself, with no safety net: touching an address
+     * that is not mapped with access crashes the process, exactly as a bad kernel would fault the
+     * device. Prefer {@link DeviceBytes#forDriver} with a host driver, which checks first.
+     */
+    public static HostDeviceBytes unchecked() {
+        return new HostDeviceBytes(null);
+    }
+
     @Override
     public void writeLong(long address, long value) {
         segment(address, Long.BYTES).set(WORD, 0, value);

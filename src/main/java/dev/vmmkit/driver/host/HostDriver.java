@@ -5,7 +5,6 @@ import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DeviceCopies;
 import dev.vmmkit.driver.DeviceBytes;
 import dev.vmmkit.driver.DeviceBytesProvider;
-import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DeviceSet;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.LibC;
@@ -52,7 +51,7 @@ import dev.vmmkit.driver.VmmDriver;
  * <p>This class is the facade: it checks the driver is open, takes the lock and hands each call to
  * the part that does the job: {@link HostReservations} (address ranges), {@link HostHandles}
  * (physical memory, capacity, export and import), {@link HostMappings} (mappings and access
- * grants), {@link HostDevices} (the machine's devices), {@link HostEvents} and {@link HostCompute}.
+ * grants), {@link HostDevices} (the machine's devices), and {@link HostEvents}.
  */
 public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceCopies {
     public static final long DEFAULT_GRANULARITY = 2L << 20;
@@ -64,7 +63,6 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final int deviceCount;
     private final long granularity;
     private final HostEvents events;
-    private final HostCompute compute = new HostCompute(this);
     private final Object lock = new Object();
 
     private final HostReservations reservations;
@@ -247,19 +245,21 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         return copies.get();
     }
 
-    /** Kernels as Java loops over the mapped bytes, checked against the mappings first. */
-    @Override
-    public DeviceCompute compute() {
-        return compute;
-    }
-
     /**
      * Bytes read and written straight through the address, refused where this driver's device has
      * no access (its own mappings, and those of other host drivers that granted it).
      */
     @Override
     public DeviceBytes deviceBytes() {
-        return new HostDeviceBytes((va, size) -> HostDevices.isAccessibleTo(device, va, size));
+        return new HostDeviceBytes(accessCheck());
+    }
+
+    /**
+     * Whether this driver's device may touch a range: its own mappings, and those of other host
+     * drivers that granted it. What byte access and host kernels check before each touch.
+     */
+    public HostDeviceBytes.AccessCheck accessCheck() {
+        return (va, size) -> HostDevices.isAccessibleTo(device, va, size);
     }
 
     /**

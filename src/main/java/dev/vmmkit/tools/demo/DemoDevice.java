@@ -1,12 +1,13 @@
 package dev.vmmkit.tools.demo;
 
+import dev.vmmkit.compute.Computes;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.lifetime.LeakDetector;
 import dev.vmmkit.lifetime.TensorDevice;
 
-/** Opens the tensor device the demos run on: a driver, vmmkit's allocator over it, the driver's kernels (timed). */
+/** Opens the tensor device the demos run on: a driver, vmmkit's allocator over it, kernels on its device (timed). */
 final class DemoDevice {
     private DemoDevice() {
     }
@@ -20,7 +21,7 @@ final class DemoDevice {
         VmmManager manager;
         TimedCompute timing;
         try {
-            timing = new TimedCompute(driver.compute());
+            timing = new TimedCompute(Computes.open(driver));
             manager = new VmmManager(driver, VmmConfig.fromEnvironment());
         } catch (RuntimeException e) {
             driver.close();
@@ -28,6 +29,7 @@ final class DemoDevice {
         }
         TensorDevice device = new TensorDevice(manager, timing, LeakDetector.Level.fromEnvironment(), () -> {
             try {
+                timing.close();
                 manager.close();
             } finally {
                 driver.close();

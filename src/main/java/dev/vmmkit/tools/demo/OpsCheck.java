@@ -1,7 +1,7 @@
 package dev.vmmkit.tools.demo;
 
 import dev.vmmkit.core.DeviceMemoryResource;
-import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.compute.DeviceCompute;
 
 import java.util.ArrayList;
 import java.util.Arrays;

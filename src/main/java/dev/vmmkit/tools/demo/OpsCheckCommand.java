@@ -1,5 +1,7 @@
 package dev.vmmkit.tools.demo;
 
+import dev.vmmkit.compute.Computes;
+import dev.vmmkit.compute.DeviceCompute;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.VmmDriver;
@@ -34,12 +36,14 @@ public final class OpsCheckCommand implements Callable<Integer> {
         try (VmmDriver target = driverOptions.open();
              VmmManager targetMemory = new VmmManager(target, VmmConfig.DEFAULTS);
              HostDriver host = HostDriver.open();
-             VmmManager hostMemory = new VmmManager(host, VmmConfig.DEFAULTS)) {
+             VmmManager hostMemory = new VmmManager(host, VmmConfig.DEFAULTS);
+             DeviceCompute hostKernels = Computes.open(host);
+             DeviceCompute targetKernels = Computes.open(target)) {
             out.println("checking the kernels of driver " + target.name() + " (device " + driverOptions.device() + ") against the host emulation");
             out.flush();
             List<OpsCheck.Outcome> outcomes = OpsCheck.run(
-                    new OpsCheck.Side("host", hostMemory, host.compute()),
-                    new OpsCheck.Side(target.name(), targetMemory, target.compute()));
+                    new OpsCheck.Side("host", hostMemory, hostKernels),
+                    new OpsCheck.Side(target.name(), targetMemory, targetKernels));
             long failed = 0;
             for (OpsCheck.Outcome o : outcomes) {
                 out.println(o.line());

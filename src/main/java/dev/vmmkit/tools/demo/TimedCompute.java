@@ -1,6 +1,6 @@
 package dev.vmmkit.tools.demo;
 
-import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.compute.DeviceCompute;
 
 /**
  * A {@link DeviceCompute} that forwards every call and adds up the wall time spent in each kind of
@@ -55,6 +55,11 @@ final class TimedCompute implements DeviceCompute {
         long start = System.nanoTime();
         delegate.synchronize();
         waitNanos += System.nanoTime() - start;
+    }
+
+    @Override
+    public void close() {
+        delegate.close();
     }
 
     @Override

@@ -1,6 +1,6 @@
 package dev.vmmkit.tools.replay;
 
-import dev.vmmkit.driver.DeviceBytes;
+import dev.vmmkit.driver.host.HostDeviceBytes;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
@@ -98,7 +98,7 @@ class ReplayerTest {
     void zeroByteRequestsGoThroughAsCudaMallocWouldTakeThem() throws IOException {
         AllocationTrace trace = TestTraces.parse("alloc,1,0,0\nalloc,2,512,0\nfree_completed,1,0,0\n");
         try (MallocAllocator malloc = new MallocAllocator()) {
-            ReplayReport report = new Replayer(trace).replay(malloc, new PatternCheck(DeviceBytes.host()));
+            ReplayReport report = new Replayer(trace).replay(malloc, new PatternCheck(HostDeviceBytes.unchecked()));
 
             assertEquals(3, report.ops());
             assertEquals(512, report.peakLiveBytes());
@@ -113,7 +113,7 @@ class ReplayerTest {
 
         ReplayReport report;
         try (MallocAllocator malloc = new MallocAllocator()) {
-            report = new Replayer(trace).replay(malloc, new PatternCheck(DeviceBytes.host()));
+            report = new Replayer(trace).replay(malloc, new PatternCheck(HostDeviceBytes.unchecked()));
         }
 
         assertEquals(TestTraces.BERT_ALLOCS, report.allocs());
@@ -136,7 +136,7 @@ class ReplayerTest {
             ReplayTarget aliasing = new FixedAddressTarget(memory.address());
 
             ReplayException e = assertThrows(ReplayException.class,
-                    () -> new Replayer(trace).replay(aliasing, new PatternCheck(DeviceBytes.host())));
+                    () -> new Replayer(trace).replay(aliasing, new PatternCheck(HostDeviceBytes.unchecked())));
 
             assertEquals(String.format("test.csv:4: verify failed: allocation of key 10 at 0x%x (8192 bytes) changed"
                     + " at byte 0 while live (memory shared with another allocation?)", memory.address()), e.getMessage());
@@ -166,7 +166,7 @@ class ReplayerTest {
         try (Arena arena = Arena.ofConfined()) {
             for (long size : new long[] {8, 104, 4096, 5008, 8192, 100_000}) {
                 MemorySegment memory = arena.allocate(size);
-                PatternCheck check = new PatternCheck(DeviceBytes.host());
+                PatternCheck check = new PatternCheck(HostDeviceBytes.unchecked());
                 check.stamp(42, memory.address(), size);
                 assertEquals(-1, check.firstDifference(42, memory.address(), size), "intact, size " + size);
                 assertTrue(check.firstDifference(43, memory.address(), size) >= 0, "other key, size " + size);

@@ -54,7 +54,7 @@ class HtmlReportTest {
         Files.writeString(trace, lines.toString()); // a free's size is taken from its alloc
         Path html = dir.resolve("report.html");
         int exit = VmmkitCli.commandLine().setOut(new java.io.PrintWriter(new java.io.StringWriter()))
-                .execute("replay", "--driver", "host", "--capacity", "16G", "--warmup", "0", "--html", html.toString(), trace.toString());
+                .execute("replay", "--driver", "host", "--device-memory", "16G", "--warmup", "0", "--html", html.toString(), trace.toString());
         assertEquals(0, exit);
         report = html;
         return html;

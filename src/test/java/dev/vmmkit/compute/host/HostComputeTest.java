@@ -1,6 +1,8 @@
-package dev.vmmkit.driver.host;
+package dev.vmmkit.compute.host;
 
-import dev.vmmkit.driver.DeviceCompute;
+import dev.vmmkit.compute.Computes;
+import dev.vmmkit.compute.DeviceCompute;
+import dev.vmmkit.driver.host.HostDriver;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.CudaResult;
 import org.junit.jupiter.api.AfterEach;
@@ -23,7 +25,7 @@ class HostComputeTest {
     @BeforeEach
     void mapOnePage() {
         driver = HostDriver.builder().granularity(PAGE).capacity(16 * PAGE).build();
-        compute = driver.compute();
+        compute = Computes.open(driver);
         va = driver.reserve(PAGE, 0);
         handle = driver.create(PAGE);
         driver.mapWithAccess(va, PAGE, handle);

@@ -1,9 +1,13 @@
-package dev.vmmkit.driver;
+package dev.vmmkit.compute;
+
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.VmmDriver;
 
 /**
- * The few float32 kernels a small neural network needs, run by a driver on memory it maps. Kept
- * apart from the memory calls of {@link VmmDriver}, as {@link StreamEvents} is: the allocator never
- * calls them.
+ * The few float32 kernels a small neural network needs, run on the device of a {@link VmmDriver}
+ * over memory it maps. Its own layer beside the driver: the allocator never calls them. Opened by
+ * {@link Computes#open}; closing it releases what it holds on the device (a CUDA module, a cuBLAS
+ * handle), which the driver's close does too if nobody did.
  *
  * <p>Every pointer is a device address of float32 elements ({@code count} of them, not bytes).
  * Work runs in order on the device's default stream; the copies to the host wait for it. Counts
@@ -12,7 +16,7 @@ package dev.vmmkit.driver;
  * rows of a matrix ({@code bCount == columns}) and a scalar ({@code bCount == 1}). Output may alias
  * an input in the elementwise calls. Failures are {@link DriverException}s naming the kernel.
  */
-public interface DeviceCompute {
+public interface DeviceCompute extends AutoCloseable {
 
     /** Copies {@code src} (all of it) to {@code dst}. */
     void copyFromHost(long dst, float[] src);
@@ -70,4 +74,9 @@ public interface DeviceCompute {
 
     /** Waits until all work queued so far has finished (errors of earlier kernels surface here). */
     void synchronize();
+
+    /** Releases what the kernels hold on the device; idempotent. The memory they worked on is not touched. */
+    @Override
+    default void close() {
+    }
 }

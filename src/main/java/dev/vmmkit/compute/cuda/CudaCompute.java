@@ -1,45 +1,52 @@
-package dev.vmmkit.driver.cuda;
+package dev.vmmkit.compute.cuda;
 
 import java.lang.foreign.MemorySegment;
 
+import dev.vmmkit.compute.DeviceCompute;
+import dev.vmmkit.compute.cuda.CudaKernels.Kernel;
 import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
-import dev.vmmkit.driver.cuda.CudaKernels.Kernel;
+import dev.vmmkit.driver.cuda.CudaModuleCalls;
 
 /**
  * {@link DeviceCompute} on CUDA: each call checks its sizes, picks a grid and launches one kernel of
  * {@link CudaKernels} on the default stream; matmul goes to cuBLAS where the machine has it
- * ({@link Cublas}); copies go through {@link CudaMemcpy}, which the default stream orders after the
- * kernels.
+ * ({@link Cublas}); copies go through cuMemcpy, which the default stream orders after the kernels.
+ * Its module and cuBLAS handle live in the driver's context: {@link #close} releases them, and the
+ * driver's close does it first if nobody did.
  */
-final class CudaCompute implements DeviceCompute {
+public final class CudaCompute implements DeviceCompute {
     private static final int BLOCK = 256;
     private static final int TILE = 16;
     private static final int MAX_GRID_Y = 65535;
 
     private final CudaKernels kernels;
-    private final CudaMemcpy memcpy;
-    private final CudaDriver driver;
+    private final CudaModuleCalls cuda;
     private Cublas cublas;
     private boolean cublasTried;
 
-    CudaCompute(CudaDriver driver, CudaKernels kernels) {
-        this.driver = driver;
+    CudaCompute(CudaModuleCalls cuda, CudaKernels kernels) {
+        this.cuda = cuda;
         this.kernels = kernels;
-        this.memcpy = new CudaMemcpy(driver);
+    }
+
+    /** Kernels on the device of the CUDA driver {@code cuda} stands for; closed with it at the latest. */
+    public static CudaCompute open(CudaModuleCalls cuda) {
+        CudaCompute compute = new CudaCompute(cuda, new CudaKernels(cuda));
+        cuda.closeBeforeContext(compute);
+        return compute;
     }
 
     @Override
     public void copyFromHost(long dst, float[] src) {
         if (src.length == 0) return;
-        memcpy.copyToDevice(dst, MemorySegment.ofArray(src), (long) src.length * Float.BYTES);
+        cuda.copyToDevice(dst, MemorySegment.ofArray(src), (long) src.length * Float.BYTES);
     }
 
     @Override
     public void copyToHost(float[] dst, long src) {
         if (dst.length == 0) return;
-        memcpy.copyToHost(MemorySegment.ofArray(dst), src, (long) dst.length * Float.BYTES);
+        cuda.copyToHost(MemorySegment.ofArray(dst), src, (long) dst.length * Float.BYTES);
     }
 
     @Override
@@ -109,7 +116,7 @@ final class CudaCompute implements DeviceCompute {
                     CudaKernels.describe(Kernel.MATMUL, gridX, gridY, TILE, TILE));
         }
         Cublas blas = cublas();
-        if (blas != null && blas.matmul(driver, c, a, b, m, n, k, aRowStride, aColStride, bRowStride, bColStride)) {
+        if (blas != null && blas.matmul(cuda, c, a, b, m, n, k, aRowStride, aColStride, bRowStride, bColStride)) {
             return;
         }
         kernels.launch(Kernel.MATMUL, gridX, gridY, TILE, TILE, c, a, b, m, n, k,
@@ -120,7 +127,7 @@ final class CudaCompute implements DeviceCompute {
     private synchronized Cublas cublas() {
         if (!cublasTried) {
             cublasTried = true;
-            cublas = Cublas.open(driver);
+            cublas = Cublas.open(cuda);
             System.getLogger(CudaCompute.class.getName()).log(System.Logger.Level.INFO, cublas == null
                     ? "vmmkit matmul: PTX kernel (no cuBLAS found, or VMMKIT_MATMUL=ptx)"
                     : "vmmkit matmul: cuBLAS from " + cublas.library());
@@ -128,12 +135,18 @@ final class CudaCompute implements DeviceCompute {
         return cublas;
     }
 
-    /** Destroys the cuBLAS handle, if one was made; the driver's close calls it while its context lives. */
-    synchronized void close() {
-        if (cublas != null) {
-            Cublas open = cublas;
-            cublas = null;
-            open.close();
+    /** Destroys the cuBLAS handle and unloads the module, those that were made; idempotent. */
+    @Override
+    public synchronized void close() {
+        if (cuda != null) cuda.forget(this);
+        try {
+            if (cublas != null) {
+                Cublas open = cublas;
+                cublas = null;
+                open.close();
+            }
+        } finally {
+            kernels.unload();
         }
     }
 
@@ -153,7 +166,7 @@ final class CudaCompute implements DeviceCompute {
 
     @Override
     public void synchronize() {
-        driver.events().synchronizeDevice();
+        cuda.synchronizeDevice();
     }
 
     /** Blocks of {@link #BLOCK} threads covering {@code count} elements. */

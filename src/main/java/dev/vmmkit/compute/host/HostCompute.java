@@ -1,8 +1,10 @@
-package dev.vmmkit.driver.host;
+package dev.vmmkit.compute.host;
 
+import dev.vmmkit.compute.DeviceCompute;
 import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DeviceCompute;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.host.HostDeviceBytes;
+import dev.vmmkit.driver.host.HostDriver;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -10,18 +12,21 @@ import java.lang.foreign.ValueLayout;
 /**
  * {@link DeviceCompute} of the host emulation: plain Java loops over the mapped bytes, read and
  * written in place through the address. Every range is first checked against the driver's
- * mappings, so a bad address is a {@link DriverException} (CUDA_ERROR_ILLEGAL_ADDRESS, as a faulting
+ * mappings (and those other host drivers granted its device), so a bad address is a {@link DriverException} (CUDA_ERROR_ILLEGAL_ADDRESS, as a faulting
  * kernel reports), never a crash of the JVM. Work is synchronous, so {@link #synchronize} has
  * nothing to wait for.
  */
 @SuppressWarnings("restricted") // computing on raw device addresses is this class's whole job
-final class HostCompute implements DeviceCompute {
+public final class HostCompute implements DeviceCompute {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
 
-    private final HostDriver driver;
+    private final int device;
+    private final HostDeviceBytes.AccessCheck accessCheck;
 
-    HostCompute(HostDriver driver) {
-        this.driver = driver;
+    /** Kernels on {@code driver}'s device. */
+    public HostCompute(HostDriver driver) {
+        this.device = driver.device();
+        this.accessCheck = driver.accessCheck();
     }
 
     @Override
@@ -192,9 +197,9 @@ final class HostCompute implements DeviceCompute {
                     kernel + "(address=0x" + Long.toHexString(address) + ", count=" + count + ")");
         }
         // The kernel runs on this driver's device: memory of another device counts if it was granted.
-        if (count > 0 && !HostDevices.isAccessibleTo(driver.device(), address, bytes)) {
+        if (count > 0 && !accessCheck.isAccessible(address, bytes)) {
             throw new DriverException(CudaResult.ILLEGAL_ADDRESS,
-                    "range is not mapped with access for device " + driver.device() + "; the kernel would fault",
+                    "range is not mapped with access for device " + device + "; the kernel would fault",
                     kernel + "(address=0x" + Long.toHexString(address) + ", count=" + count + ")");
         }
         return MemorySegment.ofAddress(address).reinterpret(bytes);

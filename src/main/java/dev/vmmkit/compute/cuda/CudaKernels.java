@@ -1,6 +1,5 @@
-package dev.vmmkit.driver.cuda;
+package dev.vmmkit.compute.cuda;
 
-import static dev.vmmkit.driver.cuda.CudaErrors.failure;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -21,6 +20,7 @@ import java.util.regex.Pattern;
 
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.cuda.CudaModuleCalls;
 
 /**
  * vmmkit's hand-written PTX module ({@code kernels.ptx} beside this class), JIT-compiled by the driver
@@ -32,12 +32,6 @@ class CudaKernels {
     static final String RESOURCE = "kernels.ptx";
     /** Most arguments any kernel takes. */
     private static final int MAX_ARGUMENTS = 12;
-    private static final long LOG_BYTES = 16 * 1024;
-    // CUjit_option values from cuda.h.
-    private static final int CU_JIT_INFO_LOG_BUFFER = 3;
-    private static final int CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
-    private static final int CU_JIT_ERROR_LOG_BUFFER = 5;
-    private static final int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
     /** The kernels of the module, by their entry names. */
     enum Kernel {
@@ -73,13 +67,13 @@ class CudaKernels {
     private static final Pattern ENTRY = Pattern.compile("\\.entry\\s+(\\w+)\\s*\\(([^)]*)\\)");
     private static final Pattern PARAM = Pattern.compile("\\.param\\s+\\.(u64|u32|f32)\\s+\\w+");
 
-    private final CudaDriver driver;
+    private final CudaModuleCalls cuda;
     private final long[] functions = new long[Kernel.values().length];
     private Map<Kernel, List<String>> signatures;
     private long module;
 
-    CudaKernels(CudaDriver driver) {
-        this.driver = driver;
+    CudaKernels(CudaModuleCalls cuda) {
+        this.cuda = cuda;
     }
 
     /**
@@ -98,12 +92,8 @@ class CudaKernels {
                 default -> throw new IllegalArgumentException("kernel argument of type " + arguments[i].getClass());
             }
         }
-        driver.prepare("cuLaunchKernel");
-        int result = CudaApi.cuLaunchKernel(function, gridX, gridY, 1, blockX, blockY, 1, 0, 0L,
-                args.pointers, MemorySegment.NULL);
-        if (result != CudaResult.SUCCESS) {
-            throw failure(result, describe(kernel, gridX, gridY, blockX, blockY, arguments));
-        }
+        cuda.launch(function, gridX, gridY, blockX, blockY, args.pointers,
+                () -> describe(kernel, gridX, gridY, blockX, blockY, arguments));
     }
 
     /**
@@ -170,65 +160,21 @@ class CudaKernels {
             long loaded = module;
             module = 0;
             java.util.Arrays.fill(functions, 0L);
-            driver.prepare("cuModuleUnload");
-            int result = CudaApi.cuModuleUnload(loaded);
-            if (result != CudaResult.SUCCESS) {
-                throw failure(result, "cuModuleUnload(module=0x" + Long.toHexString(loaded) + ")");
-            }
+            cuda.unloadModule(loaded);
         }
     }
 
     /** The kernel's function handle; loads the module on first use. Cheap next to the launch. */
     private synchronized long function(Kernel kernel) {
         if (module == 0) {
-            module = load();
+            module = cuda.loadModule(ptxSource(), RESOURCE);
         }
         long function = functions[kernel.ordinal()];
         if (function == 0) {
-            function = lookUp(kernel);
+            function = cuda.function(module, kernel.entry);
             functions[kernel.ordinal()] = function;
         }
         return function;
-    }
-
-    private long load() {
-        driver.prepare("cuModuleLoadDataEx");
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment image = arena.allocateFrom(ptxSource());
-            MemorySegment errorLog = arena.allocate(LOG_BYTES);
-            MemorySegment infoLog = arena.allocate(LOG_BYTES);
-            MemorySegment options = arena.allocate(JAVA_INT, 4);
-            MemorySegment values = arena.allocate(ADDRESS, 4);
-            options.setAtIndex(JAVA_INT, 0, CU_JIT_ERROR_LOG_BUFFER);
-            values.setAtIndex(ADDRESS, 0, errorLog);
-            options.setAtIndex(JAVA_INT, 1, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
-            values.setAtIndex(JAVA_LONG, 1, LOG_BYTES); // the size travels as the pointer's value
-            options.setAtIndex(JAVA_INT, 2, CU_JIT_INFO_LOG_BUFFER);
-            values.setAtIndex(ADDRESS, 2, infoLog);
-            options.setAtIndex(JAVA_INT, 3, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
-            values.setAtIndex(JAVA_LONG, 3, LOG_BYTES);
-            MemorySegment out = arena.allocate(JAVA_LONG);
-            int result = CudaApi.cuModuleLoadDataEx(out, image, 4, options, values);
-            if (result != CudaResult.SUCCESS) {
-                DriverException plain = failure(result, "cuModuleLoadDataEx(" + RESOURCE + ")");
-                throw new DriverException(result, plain.driverMessage() + "; JIT error log: "
-                        + errorLog.getString(0).strip() + "; JIT info log: " + infoLog.getString(0).strip(),
-                        plain.call());
-            }
-            return out.get(JAVA_LONG, 0);
-        }
-    }
-
-    private long lookUp(Kernel kernel) {
-        driver.prepare("cuModuleGetFunction");
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment out = arena.allocate(JAVA_LONG);
-            int result = CudaApi.cuModuleGetFunction(out, module, arena.allocateFrom(kernel.entry));
-            if (result != CudaResult.SUCCESS) {
-                throw failure(result, "cuModuleGetFunction(" + kernel.entry + ")");
-            }
-            return out.get(JAVA_LONG, 0);
-        }
     }
 
     /** The PTX text shipped in the jar. */

@@ -1,6 +1,6 @@
-package dev.vmmkit.driver.cuda;
+package dev.vmmkit.compute.cuda;
 
-import dev.vmmkit.driver.cuda.CudaKernels.Kernel;
+import dev.vmmkit.compute.cuda.CudaKernels.Kernel;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;

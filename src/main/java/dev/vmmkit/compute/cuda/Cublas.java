@@ -1,4 +1,4 @@
-package dev.vmmkit.driver.cuda;
+package dev.vmmkit.compute.cuda;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
@@ -18,6 +18,7 @@ import java.util.List;
 
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.cuda.CudaModuleCalls;
 
 /**
  * Single-precision matrix products through cuBLAS ({@code cublasSgemm_v2}), called through FFM, for
@@ -38,7 +39,7 @@ final class Cublas {
     private final long handle;
     private final MemorySegment scalars; // alpha = 1, beta = 0, read by cuBLAS from host memory
 
-    private Cublas(SymbolLookup lookup, String library, CudaDriver driver) {
+    private Cublas(SymbolLookup lookup, String library, CudaModuleCalls cuda) {
         Linker linker = Linker.nativeLinker();
         MethodHandle create = linker.downcallHandle(find(lookup, "cublasCreate_v2"), FunctionDescriptor.of(JAVA_INT, ADDRESS));
         this.destroy = linker.downcallHandle(find(lookup, "cublasDestroy_v2"), FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
@@ -49,7 +50,7 @@ final class Cublas {
         this.scalars = Arena.ofAuto().allocate(8, 8);
         scalars.set(JAVA_FLOAT, 0, 1f);
         scalars.set(JAVA_FLOAT, 4, 0f);
-        driver.prepare("cublasCreate_v2");
+        cuda.prepare("cublasCreate_v2");
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
             int status = (int) create.invokeExact(out);
@@ -62,8 +63,8 @@ final class Cublas {
         }
     }
 
-    /** cuBLAS for {@code driver}, or null when the library is absent, turned off, or will not start. */
-    static Cublas open(CudaDriver driver) {
+    /** cuBLAS on the device of {@code cuda}, or null when the library is absent, turned off, or will not start. */
+    static Cublas open(CudaModuleCalls cuda) {
         if ("ptx".equalsIgnoreCase(System.getenv("VMMKIT_MATMUL"))) return null;
         for (String candidate : candidates()) {
             SymbolLookup lookup;
@@ -73,7 +74,7 @@ final class Cublas {
                 continue;
             }
             try {
-                return new Cublas(lookup, candidate, driver);
+                return new Cublas(lookup, candidate, cuda);
             } catch (RuntimeException e) {
                 System.getLogger(Cublas.class.getName()).log(System.Logger.Level.WARNING,
                         "cuBLAS from " + candidate + " unusable, matmul uses the PTX kernel: " + e.getMessage());
@@ -105,11 +106,11 @@ final class Cublas {
     }
 
     /**
-     * Row-major {@code c[m, n] = op(a) @ op(b)} with {@link dev.vmmkit.driver.DeviceCompute#matmul}'s
+     * Row-major {@code c[m, n] = op(a) @ op(b)} with {@link dev.vmmkit.compute.DeviceCompute#matmul}'s
      * strides, or false (nothing done) when a stride pattern is not one cuBLAS takes.
      * Row-major C is column-major C^T = B'^T A'^T, so b comes first.
      */
-    boolean matmul(CudaDriver driver, long c, long a, long b, int m, int n, int k,
+    boolean matmul(CudaModuleCalls cuda, long c, long a, long b, int m, int n, int k,
                    long aRowStride, long aColStride, long bRowStride, long bColStride) {
         int opA, lda, opB, ldb;
         if (aColStride == 1 && aRowStride >= Math.max(1, k)) {
@@ -130,7 +131,7 @@ final class Cublas {
         } else {
             return false;
         }
-        driver.prepare("cublasSgemm_v2");
+        cuda.prepare("cublasSgemm_v2");
         int status;
         try {
             status = (int) sgemm.invokeExact(handle, opB, opA, n, m, k, scalars.asSlice(0, 4), b, ldb, a, lda,

@@ -1,0 +1,226 @@
+"""Real PyTorch workloads for recording allocation traces and memory snapshots (random weights, no network).
+
+Each workload is an ordinary program nobody tuned for vmmkit: HuggingFace transformers' generate() on
+several architectures, a training loop, a diffusion-style U-Net, and encoder inference over varying
+shapes. Run it under `vmmkit run --trace FILE` with PYTORCH_NO_CUDA_MEMORY_CACHING=1 to record
+vmmkit's trace format, or with --snapshot FILE to write PyTorch's own memory snapshot
+(torch.cuda.memory._dump_snapshot) with the caching allocator on.
+
+Usage: python3 workloads.py NAME [--snapshot FILE.pickle] [--max-entries N]
+Prints one JSON line: the workload, its peak figures from torch.cuda (max_memory_allocated,
+max_memory_reserved) and a checksum of its outputs.
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def generate(arch, batch, prompt, new_tokens, seed=0):
+    import transformers as tf
+    torch.manual_seed(seed)
+    if arch == "llama":
+        cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                             num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096)
+        model = tf.LlamaForCausalLM(cfg)
+    elif arch == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=2048)
+        model = tf.GPT2LMHeadModel(cfg)
+    elif arch == "qwen2":
+        cfg = tf.Qwen2Config(vocab_size=32000, hidden_size=896, intermediate_size=4864, num_hidden_layers=12,
+                             num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096)
+        model = tf.Qwen2ForCausalLM(cfg)
+    else:
+        raise SystemExit(f"unknown architecture {arch}")
+    model = model.to("cuda", dtype=torch.bfloat16).eval()
+    vocab = cfg.vocab_size
+    g = torch.Generator().manual_seed(seed)
+    total = 0
+    with torch.no_grad():
+        for round_, b in enumerate(batch):
+            lengths = torch.randint(prompt // 2, prompt + 1, (b,), generator=g)
+            ids = torch.randint(3, vocab, (b, prompt), generator=g)
+            mask = torch.ones(b, prompt, dtype=torch.long)
+            for i, n in enumerate(lengths.tolist()):  # left padding, as batched generation uses
+                mask[i, : prompt - n] = 0
+                ids[i, : prompt - n] = 0
+            out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+            total += int(out.sum().item())
+    return total
+
+
+def train_gpt(steps=30):
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.GPT2Config(vocab_size=16000, n_embd=512, n_layer=6, n_head=8, n_positions=512)
+    model = tf.GPT2LMHeadModel(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    loss_sum = 0.0
+    for step in range(steps):
+        seq = [128, 256, 192, 384][step % 4]
+        x = torch.randint(0, cfg.vocab_size, (8, seq), generator=g).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_sum += loss.item()
+    return loss_sum
+
+
+class UNet(nn.Module):
+    def __init__(self, ch=64, mults=(1, 2, 4, 4)):
+        super().__init__()
+        self.inp = nn.Conv2d(4, ch, 3, padding=1)
+        self.t_emb = nn.Sequential(nn.Linear(128, ch * 4), nn.SiLU(), nn.Linear(ch * 4, ch * 4))
+        self.down, self.up = nn.ModuleList(), nn.ModuleList()
+        chans, c = [ch], ch
+        for i, m in enumerate(mults):
+            blk = nn.ModuleList([self.res(c, ch * m), nn.Conv2d(ch * m, ch * m, 3, stride=2, padding=1) if i < len(mults) - 1 else nn.Identity()])
+            self.down.append(blk)
+            c = ch * m
+            chans.append(c)
+        self.mid = self.res(c, c)
+        for i, m in reversed(list(enumerate(mults))):
+            skip = chans.pop()
+            blk = nn.ModuleList([self.res(c + skip, ch * m), nn.Upsample(scale_factor=2) if i > 0 else nn.Identity()])
+            self.up.append(blk)
+            c = ch * m
+        self.out = nn.Conv2d(c, 4, 3, padding=1)
+
+    @staticmethod
+    def res(cin, cout):
+        return nn.Sequential(nn.GroupNorm(8, cin), nn.SiLU(), nn.Conv2d(cin, cout, 3, padding=1),
+                             nn.GroupNorm(8, cout), nn.SiLU(), nn.Conv2d(cout, cout, 3, padding=1))
+
+    def forward(self, x, t):
+        half = 64
+        freqs = torch.exp(-torch.arange(half, device=x.device) * (9.21 / half))
+        angles = t[:, None].float() * freqs
+        emb = self.t_emb(torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).to(x.dtype))
+        h = self.inp(x) + emb[:, : self.inp.out_channels, None, None]
+        skips = [h]
+        for res, down in self.down:
+            h = res(h)
+            skips.append(h)
+            h = down(h)
+        h = self.mid(h)
+        for res, up in self.up:
+            s = skips.pop()
+            if s.shape[-1] != h.shape[-1]:
+                h = F.interpolate(h, size=s.shape[-2:])
+            h = up(res(torch.cat([h, s], dim=1)))
+        return self.out(h)
+
+
+def unet_sample(steps=20):
+    torch.manual_seed(0)
+    model = UNet().cuda().half().eval()
+    total = 0.0
+    with torch.no_grad():
+        for batch, res in ((4, 64), (2, 96), (8, 64), (1, 128)):
+            x = torch.randn(batch, 4, res, res, device="cuda", dtype=torch.half)
+            for s in range(steps):
+                t = torch.full((batch,), 1000.0 * (1 - s / steps), device="cuda", dtype=torch.half)
+                eps = model(x, t)
+                x = x - 0.05 * eps
+            total += float(x.float().abs().mean().item())
+    return total
+
+
+def unet_train(steps=25):
+    torch.manual_seed(0)
+    model = UNet(ch=48).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    total = 0.0
+    for s in range(steps):
+        res = (64, 96, 80)[s % 3]
+        x = torch.randn(6, 4, res, res, device="cuda")
+        t = torch.rand(6, device="cuda") * 1000
+        noise = torch.randn_like(x)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.mse_loss(model(x + noise, t).float(), noise)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item()
+    return total
+
+
+def encoder_varying(rounds=120):
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        intermediate_size=3072, max_position_embeddings=512)
+    model = tf.BertModel(cfg).cuda().half().eval()
+    g = torch.Generator().manual_seed(2)
+    total = 0.0
+    with torch.no_grad():
+        for r in range(rounds):
+            b = int(torch.randint(1, 33, (1,), generator=g))
+            s = int(torch.randint(16, 513, (1,), generator=g))
+            ids = torch.randint(0, cfg.vocab_size, (b, s), generator=g).cuda()
+            total += float(model(input_ids=ids).last_hidden_state[:, 0].float().sum().item())
+    return total
+
+
+def vision_varying(rounds=60):
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().cuda().eval().to(memory_format=torch.channels_last)
+    g = torch.Generator().manual_seed(3)
+    total = 0.0
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        for r in range(rounds):
+            b = int(torch.randint(1, 65, (1,), generator=g))
+            res = [160, 224, 256, 288][r % 4]
+            x = torch.randn(b, 3, res, res, generator=g).cuda().to(memory_format=torch.channels_last)
+            total += float(model(x).float().sum().item())
+    return total
+
+
+WORKLOADS = {
+    "gen_llama_b1": lambda: generate("llama", [1, 1], 64, 128),
+    "gen_llama_b8": lambda: generate("llama", [8, 4], 128, 96),
+    "gen_llama_long": lambda: generate("llama", [4], 1024, 128),
+    "gen_gpt2_b4": lambda: generate("gpt2", [4, 2], 96, 96),
+    "gen_qwen2_b16": lambda: generate("qwen2", [16], 256, 96),
+    "train_gpt2": train_gpt,
+    "unet_sample": unet_sample,
+    "unet_train": unet_train,
+    "bert_varying": encoder_varying,
+    "resnet_varying": vision_varying,
+}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("name", choices=sorted(WORKLOADS))
+    p.add_argument("--snapshot", help="record PyTorch's memory history and dump the snapshot here")
+    p.add_argument("--max-entries", type=int, default=2_000_000)
+    a = p.parse_args()
+    torch.cuda.init()
+    if a.snapshot:
+        torch.cuda.memory._record_memory_history(enabled="all", stacks="python", max_entries=a.max_entries)
+    start = time.perf_counter()
+    checksum = WORKLOADS[a.name]()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    if a.snapshot:
+        torch.cuda.memory._dump_snapshot(a.snapshot)
+        torch.cuda.memory._record_memory_history(enabled=None)
+    print(json.dumps({"workload": a.name, "seconds": round(seconds, 3), "checksum": checksum,
+                      "max_memory_allocated": torch.cuda.max_memory_allocated(),
+                      "max_memory_reserved": torch.cuda.max_memory_reserved(),
+                      "snapshot": a.snapshot, "max_entries": a.max_entries if a.snapshot else None,
+                      "alloc_conf": __import__("os").environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
