@@ -48,57 +48,17 @@ mkdir -p "$work/models"
 for i in $(seq 1 $count); do truncate -s "${model_mib}M" "$work/models/m$i.bin"; done
 
 python3 - "$driver" "$threshold" "$work" "$out" "$count" "${extra[@]}" <<'PY'
-import json, os, select, subprocess, sys, time, urllib.error, urllib.request
+import os, sys, time
+sys.path.insert(0, "scripts/gpu/lib")
+from serve_client import ServeProcess
 
 driver, threshold, work, out, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 extra = sys.argv[6:]
-log = open(os.path.join(out, "engine-serve-server.log"), "w")
-cmd = ["./vmmkit", "serve", "--engines", work + "/engines", "--models", work + "/models", "--port", "0",
-       "--driver", driver, "--vram-threshold", threshold, "--poll-interval", "200ms", "--no-watch"] + extra
-print("engine-serve:", " ".join(cmd), flush=True)
-serve = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+server = ServeProcess("engine-serve", ["--engines", work + "/engines", "--models", work + "/models",
+                      "--driver", driver, "--vram-threshold", threshold, "--poll-interval", "200ms", "--no-watch"] + extra,
+                      os.path.join(out, "engine-serve-server.log"))
+call, metrics, stop = server.call, server.metrics, server.stop
 failures = []
-
-def stop(code):
-    serve.terminate()
-    try:
-        serve.wait(30)
-    except subprocess.TimeoutExpired:
-        serve.kill()
-    log.close()
-    print("engine-serve: server log in", os.path.join(out, "engine-serve-server.log"))
-    sys.exit(code)
-
-ready, _, _ = select.select([serve.stdout], [], [], 60)
-line = serve.stdout.readline().strip() if ready else ""
-if not line.startswith("listening on "):
-    print("engine-serve: the server did not start:", line or "(no output in 60 s)")
-    stop(1)
-base = line[len("listening on "):]
-print("engine-serve:", line, flush=True)
-
-def call(method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            text = response.read().decode()
-            status = response.status
-    except urllib.error.HTTPError as e:
-        text, status = e.read().decode(), e.code
-    try:
-        return status, json.loads(text)
-    except ValueError:
-        return status, text
-
-def metrics():
-    _, text = call("GET", "/metrics")
-    values = {}
-    for row in text.splitlines():
-        if row and not row.startswith("#"):
-            name, value = row.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
 
 VRAM = 'vmmkit_evictions_total{reason="vram"}'
 LOAD = 'vmmkit_evictions_total{reason="load"}'

@@ -37,6 +37,8 @@ final class EngineCallbacks implements AutoCloseable {
     private final System.Logger logger;
     private final String source;
     private final MemorySegment config;
+    /** The last error line the engine logged, which a failed call's answer repeats; null when none. */
+    private volatile String lastError;
 
     /**
      * @param device      device ordinal for the engine, -1 for none
@@ -67,6 +69,11 @@ final class EngineCallbacks implements AutoCloseable {
         arena.close();
     }
 
+    /** The last error line the engine logged (level 3), or null. */
+    String lastError() {
+        return lastError;
+    }
+
     private MemorySegment allocDevice(MemorySegment ctx, long size) {
         try {
             return MemorySegment.ofAddress(memory.allocate(size));
@@ -91,6 +98,7 @@ final class EngineCallbacks implements AutoCloseable {
         try {
             String text = message.equals(MemorySegment.NULL) ? "" : message.reinterpret(65536).getString(0);
             logger.log(levelOf(level), source + ": " + text);
+            if (level >= 3) lastError = text;
         } catch (Throwable t) {
             // a log line is never worth crashing for
         }

@@ -79,7 +79,8 @@ final class EngineInstance implements RunningEngine {
         if (rc != 0) {
             boolean outOfMemory = memory.outOfMemorySeen();
             instance.close();
-            String what = name + ": " + failedCall + " returned error " + rc;
+            String said = callbacks.lastError();
+            String what = name + ": " + failedCall + " returned error " + rc + (said == null ? "" : " (" + said + ")");
             if (outOfMemory) throw new OutOfMemoryOnLoad(what + " after alloc_device found no device memory");
             throw RequestFailure.engineFailed(what);
         }

@@ -1,0 +1,68 @@
+/*
+ * Reads the engine's options from the manifest's "options" JSON object. The host has already
+ * checked that it is a JSON object; the values this engine reads are plain numbers, so a small
+ * scanner does: it finds "key" followed by ':' and reads the number after it.
+ */
+#include "engine_options.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Finds the number given for key; 1 when found (value set), 0 when absent, -1 when not a number. */
+static int number(const char* json, const char* key, double* value) {
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    for (const char* at = json ? strstr(json, quoted) : NULL; at; at = strstr(at + 1, quoted)) {
+        const char* p = at + strlen(quoted);
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (*p != ':') continue;   /* the key's text inside a string value, not a key */
+        p++;
+        char* end;
+        *value = strtod(p, &end);
+        return end == p ? -1 : 1;
+    }
+    return 0;
+}
+
+static int read_int(const char* json, const char* key, long min, long max, int* out, char* error, size_t size) {
+    double value;
+    int found = number(json, key, &value);
+    if (found == 0) return 0;
+    if (found < 0 || value != (double)(long)value || value < min || value > max) {
+        snprintf(error, size, "option \"%s\" must be a whole number from %ld to %ld", key, min, max);
+        return -1;
+    }
+    *out = (int)value;
+    return 0;
+}
+
+int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t size) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (EngineOptions){
+        .max_tokens = 32, .temperature = 0.0f, .seed = 42, .top_k = 5, .context_size = 2048,
+        .threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus), .gpu_layers = -1,
+    };
+    if (read_int(json, "max_tokens", 1, 1 << 20, &o->max_tokens, error, size)
+        || read_int(json, "top_k", 0, 1 << 20, &o->top_k, error, size)
+        || read_int(json, "context_size", 16, 1 << 24, &o->context_size, error, size)
+        || read_int(json, "threads", 1, 1024, &o->threads, error, size)
+        || read_int(json, "gpu_layers", -1, 100000, &o->gpu_layers, error, size)) {
+        return -1;
+    }
+    double value;
+    int found = number(json, "temperature", &value);
+    if (found < 0 || (found && !(value >= 0 && value <= 100))) {
+        snprintf(error, size, "option \"temperature\" must be a number from 0 to 100");
+        return -1;
+    }
+    if (found) o->temperature = (float)value;
+    found = number(json, "seed", &value);
+    if (found < 0 || (found && !(value >= 0 && value <= 9007199254740992.0 && value == (double)(uint64_t)value))) {
+        snprintf(error, size, "option \"seed\" must be a whole number from 0 to 2^53");
+        return -1;
+    }
+    if (found) o->seed = (uint64_t)value;
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* The llama engine's settings, read from the manifest's "options" object (options_json). */
+#ifndef LLAMA_ENGINE_OPTIONS_H
+#define LLAMA_ENGINE_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int max_tokens;     /* "max_tokens": tokens decoded per request, at most (default 32) */
+    float temperature;  /* "temperature": 0 = greedy (default); > 0 samples from softmax(logits / t) */
+    uint64_t seed;      /* "seed": the sampler's seed, the same for every request (default 42) */
+    int top_k;          /* "top_k": log-probabilities per token, the k largest (default 5); 0 = all, indexed by token id */
+    int context_size;   /* "context_size": tokens of context (default 2048, at most the model's) */
+    int threads;        /* "threads": CPU threads (default: online CPUs, at most 8) */
+    int gpu_layers;     /* "gpu_layers": layers offloaded to the GPU in the CUDA build (default all, -1) */
+} EngineOptions;
+
+/* Fills *options from json (NULL = defaults). Returns 0, or -1 with a message in error for a bad value. */
+int engine_options_parse(const char* json, EngineOptions* options, char* error, size_t error_size);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * llama_engine: a vmmkit engine plugin over llama.cpp, serving GGUF language models.
+ *
+ * engine_generate tokenizes the prompt, decodes it, then decodes up to max_tokens more tokens,
+ * greedily unless a temperature is set, and stops after an end-of-generation token. Each token
+ * carries the log-softmax of the logits: the top_k largest values in descending order (the first
+ * is the chosen token's under greedy decoding), or the whole distribution indexed by token id
+ * when top_k is 0. Each request starts from an empty KV cache and a freshly seeded sampler, so the
+ * same prompt gives the same tokens.
+ *
+ * Where memory lives: on a host without CUDA (EngineConfig.device == -1) the weights go into a
+ * buffer type over alloc_device (host_buffer.c), so vmmkit holds and counts them. In the CUDA
+ * build, ggml allocates weights, KV cache and compute buffers with the CUDA runtime itself; those
+ * allocations reach vmmkit when the engine runs in a process under vmmkit's shim (docs/engine.md).
+ *
+ * llama.cpp keeps one log callback per process; each instance points it at its own copy of this
+ * library while it is loaded, and clears it at shutdown if it is still its own.
+ */
+#define _GNU_SOURCE   /* dladdr */
+#include "vmmkit/engine_api.h"
+
+#include "engine_options.h"
+#include "host_buffer.h"
+#include "logits.h"
+#include "llama.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef LLAMA_ENGINE_VERSION
+#define LLAMA_ENGINE_VERSION "3.22.1"
+#endif
+
+enum { ERR_OPTIONS = -1, ERR_LOAD = -2, ERR_NO_MEMORY = -3, ERR_CONTEXT = -4, ERR_PROMPT = -5, ERR_DECODE = -6 };
+
+static EngineInfo info = {ENGINE_ABI_VERSION, "llama", LLAMA_ENGINE_VERSION};
+static EngineConfig host;
+static EngineOptions options;
+static struct llama_model* model;
+static struct llama_context* context;
+static const struct llama_vocab* vocab;
+static int vocab_size;
+static char last_error[512];   /* llama.cpp's first error line since the load began, for the failure's message */
+
+/* One request's answer: valid until the next call (the ABI's rule 4). */
+static TokenResult* results;
+static float* logprobs;        /* max_tokens rows of logprobs_width floats */
+static int logprobs_width;
+static float* scratch;         /* a copy of the logits, read while the next token decodes */
+static int* top_ids;
+static float scratch_top[1];
+static llama_token* prompt_tokens;
+static int prompt_capacity;
+
+static void say(int level, const char* format, ...) __attribute__((format(printf, 2, 3)));
+static void say(int level, const char* format, ...) {
+    char line[768];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    if (host.log) host.log(host.ctx, level, line);
+}
+
+/* llama.cpp's log lines: warnings and errors go to the host's log; the last error is kept. */
+static void on_llama_log(enum ggml_log_level level, const char* text, void* user_data) {
+    (void)user_data;
+    if (level != GGML_LOG_LEVEL_WARN && level != GGML_LOG_LEVEL_ERROR) return;
+    char line[512];
+    snprintf(line, sizeof line, "%s", text);
+    line[strcspn(line, "\n")] = 0;
+    if (!line[0]) return;
+    if (level == GGML_LOG_LEVEL_ERROR && !last_error[0]) snprintf(last_error, sizeof last_error, "%s", line);  /* the first says most */
+    say(level == GGML_LOG_LEVEL_ERROR ? 3 : 2, "llama.cpp: %s", line);
+}
+
+/* ggml's CPU code is a loadable backend in the prebuilt libraries, beside libggml: load the best one once per process. */
+static void load_backends(void) {
+    if (ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)) return;
+    Dl_info where;
+    if (dladdr((void*)ggml_backend_load_all_from_path, &where) && where.dli_fname) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s", where.dli_fname);
+        ggml_backend_load_all_from_path(dirname(path));
+    }
+    if (!ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)) ggml_backend_load_all();
+}
+
+EngineInfo* engine_get_info(void) {
+    return &info;
+}
+
+int engine_init(EngineConfig* config) {
+    host = *config;
+    char error[160];
+    if (engine_options_parse(config->options_json, &options, error, sizeof error) != 0) {
+        say(3, "llama: %s", error);
+        return ERR_OPTIONS;
+    }
+    llama_log_set(on_llama_log, NULL);
+    load_backends();
+    llama_backend_init();
+    return 0;
+}
+
+int engine_load_model(const char* model_path) {
+    struct llama_model_params model_params = llama_model_default_params();
+    struct llama_model_tensor_buft_override everything[2] = {{".*", NULL}, {NULL, NULL}};
+    if (host.device < 0) {
+        /* No CUDA device: weights in the host's memory; read the file into it rather than mapping it. */
+        everything[0].buft = host_buffer_type(&host);
+        model_params.tensor_buft_overrides = everything;
+        model_params.load_mode = LLAMA_LOAD_MODE_NONE;
+        model_params.n_gpu_layers = 0;
+    } else {
+        model_params.n_gpu_layers = options.gpu_layers;
+        model_params.split_mode = LLAMA_SPLIT_MODE_NONE;   /* the whole model on the host's device */
+        model_params.main_gpu = host.device;
+    }
+    last_error[0] = 0;
+    model = llama_model_load_from_file(model_path, model_params);
+    if (!model) {
+        if (host_buffer_ran_out()) return ERR_NO_MEMORY;
+        say(3, "llama: cannot load %s as a GGUF model%s%s", model_path, last_error[0] ? ": " : "", last_error);
+        return ERR_LOAD;
+    }
+    vocab = llama_model_get_vocab(model);
+    vocab_size = llama_vocab_n_tokens(vocab);
+
+    struct llama_context_params context_params = llama_context_default_params();
+    int trained = llama_model_n_ctx_train(model);
+    context_params.n_ctx = (uint32_t)(trained > 0 && trained < options.context_size ? trained : options.context_size);
+    context_params.n_batch = context_params.n_ctx;
+    context_params.n_threads = options.threads;
+    context_params.n_threads_batch = options.threads;
+    context_params.no_perf = true;
+    context = llama_init_from_model(model, context_params);
+    if (!context) {
+        say(3, "llama: cannot make a context of %u tokens%s%s", context_params.n_ctx, last_error[0] ? ": " : "", last_error);
+        return ERR_CONTEXT;
+    }
+
+    logprobs_width = options.top_k == 0 || options.top_k > vocab_size ? vocab_size : options.top_k;
+    results = calloc((size_t)options.max_tokens, sizeof *results);
+    logprobs = calloc((size_t)options.max_tokens * (size_t)logprobs_width, sizeof *logprobs);
+    scratch = malloc((size_t)vocab_size * sizeof *scratch);
+    top_ids = malloc((size_t)logprobs_width * sizeof *top_ids);
+    if (!results || !logprobs || !scratch || !top_ids) return ERR_NO_MEMORY;
+    char description[128];
+    llama_model_desc(model, description, sizeof description);
+    say(1, "llama: loaded %s (%s, %.1f MiB, vocabulary %d, context %u, %d threads, %s)", model_path, description,
+        llama_model_size(model) / 1048576.0, vocab_size, llama_n_ctx(context), options.threads,
+        host.device < 0 ? "weights in vmmkit memory" : "CUDA");
+    return 0;
+}
+
+/* splitmix64: a small seeded generator, so sampling is reproducible request by request. */
+static uint64_t next_random(uint64_t* state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The next token: the most likely one, or a sample from softmax(logits / temperature). */
+static int choose(const float* logits, int best, uint64_t* random) {
+    if (options.temperature <= 0) return best;
+    return logits_sample(logits, vocab_size, logits[best], options.temperature,
+                         (double)(next_random(random) >> 11) / 9007199254740992.0);
+}
+
+static int tokenize(const char* prompt) {
+    int length = (int)strlen(prompt);
+    bool add_bos = llama_vocab_get_add_bos(vocab);
+    int count = llama_tokenize(vocab, prompt, length, prompt_tokens, prompt_capacity, add_bos, false);
+    if (count < 0) {
+        llama_token* grown = realloc(prompt_tokens, (size_t)-count * sizeof *grown);
+        if (!grown) return ERR_NO_MEMORY;
+        prompt_tokens = grown;
+        prompt_capacity = -count;
+        count = llama_tokenize(vocab, prompt, length, prompt_tokens, prompt_capacity, add_bos, false);
+    }
+    if (count <= 0) {
+        say(3, "llama: the prompt gives no tokens");
+        return ERR_PROMPT;
+    }
+    return count;
+}
+
+static int decode_failed(int produced) {
+    say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
+    return ERR_DECODE;
+}
+
+int engine_generate(const char* prompt, TokenResult** out) {
+    if (!context) return ERR_CONTEXT;
+    int count = tokenize(prompt);
+    if (count < 0) return count;
+    uint32_t room = llama_n_ctx(context);
+    if ((uint32_t)count + (uint32_t)options.max_tokens > room) {
+        say(3, "llama: the prompt's %d tokens and %d new ones do not fit the context of %u", count, options.max_tokens, room);
+        return ERR_PROMPT;
+    }
+    llama_memory_clear(llama_get_memory(context), true);
+    uint64_t random = options.seed;
+    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
+    int produced = 0;
+    for (;;) {
+        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
+        const float* logits = llama_get_logits_ith(context, -1);
+        float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
+        int best;
+        if (logprobs_width == vocab_size) {
+            memcpy(row, logits, (size_t)vocab_size * sizeof *row);
+            logits_top(logits, vocab_size, 1, scratch_top, &best);
+        } else {
+            logits_top(logits, vocab_size, logprobs_width, row, top_ids);
+            best = top_ids[0];
+        }
+        llama_token token = choose(logits, best, &random);
+        float max = logits[best];
+        if (logprobs_width != vocab_size) memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
+        results[produced] = (TokenResult){.token_id = (uint32_t)token, .logprobs = row, .logprobs_len = (size_t)logprobs_width};
+        produced++;
+        int more = produced < options.max_tokens && !llama_vocab_is_eog(vocab, token);
+        if (more) {
+            /* Queue the next token first: the log-softmax below runs while the GPU decodes. */
+            prompt_tokens[0] = token;
+            if (llama_decode(context, llama_batch_get_one(prompt_tokens, 1)) != 0) return decode_failed(produced);
+        }
+        const float* all = logprobs_width == vocab_size ? row : scratch;
+        float shift = max + logits_log_sum_exp(all, vocab_size, max);
+        for (int i = 0; i < logprobs_width; i++) row[i] -= shift;
+        if (!more) break;
+    }
+    *out = results;
+    return produced;
+}
+
+void engine_shutdown(void) {
+    if (context) llama_free(context);
+    if (model) llama_model_free(model);   /* frees the weights' buffers: free_device for each */
+    context = NULL;
+    model = NULL;
+    free(results);
+    free(logprobs);
+    free(prompt_tokens);
+    free(scratch);
+    free(top_ids);
+    scratch = NULL;
+    top_ids = NULL;
+    results = NULL;
+    logprobs = NULL;
+    prompt_tokens = NULL;
+    prompt_capacity = 0;
+    ggml_log_callback current;
+    void* data;
+    llama_log_get(&current, &data);
+    if (current == on_llama_log) llama_log_set(NULL, NULL);   /* this copy of the code is about to go */
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# GPU check of the llama.cpp engine (examples/llama-engine) under `vmmkit serve --driver cuda`:
+#   1. builds llama.cpp with CUDA for sm_90 (H100, H200) from the npm package's source, the same
+#      source as the CPU libraries the tests use: only the targets llama, ggml and llama-bench;
+#   2. builds the engine's CUDA variant against it;
+#   3. writes a generated llama model of about 1.9 GB (scripts/tiny-gguf.sh, f16);
+#   4. runs llama-bench on that file (the native anchor: tg128, all layers on the GPU), then serves
+#      the same file and settings through `vmmkit serve` and times 128-token requests over HTTP;
+#   5. prints device memory as /metrics and nvidia-smi see it after each step: a first load and
+#      unload (the baseline), load, a second model that makes the resource monitor evict the first,
+#      a shadow reload, unload; the end must be within 64 MiB of the baseline.
+#   bash scripts/gpu/llama.sh
+# Carry: .deps/llama.cpp/3.22.1/source.tar.xz (7.2 MiB; scripts/fetch-llama-cpp.sh makes it from
+# the npm package), runtime/ and target/ (the jar). No network. Needs nvcc, cmake, ninja, python3
+# with numpy and yaml. LLAMA_CUDA_FA=ON compiles the FlashAttention kernels too (minutes longer).
+# LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
+# and no llama-bench (a check of the script itself).
+# Prints "llama-figure: NAME VALUE" lines; exits non-zero when a request fails or memory does not
+# come back.
+set -uo pipefail
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" llama
+version=3.22.1
+mode="${LLAMA_GPU:-cuda}"
+work="$(mktemp -d /tmp/vmmkit-llama.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/engines" "$work/models"
+began=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - began )) s"; }
+
+if [ "$mode" = cuda ]; then
+  archive="${LLAMA_SOURCE:-.deps/llama.cpp/$version/source.tar.xz}"
+  [ -f "$archive" ] || { echo "llama: no $archive (scripts/fetch-llama-cpp.sh makes it; carry it)"; exit 2; }
+  mkdir -p "$work/src" "$work/include" "$work/lib"
+  tar -xJf "$archive" -C "$work/src"
+  echo "llama: building llama.cpp (CUDA, sm_90) from $archive; log in $out/build.log"
+  # GGML_CUDA_NO_VMM: ggml's pool takes its memory with cudaMalloc, which vmmkit's shim serves.
+  cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NO_VMM=ON -DGGML_CUDA_NCCL=OFF \
+      -DGGML_CUDA_FA="${LLAMA_CUDA_FA:-OFF}" -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF >"$out/build.log" 2>&1 \
+    && ninja -C "$work/build" -j16 llama ggml llama-bench >>"$out/build.log" 2>&1 \
+    || { tail -n 30 "$out/build.log"; echo "llama: the llama.cpp build failed"; exit 1; }
+  echo "llama: built in $(elapsed)"
+  cp "$work"/src/include/llama.h "$work"/src/ggml/include/*.h "$work"/src/ggml/src/ggml-backend-impl.h "$work/include/"
+  find "$work/build/bin" -maxdepth 1 -name 'lib*.so*' ! -name 'libllama-common*' ! -name 'libmtmd*' -exec cp -P {} "$work/lib/" \;
+  make -s -C examples/llama-engine install BACKEND=cuda LLAMA_DIR="$work" LLAMA_LIB="$work/lib" \
+      ENGINES="$work/engines" BUILD="$work/plugin" || { echo "llama: the engine's CUDA build failed"; exit 1; }
+  gguf_py="$work/src/gguf-py"
+  dims=(--embd 2048 --layers 16 --heads 16 --kv-heads 16 --ff 5632 --vocab 32000 --context 2048 --type f16)
+  tokens=128
+  driver_args=(--driver cuda)
+  threads=', "threads": 8'
+else
+  [ -f target/engines/llama/cpu/libllama_engine.so ] || { echo "llama: build target/engines/llama/cpu first (scripts/fetch-llama-cpp.sh)"; exit 2; }
+  cp -r target/engines/llama "$work/engines/"
+  gguf_py="$(ls -d .deps/llama.cpp/*/gguf-py | tail -n 1)"
+  dims=(--embd 256 --layers 4 --ff 512 --vocab 2048 --context 512)
+  tokens=32
+  driver_args=(--driver host --device-memory 40MiB)   # 50 %: one model (14 MiB) fits, two do not
+  threads=', "threads": 1'
+fi
+backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
+# The same settings as llama-bench's: all layers on the GPU, 8 threads, no FlashAttention, a context
+# just above the request's tokens (llama-bench's is prompt + generated tokens; ggml pads both to 256).
+cat > "$work/engines/llama/$backend/manifest.json" <<JSON
+{"id": "llama", "version": "$version", "abi_version": "1", "gpu_backend": "$backend",
+ "architectures": ["llama"], "formats": ["gguf"], "binary": "libllama_engine.so",
+ "options": {"max_tokens": $tokens, "context_size": 256, "gpu_layers": -1, "top_k": 5$threads}}
+JSON
+
+LLAMA_GGUF_PY="$gguf_py" bash scripts/tiny-gguf.sh "$work/models/big.gguf" "${dims[@]}" \
+  || { echo "llama: cannot write the model"; exit 1; }
+ln "$work/models/big.gguf" "$work/models/other.gguf"   # a second model of the same size, no more disk
+model_mib=$(( $(stat -c %s "$work/models/big.gguf") >> 20 ))
+echo "llama: model of $model_mib MiB written ($(elapsed))"
+echo "llama-figure: model_mib $model_mib"
+
+bench_ts=0
+if [ "$mode" = cuda ]; then
+  "$work/build/bin/llama-bench" -m "$work/models/big.gguf" -ngl 99 -p 0 -n $tokens -r 5 -fa off -t 8 -o json \
+      >"$out/llama-bench.json" 2>"$out/llama-bench.log" || { tail "$out/llama-bench.log"; echo "llama: llama-bench failed"; exit 1; }
+  bench_ts=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['avg_ts'])" "$out/llama-bench.json")
+  echo "llama-figure: llama_bench_tg${tokens}_tokens_per_s $bench_ts"
+fi
+
+python3 - "$mode" "$work" "$out" "$tokens" "$bench_ts" "$model_mib" "${driver_args[@]}" <<'PY'
+import os, subprocess, sys, time
+sys.path.insert(0, "scripts/gpu/lib")
+from serve_client import ServeProcess
+
+mode, work, out, tokens, bench_ts, model_mib = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+driver_args = sys.argv[7:]
+cuda = mode == "cuda"
+
+def smi():
+    """GPU 0's used memory in MiB, as nvidia-smi reports it (None off a GPU)."""
+    if not cuda:
+        return None
+    text = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                          capture_output=True, text=True).stdout
+    return int(text.split(",")[0])
+
+if cuda:
+    total_mib = int(subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                                   capture_output=True, text=True).stdout.strip())
+    # Room for the host's context and one model (weights, KV cache, compute buffers), not two.
+    threshold = round(min(0.95, (smi() + 1024 + 1.5 * (model_mib + 600)) / total_mib), 3)
+else:
+    threshold = 0.5
+server = ServeProcess("llama", ["--engines", work + "/engines", "--models", work + "/models", "--vram-threshold", str(threshold),
+                                 "--poll-interval", "200ms", "--no-watch"] + driver_args, os.path.join(out, "serve.log"), 120)
+call, metrics, stop = server.call, server.metrics, server.stop
+failures = []
+
+def row(step):
+    m = metrics()
+    models = {k.split('model="')[1].split('"')[0]: int(v) >> 20 for k, v in m.items() if k.startswith("vmmkit_model_device_bytes{")}
+    gpu = smi()
+    print(f"{step:<34} /metrics device used {int(m['vmmkit_device_used_bytes']) >> 20:>7} MiB, per model {models}"
+          + ("" if gpu is None else f"   nvidia-smi {gpu:>7} MiB"), flush=True)
+    return m, gpu
+
+def generate(model, prompt="hello world"):
+    t0 = time.perf_counter()
+    status, answer = call("POST", "/api/generate", {"model": model, "prompt": prompt})
+    took = time.perf_counter() - t0
+    if status != 200:
+        failures.append(f"generate {model}: {status} {answer}")
+        return None, took
+    return [t["id"] for t in answer["tokens"]], took
+
+def wait_gone(name, seconds=60):
+    end = time.time() + seconds
+    while time.time() < end:
+        _, models = call("GET", "/api/models")
+        if all(m["name"] != name for m in models):
+            return True
+        time.sleep(0.1)
+    return False
+
+m_start, gpu_start = row("start")
+# One load and unload first: the CUDA runtime's context and cuBLAS's handles stay once made, a
+# model must not. What is in use after it is the baseline the end is compared with.
+generate("other")
+call("DELETE", "/api/models/other")
+m_base, gpu_base = row("baseline (after a load and unload)")
+first, took = generate("big")
+print(f"llama: first request (load + {tokens} tokens) {took:.2f} s", flush=True)
+runs = []
+for _ in range(5):
+    ids, took = generate("big")
+    if ids is not None:
+        if ids != first:
+            failures.append("the same prompt gave other tokens")
+        runs.append(len(ids) / took)
+if runs:
+    served = sorted(runs)[len(runs) // 2]
+    print(f"llama-figure: served_tg{tokens}_tokens_per_s {served:.1f} (median of {len(runs)}, HTTP round trip included, {len(first)} tokens each)")
+    if bench_ts:
+        print(f"llama-figure: overhead_vs_llama_bench_percent {100 * (bench_ts / served - 1):.2f}")
+m_loaded, gpu_loaded = row("loaded big")
+if gpu_loaded is not None:
+    print(f"llama-figure: nvidia_smi_model_mib {gpu_loaded - gpu_start}")
+big_bytes = sum(v for k, v in m_loaded.items() if k.startswith('vmmkit_model_device_bytes{model="big"'))
+print(f"llama-figure: metrics_model_device_mib {int(big_bytes) >> 20}")
+
+generate("other")
+evicted = wait_gone("big")
+if not evicted:
+    failures.append("the monitor did not evict big after other loaded")
+m_evicted, gpu_evicted = row("other loaded, big evicted" if evicted else "other loaded, big NOT evicted")
+
+status, answer = call("POST", "/api/engines/llama/reload")
+if status != 200:
+    failures.append(f"reload: {status} {answer}")
+ids, _ = generate("other")
+row("reloaded (shadow), other serves")
+if ids is not None and ids != first:
+    failures.append("after the reload the same prompt gave other tokens")
+status, _ = call("DELETE", "/api/models/other")
+_, gpu_end = row("unloaded other")
+if status != 200:
+    failures.append("unload other failed")
+m_end = metrics()
+print(f"llama-figure: metrics_device_used_mib_baseline_end {int(m_base['vmmkit_device_used_bytes']) >> 20} {int(m_end['vmmkit_device_used_bytes']) >> 20}")
+if cuda:
+    print(f"llama-figure: nvidia_smi_mib_start_baseline_end {gpu_start} {gpu_base} {gpu_end}")
+    if gpu_end - gpu_base > 64:
+        failures.append(f"device memory did not come back: {gpu_base} MiB at the baseline, {gpu_end} MiB at the end")
+elif m_end["vmmkit_device_used_bytes"] > m_base["vmmkit_device_used_bytes"]:
+    failures.append("device memory did not come back to the baseline")
+for failure in failures:
+    print("FAIL:", failure)
+print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")
+stop(0 if not failures else 1)
+PY
+rc=$?
+echo "llama: done in $(elapsed)"
+exit $rc
