@@ -17,6 +17,7 @@
  * library while it is loaded, and clears it at shutdown if it is still its own.
  */
 #define _GNU_SOURCE   /* dladdr */
+#define ENGINE_ABI_VERSION 1  /* non-streaming: engine_generate returns all tokens at once */
 #include "vmmkit/engine_api.h"
 
 #include "engine_options.h"

@@ -154,6 +154,32 @@ final class WorkerEngine implements RunningEngine {
         }
     }
 
+    @Override
+    public Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink) {
+        WorkerProcess.Answer answer;
+        try {
+            answer = worker.call(WorkerChannel.GENERATE_STREAM, "engine_generate_stream", out -> {
+                WorkerChannel.writeString(out, prompt);
+                WorkerChannel.writeString(out, requestJson);
+            }, timeout, sink);
+        } catch (WorkerProcess.WorkerDied e) {
+            throw died(name + ": engine_generate_stream", e.death);
+        }
+        try {
+            DataInputStream in = answer.payload();
+            if (answer.type() == WorkerChannel.FAILED) {
+                in.readBoolean();
+                figures(in);
+                throw RequestFailure.engineFailed(WorkerChannel.readString(in));
+            }
+            figures(in);
+            return new Generation.Outcome(Generation.Finish.of(in.readInt()), in.readInt());
+        } catch (IOException e) {
+            worker.kill("its answer to engine_generate_stream could not be read: " + e);
+            throw RequestFailure.workerCrashed(name + ": the worker's answer to engine_generate_stream could not be read: " + e);
+        }
+    }
+
     private void figures(DataInputStream in) throws IOException {
         deviceBytes = in.readLong();
         device.workerUses(this, in.readLong());
