@@ -132,8 +132,8 @@ typedef struct {
     const char* text;             /* the token's UTF-8 piece, text_len bytes, not NUL-terminated */
     size_t text_len;
     float logprob;                /* log-probability of this token (0 when the engine has none) */
-    const uint32_t* top_ids;      /* the top_len most likely tokens at this step, best first (may be NULL) */
-    const float* top_logprobs;    /* their log-probabilities */
+    const uint32_t* top_ids;      /* the top_len most likely tokens at this step, best first; NULL when */
+    const float* top_logprobs;    /* top_logprobs is the whole distribution indexed by token id; their log-probabilities */
     size_t top_len;
 } EngineToken;
 

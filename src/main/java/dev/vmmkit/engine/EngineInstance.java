@@ -197,15 +197,18 @@ final class EngineInstance implements RunningEngine {
             throw RequestFailure.engineFailed(name + ": a token with text_len " + textLength);
         }
         if (topLength < 0 || topLength > MAX_RESULTS
-                || (topLength > 0 && (topIds.equals(MemorySegment.NULL) || topLogprobs.equals(MemorySegment.NULL)))) {
-            throw RequestFailure.engineFailed(name + ": a token with top_len " + topLength + " and a NULL array");
+                || (topLength > 0 && topLogprobs.equals(MemorySegment.NULL))) {
+            throw RequestFailure.engineFailed(name + ": a token with top_len " + topLength + " and a NULL top_logprobs");
         }
         byte[] bytes = textLength == 0 ? new byte[0] : text.reinterpret(textLength).toArray(ValueLayout.JAVA_BYTE);
-        long[] ids = new long[(int) topLength];
-        float[] logprobs = new float[(int) topLength];
+        // top_ids NULL: top_logprobs is the whole distribution, indexed by token id
+        long[] ids = new long[topLength > 0 && !topIds.equals(MemorySegment.NULL) ? (int) topLength : 0];
+        float[] logprobs = new float[0];
         if (topLength > 0) {
-            int[] raws = topIds.reinterpret(topLength * Integer.BYTES).toArray(ValueLayout.JAVA_INT);
-            for (int i = 0; i < ids.length; i++) ids[i] = Integer.toUnsignedLong(raws[i]);
+            if (ids.length > 0) {
+                int[] raws = topIds.reinterpret(topLength * Integer.BYTES).toArray(ValueLayout.JAVA_INT);
+                for (int i = 0; i < ids.length; i++) ids[i] = Integer.toUnsignedLong(raws[i]);
+            }
             logprobs = topLogprobs.reinterpret(topLength * Float.BYTES).toArray(ValueLayout.JAVA_FLOAT);
         }
         return new Generation.Token(id, bytes, (float) EngineAbi.EVENT_LOGPROB.get(event, 0L), ids, logprobs);

@@ -61,7 +61,7 @@ final class OpenAiApi {
             ObjectNode choice = answer.putArray("choices").addObject().put("index", 0);
             if (chat) choice.putObject("message").put("role", "assistant").put("content", result.text());
             else choice.put("text", result.text());
-            if (logprobs) logprobs(choice, result.tokens(), chat);
+            if (logprobs) logprobs(choice, result.tokens(), chat, top);
             else choice.putNull("logprobs");
             choice.put("finish_reason", finishReason(result.finish()));
             usage(answer, result);
@@ -87,7 +87,7 @@ final class OpenAiApi {
                 ObjectNode choice = chunk.putArray("choices").addObject().put("index", 0);
                 if (chat) choice.putObject("delta").put("content", text);
                 else choice.put("text", text);
-                if (logprobs && token != null) logprobs(choice, java.util.List.of(token), chat);
+                if (logprobs && token != null) logprobs(choice, java.util.List.of(token), chat, top);
                 else choice.putNull("logprobs");
                 choice.putNull("finish_reason");
                 return reply.chunk(event(chunk));
@@ -153,18 +153,32 @@ final class OpenAiApi {
         OllamaApi.tokens(extra.putArray("tokens"), result.tokens());
     }
 
-    private static void logprobs(ObjectNode choice, java.util.List<Generation.Token> tokens, boolean chat) {
+    /** The {@code k} most likely alternatives at a token's step, best first: (id, log-probability); id -1 when unknown. */
+    static java.util.List<long[]> alternatives(Generation.Token token, int k) {
+        float[] values = token.topLogprobs();
+        Integer[] order = new Integer[values.length];
+        for (int i = 0; i < order.length; i++) order[i] = i;
+        boolean byId = token.topIds().length == 0 && token.text().length > 0; // the whole distribution, indexed by id
+        if (byId) java.util.Arrays.sort(order, (x, y) -> Float.compare(values[y], values[x]));
+        java.util.List<long[]> out = new java.util.ArrayList<>();
+        for (int i = 0; i < Math.min(k, order.length); i++) {
+            int at = order[i];
+            long id = byId ? at : at < token.topIds().length ? token.topIds()[at] : -1;
+            out.add(new long[]{id, Float.floatToIntBits(values[at])});
+        }
+        return out;
+    }
+
+    private static void logprobs(ObjectNode choice, java.util.List<Generation.Token> tokens, boolean chat, int k) {
         if (chat) {
             ArrayNode content = choice.putObject("logprobs").putArray("content");
             for (Generation.Token token : tokens) {
                 ObjectNode item = content.addObject().put("token", piece(token)).put("logprob", logprob(token));
                 bytes(item, token.text());
                 ArrayNode top = item.putArray("top_logprobs");
-                for (int i = 0; i < token.topLogprobs().length; i++) {
-                    ObjectNode alt = top.addObject().put("token", i < token.topIds().length ? "<" + token.topIds()[i] + ">" : "")
-                            .put("logprob", token.topLogprobs()[i]);
-                    if (i < token.topIds().length && token.topIds()[i] == token.id()) alt.put("token", piece(token));
-                    alt.putNull("bytes");
+                for (long[] alt : alternatives(token, k)) {
+                    top.addObject().put("token", alt[0] == token.id() ? piece(token) : "<" + alt[0] + ">")
+                            .put("logprob", Float.intBitsToFloat((int) alt[1])).putNull("bytes");
                 }
             }
             return;
@@ -173,15 +187,16 @@ final class OpenAiApi {
         ArrayNode texts = lp.putArray("tokens");
         ArrayNode values = lp.putArray("token_logprobs");
         ArrayNode tops = lp.putArray("top_logprobs");
-        lp.putArray("text_offset");
+        ArrayNode offsets = lp.putArray("text_offset");
+        int offset = 0;
         for (Generation.Token token : tokens) {
             texts.add(piece(token));
             values.add(logprob(token));
+            offsets.add(offset);
+            offset += piece(token).length();
             ObjectNode top = tops.addObject();
-            for (int i = 0; i < token.topLogprobs().length; i++) {
-                String key = i < token.topIds().length && token.topIds()[i] == token.id() ? piece(token)
-                        : "<" + (i < token.topIds().length ? token.topIds()[i] : i) + ">";
-                top.put(key, token.topLogprobs()[i]);
+            for (long[] alt : alternatives(token, k)) {
+                top.put(alt[0] == token.id() ? piece(token) : "<" + alt[0] + ">", Float.intBitsToFloat((int) alt[1]));
             }
         }
     }
