@@ -24,7 +24,7 @@ class DeployManifestsTest {
         Assumptions.assumeTrue(Files.isDirectory(MODULES.resolve("kubernetes-models")),
                 "the kubernetes-models npm package is not in " + MODULES + " (scripts/install-test-deps.sh installs it; it needs npm)");
         Process node = new ProcessBuilder("node", Path.of("src/test/js/validate-k8s.mjs").toAbsolutePath().toString(),
-                MODULES.toString(), Path.of("deploy/kubernetes.yaml").toAbsolutePath().toString()).redirectErrorStream(true).start();
+                MODULES.toString(), "deploy/kubernetes.yaml").redirectErrorStream(true).start();
         String said = new String(node.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertTrue(node.waitFor(120, TimeUnit.SECONDS));
         assertEquals(0, node.exitValue(), said);
