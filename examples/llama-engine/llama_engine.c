@@ -219,6 +219,7 @@ int engine_generate(const char* prompt, TokenResult** out) {
     for (;;) {
         /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
         const float* logits = llama_get_logits_ith(context, -1);
+        if (!logits) return decode_failed(produced);
         float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
         int best;
         if (logprobs_width == vocab_size) {

@@ -7,7 +7,7 @@ reads a GGUF model with gguf's reader, decodes greedily from the given vocabular
 The prompt is BOS followed by the named pieces (looked up in the model's own vocabulary), which is
 how SentencePiece tokenizes a word that is one piece. Llama as llama.cpp defines it: RMS norm, RoPE
 on adjacent pairs (llama's "normal" mode) with base 10000, grouped-query attention with a causal
-mask, SwiGLU feed-forward."""
+mask over an f16 KV cache, SwiGLU feed-forward."""
 import json
 import sys
 
@@ -59,6 +59,9 @@ def main():
             q = rope((h @ w("attn_q").T).reshape(n, heads, dim))
             k = rope((h @ w("attn_k").T).reshape(n, kv_heads, dim))
             v = (h @ w("attn_v").T).reshape(n, kv_heads, dim)
+            # llama.cpp's KV cache holds keys (after RoPE) and values as f16 by default.
+            k = k.astype(np.float16).astype(np.float64)
+            v = v.astype(np.float16).astype(np.float64)
             k = np.repeat(k, heads // kv_heads, axis=1)
             v = np.repeat(v, heads // kv_heads, axis=1)
             scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(dim) + mask
