@@ -48,7 +48,9 @@
  *
  *  7. Errors. engine_init and engine_load_model return 0 on success. engine_generate returns the
  *     number of results (>= 0) or a negative error code; the host answers HTTP 500 for an error
- *     and keeps serving. Never abort() or exit() the process: the plugin runs inside the host.
+ *     and keeps serving. Never abort() or exit() the process: by default the host runs each
+ *     instance in a worker process, where that ends the worker and fails the request in flight, but
+ *     with --isolation in-process the plugin runs inside the host.
  *
  *  8. Strings passed in (model_path, prompt, options_json) are UTF-8, NUL-terminated and valid only
  *     during the call. options_json is the manifest's "options" object as JSON, or NULL.

@@ -7,7 +7,6 @@ import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.VmmLog;
 
 import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;

@@ -32,6 +32,9 @@ final class WorkerEngine implements RunningEngine {
     private volatile long deviceBytes;
     private volatile boolean shutDown;
     private boolean closed;
+    /** Where deaths go once the model loaded; before, a death is the load's failure. */
+    private Deaths deaths;
+    private WorkerProcess.Death unreported;
 
     private WorkerEngine(PluginSnapshot snapshot, DeviceMemory device, Duration timeout, String name,
                          Path privateDir) throws IOException, WorkerProcess.WorkerDied {
@@ -99,10 +102,6 @@ final class WorkerEngine implements RunningEngine {
         engine.deathsGoTo(deaths);
         return engine;
     }
-
-    /** Where deaths go once the model loaded; before, a death is the load's failure. */
-    private Deaths deaths;
-    private WorkerProcess.Death unreported;
 
     private synchronized void deathsGoTo(Deaths listener) {
         deaths = listener;
@@ -234,9 +233,5 @@ final class WorkerEngine implements RunningEngine {
         }
         worker.close();
         device.workerGone(this);
-    }
-
-    String name() {
-        return name;
     }
 }

@@ -42,6 +42,8 @@ final class WorkerProcess implements AutoCloseable {
     }
 
     private static final AtomicInteger WORKERS = new AtomicInteger();
+    /** How long a worker whose channel ended may take to exit before it counts as having closed it on purpose. */
+    private static final long CLOSED_CHANNEL_GRACE_SECONDS = 5;
 
     private final Process process;
     private final WorkerChannel channel;
@@ -256,8 +258,8 @@ final class WorkerProcess implements AutoCloseable {
         int status;
         try {
             // A worker that dies closes its channel as it exits; one whose channel ended but that
-            // still runs a moment later closed it on purpose, and is ended like a crash.
-            if (!process.waitFor(2, TimeUnit.SECONDS)) {
+            // still runs seconds later closed it on purpose, and is ended like a crash.
+            if (!process.waitFor(CLOSED_CHANNEL_GRACE_SECONDS, TimeUnit.SECONDS)) {
                 if (endingReason == null) endingReason = "it closed its channel without exiting";
                 process.destroyForcibly();
             }

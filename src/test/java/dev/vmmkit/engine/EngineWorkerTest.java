@@ -36,8 +36,12 @@ class EngineWorkerTest {
     private static final int MIB = 1 << 20;
     /** For the crash cases: generous, since nothing here should ever reach it. */
     private static final Duration LONG = Duration.ofSeconds(300);
-    /** For the hang cases: the fixture hangs for ever, and every other call here takes microseconds. */
-    private static final Duration HANG = Duration.ofSeconds(3);
+    /**
+     * For the hang cases: the fixture hangs for ever. The timeout covers every call of those
+     * cases, the loads included (a fresh worker's JVM loads its classes then, about 1 s on a
+     * 2-core machine under a load average of 25), hence the margin.
+     */
+    private static final Duration HANG = Duration.ofSeconds(10);
 
     @Test
     void servesThroughAWorkerAndGivesItsMemoryBackOnUnload(@TempDir Path root) throws Exception {
