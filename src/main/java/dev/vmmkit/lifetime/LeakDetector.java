@@ -20,11 +20,20 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code vmmkit.leakDetection.samplingInterval} (128) with its creation site; {@code paranoid}
  * tracks every tensor with its creation site and last {@value LeakRecord#MAX_ACCESSES} accesses.
  * The queue is polled on every allocation and by {@link #check()}.
+ *
+ * <p>The queue is filled by the JVM's reference handler thread some time after a collection, so
+ * polling it finds a leak late or, right after {@code System.gc()}, not at all. {@link #collectAndCheck()}
+ * therefore does not wait on the queue: a collection clears the referent of every phantom reference
+ * whose tensor it found unreachable before {@code System.gc()} returns, so it looks at each tracked
+ * record directly ({@link java.lang.ref.Reference#refersTo refersTo(null)}) and repeats until a
+ * collection finds nothing new.
  */
 public final class LeakDetector {
     private static final System.Logger LOG = System.getLogger("dev.vmmkit.lifetime.leak");
     private static final int DEFAULT_SAMPLING_INTERVAL = 128;
     private static final int MAX_KEPT_REPORTS = 100;
+    /** A tensor lost behind another lost one is found in the same collection; more rounds are a safety margin. */
+    private static final int MAX_COLLECTIONS = 5;
     private static final AtomicLong TOTAL_LEAKS = new AtomicLong();
 
     /** How much the detector tracks. */
@@ -56,7 +65,7 @@ public final class LeakDetector {
     private final Level level;
     private final int samplingInterval;
     private final Reclaimer reclaimer;
-    private final ReferenceQueue<Tensor> queue = new ReferenceQueue<>();
+    private final ReferenceQueue<Tensor> queue; // null: records are never enqueued, only swept
     private final Set<LeakRecord> open = ConcurrentHashMap.newKeySet();
     private final AtomicLong leaks = new AtomicLong();
     private final AtomicLong leakedBytes = new AtomicLong();
@@ -68,6 +77,12 @@ public final class LeakDetector {
     }
 
     LeakDetector(Level level, int samplingInterval, Reclaimer reclaimer) {
+        this(level, samplingInterval, reclaimer, new ReferenceQueue<>());
+    }
+
+    /** With {@code queue} null, as if the reference handler never ran: only {@link #collectAndCheck()} finds leaks. */
+    LeakDetector(Level level, int samplingInterval, Reclaimer reclaimer, ReferenceQueue<Tensor> queue) {
+        this.queue = queue;
         this.level = level;
         this.samplingInterval = samplingInterval;
         this.reclaimer = reclaimer;
@@ -105,45 +120,62 @@ public final class LeakDetector {
     }
 
     /**
-     * Reports and reclaims every tracked tensor the collector found unreachable since the last
-     * check. Returns how many were found now. Callers that want every leak found now first make
-     * the collector run (tests: {@code System.gc()}).
+     * Reports and reclaims every tracked tensor the collector found unreachable and the reference
+     * handler has enqueued since the last check; cheap, for every allocation. Returns how many were
+     * found now. {@link #collectAndCheck()} finds every leak made so far.
      */
     public int check() {
+        if (queue == null) return 0;
         int found = 0;
         for (LeakRecord record; (record = (LeakRecord) queue.poll()) != null; ) {
-            if (!open.remove(record)) continue; // closed normally
-            found++;
-            leaks.incrementAndGet();
-            TOTAL_LEAKS.incrementAndGet();
-            leakedBytes.addAndGet(record.bytes);
-            String report = record.report();
-            synchronized (reports) {
-                if (reports.size() == MAX_KEPT_REPORTS) reports.removeFirst();
-                reports.add(report);
-            }
-            LOG.log(System.Logger.Level.ERROR, report);
-            reclaimer.reclaim(record.address, record.bytes);
+            if (found(record)) found++;
         }
         return found;
     }
 
     /**
-     * Runs the garbage collector a few rounds, checking after each, so that every tensor lost by now
-     * is found; for the end of a run and for tests. Returns the leaks found by this detector so far.
+     * Runs the collector and reports every tracked tensor it found unreachable, without waiting for
+     * the reference queue: rounds of {@code System.gc()} and a sweep of the tracked records, until a
+     * round finds nothing new. For the end of a run and for tests. Returns the leaks found by this
+     * detector so far.
      */
     public long collectAndCheck() {
-        for (int round = 0; round < 3; round++) {
+        check();
+        for (int round = 0; round < MAX_COLLECTIONS; round++) {
             System.gc();
-            try {
-                Thread.sleep(20); // let the collector enqueue the phantom references
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-            check();
+            if (sweep() == 0) break;
         }
+        check(); // drops the enqueued records of leaks the sweep found (and finds any it could not)
         return leakCount();
+    }
+
+    /** Reports every tracked record whose tensor the collector has cleared; returns how many. */
+    int sweep() {
+        int found = 0;
+        for (LeakRecord record : open) {
+            if (record.refersTo(null) && found(record)) found++;
+        }
+        return found;
+    }
+
+    /**
+     * Reports and reclaims {@code record}'s tensor unless it was closed normally or already found.
+     * {@link LeakRecord#close} untracks before it clears the reference, so a record cleared by a
+     * close is never still tracked here.
+     */
+    private boolean found(LeakRecord record) {
+        if (!open.remove(record)) return false;
+        leaks.incrementAndGet();
+        TOTAL_LEAKS.incrementAndGet();
+        leakedBytes.addAndGet(record.bytes);
+        String report = record.report();
+        synchronized (reports) {
+            if (reports.size() == MAX_KEPT_REPORTS) reports.removeFirst();
+            reports.add(report);
+        }
+        LOG.log(System.Logger.Level.ERROR, report);
+        reclaimer.reclaim(record.address, record.bytes);
+        return true;
     }
 
     /** Starts tracking a new tensor, or returns null when this level does not sample it. */
@@ -155,7 +187,7 @@ public final class LeakDetector {
             case PARANOID -> true;
         };
         if (!sampled) return null;
-        LeakRecord record = new LeakRecord(tensor, queue, level == Level.PARANOID);
+        LeakRecord record = new LeakRecord(tensor, this, queue, level == Level.PARANOID);
         open.add(record);
         return record;
     }

@@ -27,14 +27,14 @@ final class LeakRecord extends PhantomReference<Tensor> {
     private final ArrayDeque<Throwable> accesses; // null unless accesses are recorded
     private final LeakDetector detector;
 
-    LeakRecord(Tensor tensor, ReferenceQueue<Tensor> queue, boolean recordAccesses) {
+    LeakRecord(Tensor tensor, LeakDetector detector, ReferenceQueue<Tensor> queue, boolean recordAccesses) {
         super(tensor, queue);
         this.address = tensor.rawAddress();
         this.bytes = tensor.byteSize();
         this.description = tensor.describe();
         this.creation = new Throwable("created");
         this.accesses = recordAccesses ? new ArrayDeque<>() : null;
-        this.detector = tensor.device().leakDetector();
+        this.detector = detector;
     }
 
     /** Notes a use of the tensor (paranoid level). */
@@ -47,7 +47,7 @@ final class LeakRecord extends PhantomReference<Tensor> {
         }
     }
 
-    /** The tensor was freed normally: stop tracking it. */
+    /** The tensor was freed normally: stop tracking it (before clearing, which a sweep would take for a leak). */
     void close(Tensor tensor) {
         detector.untrack(this);
         clear();

@@ -6,6 +6,7 @@ import dev.vmmkit.compute.DeviceCompute;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 /**
  * Where tensors live: device memory from a {@link DeviceMemoryResource} (normally vmmkit's
@@ -38,10 +39,16 @@ public final class TensorDevice implements AutoCloseable {
      */
     public TensorDevice(DeviceMemoryResource memory, DeviceCompute compute, LeakDetector.Level leakLevel,
                         AutoCloseable owned) {
+        this(memory, compute, reclaimer -> new LeakDetector(leakLevel, reclaimer), owned);
+    }
+
+    /** With a leak detector made by {@code leakDetector} from the way to give a lost tensor's memory back. */
+    TensorDevice(DeviceMemoryResource memory, DeviceCompute compute,
+                 Function<LeakDetector.Reclaimer, LeakDetector> leakDetector, AutoCloseable owned) {
         this.memory = memory;
         this.compute = compute;
         this.owned = owned;
-        this.leakDetector = new LeakDetector(leakLevel, this::free);
+        this.leakDetector = leakDetector.apply(this::free);
     }
 
     /** A tensor of zeros. */

@@ -13,8 +13,8 @@ import org.agrona.collections.LongArrayList;
 import java.util.Map;
 
 /**
- * TEST ONLY: a stand-in allocator so the native path can be exercised before the real allocator
- * lands. Selected with {@code -Dvmmkit.interpose.resource=dev.vmmkit.interpose.BumpResourceFactory}
+ * TEST ONLY: a stand-in allocator for tests of the plumbing alone (the Java entry points, the
+ * shim's choice of resource and its error paths), apart from vmmkit's allocator. Selected with {@code -Dvmmkit.interpose.resource=dev.vmmkit.interpose.BumpResourceFactory}
  * (through {@code VMMKIT_JVM_OPTS}). Memory is host memory, mmap'd lazily, of {@code VMM_DEVICE_MEMORY}
  * bytes per device (default 1 GiB); freed blocks are kept per size and reused (a cache hit).
  */

@@ -31,9 +31,11 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 /**
  * The whole native path: {@code vmmkit run --driver host} (a separate java process, as a user runs it)
  * preloads the shim into {@code alloc_test}, a C program linked against the stand-in runtime
- * {@code libcudart.so} (src/test/c). Each test runs twice: over the test-only bump allocator
- * ({@code stand-in}, runs today) and over the real VmmManager with the host driver ({@code real},
- * skipped until the allocator and the driver factory are merged).
+ * {@code libcudart.so} (src/test/c). Every run goes through the real allocator (VmmManager over the
+ * host driver), which is part of every build: if it cannot be made, the tests fail. The first two
+ * tests also run over a test-only bump allocator ({@value #PLUMBING_ONLY}), which checks the shim's
+ * plumbing (the resource chosen by a setting, errors carried back to the program) and nothing of
+ * vmmkit's allocator.
  */
 class InterposeEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
@@ -44,6 +46,8 @@ class InterposeEndToEndTest {
     private static final Set<String> STATS_KEYS = Set.of("mode", "complete", "allocs", "frees", "passthrough_calls",
             "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio", "zero_copy", "profile", "devices");
     private static final ObjectMapper JSON = new ObjectMapper();
+    private static final String REAL = "real";
+    private static final String PLUMBING_ONLY = "plumbing only (test-only bump allocator)";
 
     @TempDir
     Path dir;
@@ -73,10 +77,10 @@ class InterposeEndToEndTest {
         env.put("XDG_CACHE_HOME", dir.resolve("cache").toString());
         env.remove("VMM_PROFILE");
         env.remove("VMM_PEAK_HINT");
-        if (allocator.equals("stand-in")) {
+        if (allocator.equals(PLUMBING_ONLY)) {
             env.put("VMMKIT_JVM_OPTS", "-D" + ResourceFactory.PROPERTY + "=" + BumpResourceFactory.class.getName());
         } else {
-            assumeTrue(RealAllocator.present(), "the real allocator has not landed in this build");
+            assertEquals(REAL, allocator);
         }
         env.putAll(extraEnv);
         Process process = builder.start();
@@ -129,7 +133,7 @@ class InterposeEndToEndTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"stand-in", "real"})
+    @ValueSource(strings = {REAL, PLUMBING_ONLY})
     void vmmModeServesEveryScenarioWithoutTheRuntimesAllocator(String allocator) throws Exception {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
         Result result = vmmkitRun(allocator, Map.of("VMM_LOG", "info"), "--driver", "host",
@@ -148,7 +152,7 @@ class InterposeEndToEndTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"stand-in", "real"})
+    @ValueSource(strings = {REAL, PLUMBING_ONLY})
     void outOfMemoryIsTheRuntimesErrorAndFreeingRecovers(String allocator) throws Exception {
         Result result = vmmkitRun(allocator, Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
                 "--", ALLOC_TEST.toString(), "oom");
@@ -165,7 +169,7 @@ class InterposeEndToEndTest {
         String why = dev.vmmkit.ipc.IpcImports.whyDescriptorsCannotBeTaken();
         assumeTrue(why == null, "IPC needs pidfd_getfd, which this machine refuses: " + why);
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 ALLOC_TEST.toString(), "ipc", "ipc_errors", "devices", "peer");
         assertScenariosPassed(result, List.of("ipc", "ipc_errors", "devices", "peer"));
         JsonNode s = stats(stats);
@@ -186,7 +190,7 @@ class InterposeEndToEndTest {
     @Test
     void eachDeviceHasItsOwnAllocatorAndFreesFindIt() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 ALLOC_TEST.toString(), "device_threads");
         assertScenariosPassed(result, List.of("device_threads"));
         JsonNode devices = stats(stats).get("devices");
@@ -203,7 +207,7 @@ class InterposeEndToEndTest {
     @Test
     void monitorModePassesEverythingThroughAndRecords() throws Exception {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
-        Result result = vmmkitRun("stand-in", Map.of(), "--mode", "monitor", "--driver", "host",
+        Result result = vmmkitRun(REAL, Map.of(), "--mode", "monitor", "--driver", "host",
                 "--stats", stats.toString(), "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "all");
         assertScenariosPassed(result, ALL);
         JsonNode s = stats(stats);
@@ -217,7 +221,7 @@ class InterposeEndToEndTest {
 
     @Test
     void monitorModeWithNothingToRecordStartsNoJvm() throws Exception {
-        Result result = vmmkitRun("stand-in", Map.of("VMM_LOG", "info"), "--mode", "monitor",
+        Result result = vmmkitRun(REAL, Map.of("VMM_LOG", "info"), "--mode", "monitor",
                 "--", ALLOC_TEST.toString(), "basic", "foreign");
         assertScenariosPassed(result, List.of("basic", "foreign"));
         assertFalse(result.stderr().contains("ready in"), result::toString);
@@ -230,7 +234,7 @@ class InterposeEndToEndTest {
         Map<String, String> env = failure.equals("missing-jar")
                 ? Map.of("VMMKIT_JAR", dir.resolve("missing.jar").toString())
                 : Map.of("VMMKIT_JVM_OPTS", "-Xmx1k");
-        Result result = vmmkitRun("stand-in", env, "--", ALLOC_TEST.toString(), "errors", "foreign");
+        Result result = vmmkitRun(REAL, env, "--", ALLOC_TEST.toString(), "errors", "foreign");
         assertScenariosPassed(result, List.of("errors", "foreign"));
         assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
     }
@@ -239,7 +243,7 @@ class InterposeEndToEndTest {
     @Test
     void wholeBufferCopiesBecomeRemapsThatNeverReachTheRuntime() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of("VMM_ZERO_COPY", "1", "EXPECT_NO_RUNTIME_COPIES", "1"),
+        Result result = vmmkitRun(REAL, Map.of("VMM_ZERO_COPY", "1", "EXPECT_NO_RUNTIME_COPIES", "1"),
                 "--driver", "host", "--stats", stats.toString(), "--", RESIZE_TEST.toString(), "pattern");
         assertScenariosPassed(result, List.of("pattern"));
         JsonNode zeroCopy = stats(stats).get("zero_copy");
@@ -253,7 +257,7 @@ class InterposeEndToEndTest {
     @Test
     void withoutTheOptInCopiesStayCopies() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(),
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
                 "--", RESIZE_TEST.toString(), "pattern", "4");
         assertScenariosPassed(result, List.of("pattern"));
         assertEquals(0, stats(stats).get("zero_copy").get("remaps").asLong());
@@ -263,7 +267,7 @@ class InterposeEndToEndTest {
     @Test
     void vmmkitReallocKeepsTheContentsAndRefusesForeignPointers() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(),
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
                 "--", RESIZE_TEST.toString(), "realloc");
         assertScenariosPassed(result, List.of("realloc"));
         JsonNode zeroCopy = stats(stats).get("zero_copy");
@@ -273,7 +277,7 @@ class InterposeEndToEndTest {
 
     @Test
     void runReturnsTheProgramsExitCode() throws Exception {
-        Result result = vmmkitRun("stand-in", Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");
+        Result result = vmmkitRun(REAL, Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");
         assertEquals(7, result.exitCode(), result::toString);
         assertTrue(result.stdout().contains("libvmmkit_preload.so"), result::toString);
     }
@@ -281,7 +285,6 @@ class InterposeEndToEndTest {
     /** A program that loads the shim with dlopen, as PyTorch loads a pluggable allocator: no LD_PRELOAD. */
     @Test
     void aShimLoadedWithDlopenStartsAtLoadAndServesThePluggablePair() throws Exception {
-        assumeTrue(RealAllocator.present(), "the real allocator has not landed in this build");
         String classPath = System.getProperty("java.class.path");
         ProcessBuilder builder = new ProcessBuilder(ALLOC_TEST.toString(), "pluggable")
                 .redirectOutput(dir.resolve("stdout.txt").toFile())
@@ -309,7 +312,7 @@ class InterposeEndToEndTest {
 
     @Test
     void benchmarkRuns() throws Exception {
-        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--",
                 NATIVE.resolve("bench_pair").toString(), "4096", "2000");
         assertEquals(0, result.exitCode(), result::toString);
         JsonNode figures = JSON.readTree(result.stdout());
@@ -328,7 +331,7 @@ class InterposeEndToEndTest {
     @ValueSource(strings = {"0", "0x1234"})
     void cacheHitPairsThroughThePluggableEntryPointsMakeNoDriverCall(String stream) throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 NATIVE.resolve("bench_pair").toString(), "4096", "2000", "torch", stream);
         assertEquals(0, result.exitCode(), result::toString);
         assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
@@ -350,7 +353,7 @@ class InterposeEndToEndTest {
     void aProgramWithoutCudaCallsStillGetsAStatsFileWithZeroCounts() throws Exception {
         Path stats = dir.resolve("stats.json");
         Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}"); // an older run's
-        Result result = vmmkitRun("stand-in", Map.of(), "--stats", stats.toString(), "--", "true");
+        Result result = vmmkitRun(REAL, Map.of(), "--stats", stats.toString(), "--", "true");
         assertEquals(0, result.exitCode(), result::toString);
         JsonNode s = stats(stats);
         assertTrue(s.get("complete").asBoolean(), s::toString);
@@ -363,7 +366,7 @@ class InterposeEndToEndTest {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
         Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}");
         Files.writeString(trace, "alloc,1,2,0\n");
-        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--stats", stats.toString(),
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
                 "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "basic", "die");
         assertEquals(128 + 15, result.exitCode(), result::toString);
         JsonNode s = stats(stats);
@@ -378,7 +381,7 @@ class InterposeEndToEndTest {
     void aStatsOrTracePathThatCannotBeWrittenStopsBeforeTheProgramStarts(String option) throws Exception {
         Path bad = dir.resolve("no-such-folder").resolve("out.json");
         Path started = dir.resolve("started");
-        Result result = vmmkitRun("stand-in", Map.of(), "--" + option, bad.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--" + option, bad.toString(), "--",
                 "touch", started.toString());
         assertEquals(2, result.exitCode(), result::toString);
         assertTrue(result.stderr().contains(bad.toString()), result::toString);
@@ -390,7 +393,7 @@ class InterposeEndToEndTest {
     void aBarePreloadWithAnUnwritableTraceWarnsAndKeepsVmmkit() throws Exception {
         Path bad = dir.resolve("no-such-folder").resolve("trace.csv");
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 "env", "VMM_TRACE_FILE=" + bad, ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         assertTrue(result.stderr().contains("cannot write the trace " + bad), result::toString);
@@ -401,7 +404,7 @@ class InterposeEndToEndTest {
     @Test
     void htmlWritesTheMemoryReportOfTheRun() throws Exception {
         Path html = dir.resolve("report.html");
-        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--html", html.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--html", html.toString(), "--",
                 ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         String page = Files.readString(html);
@@ -417,7 +420,7 @@ class InterposeEndToEndTest {
             "VMM_DEVICE_MEMORY, -5", "VMM_DEVICE_MEMORY, abc", "VMM_PROFILE, /no/such/folder/profile.json"})
     void aBadSettingStopsRunBeforeTheProgramStarts(String key, String value) throws Exception {
         Path started = dir.resolve("started");
-        Result result = vmmkitRun("stand-in", Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
+        Result result = vmmkitRun(REAL, Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
         assertEquals(2, result.exitCode(), result::toString);
         assertTrue(result.stderr().startsWith("vmmkit run: " + key + "=" + value + ": "), result::toString);
         assertEquals(1, result.stderr().strip().lines().count(), result::toString);
@@ -426,7 +429,7 @@ class InterposeEndToEndTest {
 
     @Test
     void aBarePreloadWithABadSettingWarnsOnceAndPassesEverythingThrough() throws Exception {
-        Result result = vmmkitRun("stand-in", Map.of(), "--driver", "host", "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--",
                 "env", "VMM_CHUNK_SIZE=3M", ALLOC_TEST.toString(), "errors", "foreign");
         assertScenariosPassed(result, List.of("errors", "foreign"));
         assertTrue(result.stderr().contains("vmmkit: VMM_CHUNK_SIZE=3M: must be a power of two"), result::toString);
@@ -443,7 +446,7 @@ class InterposeEndToEndTest {
     @Test
     void aSecondRunTakesItsPeakHintFromTheFirstRunsProfile() throws Exception {
         Path first = dir.resolve("first.json"), second = dir.resolve("second.json"), other = dir.resolve("other.json");
-        assertScenariosPassed(vmmkitRun("real", Map.of(), "--driver", "host", "--stats", first.toString(), "--",
+        assertScenariosPassed(vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", first.toString(), "--",
                 ALLOC_TEST.toString(), "basic"), List.of("basic"));
         JsonNode s1 = stats(first);
         assertFalse(s1.get("profile").get("read").asBoolean() || s1.get("profile").get("used").asBoolean(), s1::toString);
@@ -454,7 +457,7 @@ class InterposeEndToEndTest {
         long peak = s1.get("devices").get(0).get("peak_live_bytes").asLong();
         assertEquals(peak, PeakProfile.parse(Files.readString(file)).device(0).peakLiveBytes());
 
-        Result again = vmmkitRun("real", Map.of(), "--driver", "host", "--stats", second.toString(), "--",
+        Result again = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", second.toString(), "--",
                 ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(again, List.of("basic"));
         JsonNode s2 = stats(second);
@@ -464,7 +467,7 @@ class InterposeEndToEndTest {
                 + dev.vmmkit.core.ByteSize.format(peak) + "); saved this run's peak (device 0: "), again::toString);
 
         // Other arguments: another program, with a profile of its own.
-        assertScenariosPassed(vmmkitRun("real", Map.of(), "--driver", "host", "--stats", other.toString(), "--",
+        assertScenariosPassed(vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", other.toString(), "--",
                 ALLOC_TEST.toString(), "basic", "basic"), List.of("basic"));
         JsonNode s3 = stats(other);
         assertFalse(s3.get("profile").get("used").asBoolean(), s3::toString);
@@ -475,7 +478,7 @@ class InterposeEndToEndTest {
     private Result runWithProfile(Path profile, Path stats, long peak, Map<String, String> env) throws Exception {
         Files.writeString(profile, new PeakProfile("2026-01-01T00:00:00Z", new ProgramIdentity("/x", List.of(), "/"),
                 List.of(new PeakProfile.DeviceFigures(0, peak, peak, 10))).toJson());
-        Result result = vmmkitRun("real", env, "--driver", "host", "--profile", profile.toString(),
+        Result result = vmmkitRun(REAL, env, "--driver", "host", "--profile", profile.toString(),
                 "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         return result;
@@ -499,7 +502,7 @@ class InterposeEndToEndTest {
         List<String> args = new ArrayList<>(List.of("--driver", "host", "--stats", stats.toString()));
         if (how.equals("option")) args.addAll(List.of("--profile", "off"));
         args.addAll(List.of("--", ALLOC_TEST.toString(), "basic"));
-        Result result = vmmkitRun("real", how.equals("option") ? Map.of() : Map.of("VMM_PROFILE", "off"), args.toArray(String[]::new));
+        Result result = vmmkitRun(REAL, how.equals("option") ? Map.of() : Map.of("VMM_PROFILE", "off"), args.toArray(String[]::new));
         assertScenariosPassed(result, List.of("basic"));
         assertTrue(stats(stats).get("profile").isNull());
         assertFalse(Files.exists(dir.resolve("cache")), "nothing is written");
@@ -513,7 +516,7 @@ class InterposeEndToEndTest {
     void aCorruptTruncatedOrForeignVersionProfileIsOneWarning(String content) throws Exception {
         Path profile = dir.resolve("profile.json"), stats = dir.resolve("stats.json");
         Files.writeString(profile, content);
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--profile", profile.toString(),
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(),
                 "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         List<String> warnings = result.stderr().lines().filter(line -> line.startsWith("vmmkit: ")).toList();
@@ -537,10 +540,10 @@ class InterposeEndToEndTest {
     @CsvSource({"fail, 3", "die, 143"})
     void aFailedOrKilledRunDoesNotReplaceTheProfile(String ending, int status) throws Exception {
         Path profile = dir.resolve("profile.json");
-        assertScenariosPassed(vmmkitRun("real", Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
+        assertScenariosPassed(vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
                 ALLOC_TEST.toString(), "basic"), List.of("basic"));
         String good = Files.readString(profile);
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
                 ALLOC_TEST.toString(), "threads", ending);
         assertEquals(status, result.exitCode(), result::toString);
         assertEquals(good, Files.readString(profile));
@@ -551,7 +554,7 @@ class InterposeEndToEndTest {
     @Test
     void concurrentRunsOfOneProgramLeaveOneWholeProfile() throws Exception {
         String four = ("'" + ALLOC_TEST + "' basic & ").repeat(4) + "wait";
-        Result result = vmmkitRun("real", Map.of(), "--driver", "host", "--", "sh", "-c", four);
+        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--", "sh", "-c", four);
         assertEquals(0, result.exitCode(), result::toString);
         assertEquals(4, result.stdout().lines().filter("ok basic"::equals).count(), result::toString);
         assertFalse(result.stderr().contains("vmmkit: "), result::toString);

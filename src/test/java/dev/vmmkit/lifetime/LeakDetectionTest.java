@@ -1,5 +1,12 @@
 package dev.vmmkit.lifetime;
 
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -59,6 +66,63 @@ class LeakDetectionTest {
         NoLeaks.collectLeaks(device);
         assertEquals(0, device.leakDetector().leakCount());
         assertEquals(0, device.leakDetector().trackedCount());
+    }
+
+    @Test
+    void aLeakIsFoundEvenWhenTheReferenceQueueNeverDeliversIt() {
+        device = TestDevice.openWithoutReferenceQueue();
+        noLeaks.expect(1);
+        leakOneTensor();
+        assertEquals(0, device.leakDetector().check(), "nothing can come through a queue that never delivers");
+        assertEquals(1, device.leakDetector().collectAndCheck(), "found by looking at the tracked records themselves");
+        assertEquals(0, device.liveBytes(), "the leaked tensor's memory was given back");
+        assertEquals(0, device.leakDetector().trackedCount());
+        String report = device.leakDetector().reports().getFirst();
+        assertTrue(report.contains("leakOneTensor") && report.contains("(relu)"), report);
+        assertEquals(1, device.leakDetector().collectAndCheck(), "a leak is reported once");
+    }
+
+    @Test
+    void everyTensorLostBehindAnotherIsFoundByOneCheck() {
+        device = TestDevice.openWithoutReferenceQueue();
+        noLeaks.expect(20);
+        loseAChainOfTensors(20);
+        assertEquals(20, device.leakDetector().collectAndCheck());
+        assertEquals(0, device.liveBytes());
+    }
+
+    /** Each tensor of the chain is reachable only from the next one's gradient function. */
+    private void loseAChainOfTensors(int length) {
+        Tensor t = device.full(1f, 4).requiresGrad(true);
+        for (int i = 1; i < length; i++) t = Ops.relu(t);
+        // dropped with every count above zero
+    }
+
+    @Test
+    void tensorsClosedWhileTheDetectorSweepsAreNeverTakenForLeaks() throws Exception {
+        device = TestDevice.openWithoutReferenceQueue();
+        int threads = 3;
+        CountDownLatch start = new CountDownLatch(1);
+        try (ExecutorService pool = Executors.newFixedThreadPool(threads)) {
+            List<Future<?>> workers = new ArrayList<>();
+            for (int w = 0; w < threads; w++) {
+                workers.add(pool.submit(() -> {
+                    start.await();
+                    for (int i = 0; i < 3000; i++) device.full(1f, 4).close();
+                    return null;
+                }));
+            }
+            start.countDown();
+            int sweeps = 0;
+            while (!workers.stream().allMatch(Future::isDone)) {
+                assertEquals(0, device.leakDetector().sweep(), "a tensor closed just now is not a leak");
+                if (++sweeps % 500 == 0) System.gc();
+            }
+            for (Future<?> worker : workers) worker.get();
+        }
+        assertEquals(0, device.leakDetector().collectAndCheck());
+        assertEquals(0, device.leakDetector().trackedCount());
+        assertEquals(0, device.liveBytes());
     }
 
     @Test

@@ -35,12 +35,13 @@ class DriverCostModelTest {
             assertEquals(3, counts.handles(DriverCall.UNMAP));
             assertEquals(3, counts.handles(DriverCall.CREATE));
             assertEquals(3, counts.handles(DriverCall.RELEASE));
+            // The measured medians (GPU-FACTS.md), per handle: create, map, setAccess, unmap, release.
+            // 2 MiB is a measured size; 4 MiB lies log10(2) of the way (log-wise) from 2 MiB to 20 MiB.
             double twoMiB = 5.7 + 0.5 + 16.5 + 11.8 + 7.4;
-            double fourMiB = DriverCostModel.costAt(new double[]{5.7, 8.5, 6.2, 17.1, 18.1}, 4 * MIB)
-                    + 0.5 + DriverCostModel.costAt(new double[]{16.5, 16.6, 34.2, 46.0, 80.8}, 4 * MIB)
-                    + DriverCostModel.costAt(new double[]{11.8, 11.8, 19.0, 23.3, 35.9}, 4 * MIB)
-                    + DriverCostModel.costAt(new double[]{7.4, 10.4, 19.0, 107.0, 398.6}, 4 * MIB);
-            assertEquals(2 * twoMiB + fourMiB + 0.4 * 0 + 0.3 * 0, DriverCostModel.micros(counts) - reserveAndFree(counts), 1e-9);
+            double t = Math.log10(2);
+            double fourMiB = (5.7 + t * (8.5 - 5.7)) + 0.5 + (16.5 + t * (16.6 - 16.5)) + 11.8
+                    + (7.4 + t * (10.4 - 7.4));
+            assertEquals(2 * twoMiB + fourMiB, DriverCostModel.micros(counts) - reserveAndFree(counts), 1e-9);
         }
     }
 
@@ -50,8 +51,8 @@ class DriverCostModelTest {
         assertEquals(16.5, DriverCostModel.costAt(setAccess, MIB), "below the smallest: flat");
         assertEquals(34.2, DriverCostModel.costAt(setAccess, 64 * MIB), 1e-9);
         assertEquals(80.8, DriverCostModel.costAt(setAccess, 8L << 30), "above the largest: flat");
-        double between = DriverCostModel.costAt(setAccess, 128 * MIB);
-        assertEquals(true, between > 34.2 && between < 46.0, "between: " + between);
+        // 128 MiB is a third of the way, log-wise, from 64 MiB to 512 MiB (2 of 8 is 1 of 3 doublings).
+        assertEquals(34.2 + (46.0 - 34.2) / 3, DriverCostModel.costAt(setAccess, 128 * MIB), 1e-9);
     }
 
     /** Reserve and address-free are not handles: the model prices none. */
