@@ -197,6 +197,24 @@ static int tokenize(const char* prompt) {
     return count;
 }
 
+/*
+ * One step's logits into row (the whole vocabulary, or the top logprobs_width with their ids in
+ * top_ids), and a copy in scratch for the log-softmax while the next token decodes. Returns the
+ * most likely token.
+ */
+static int take_logits(const float* logits, float* row) {
+    int best;
+    if (logprobs_width == vocab_size) {
+        memcpy(row, logits, (size_t)vocab_size * sizeof *row);
+        logits_top(logits, vocab_size, 1, scratch_top, &best);
+    } else {
+        logits_top(logits, vocab_size, logprobs_width, row, top_ids);
+        best = top_ids[0];
+        memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
+    }
+    return best;
+}
+
 static int decode_failed(int produced) {
     say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
     return ERR_DECODE;
@@ -221,17 +239,9 @@ int engine_generate(const char* prompt, TokenResult** out) {
         const float* logits = llama_get_logits_ith(context, -1);
         if (!logits) return decode_failed(produced);
         float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
-        int best;
-        if (logprobs_width == vocab_size) {
-            memcpy(row, logits, (size_t)vocab_size * sizeof *row);
-            logits_top(logits, vocab_size, 1, scratch_top, &best);
-        } else {
-            logits_top(logits, vocab_size, logprobs_width, row, top_ids);
-            best = top_ids[0];
-        }
+        int best = take_logits(logits, row);
         llama_token token = choose(logits, best, &random);
         float max = logits[best];
-        if (logprobs_width != vocab_size) memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
         results[produced] = (TokenResult){.token_id = (uint32_t)token, .logprobs = row, .logprobs_len = (size_t)logprobs_width};
         produced++;
         int more = produced < options.max_tokens && !llama_vocab_is_eog(vocab, token);
@@ -283,21 +293,15 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
     float* row = logprobs;   /* one row, reused: the host copies each token out in on_token */
     long produced = 0;
     for (;;) {
+        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
         const float* logits = llama_get_logits_ith(context, -1);
-        int best;
-        if (logprobs_width == vocab_size) {
-            memcpy(row, logits, (size_t)vocab_size * sizeof *row);
-            logits_top(logits, vocab_size, 1, scratch_top, &best);
-        } else {
-            logits_top(logits, vocab_size, logprobs_width, row, top_ids);
-            best = top_ids[0];
-        }
+        if (!logits) return decode_failed((int)produced);
+        int best = take_logits(logits, row);
         float saved_temperature = options.temperature;
         options.temperature = request.temperature;
         llama_token token = choose(logits, best, &random);
         options.temperature = saved_temperature;
         float max = logits[best];
-        if (logprobs_width != vocab_size) memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
         produced++;
         int end = llama_vocab_is_eog(vocab, token);
         int more = produced < limit && !end;
