@@ -55,7 +55,7 @@ public final class StreamingBenchmark {
                 List<double[]> nonStreamed = new ArrayList<>();
                 for (int i = 0; i < runs; i++) {
                     nonStreamed.add(whole(base, body + "}"));
-                    streamed.add(stream(base, body + ",\"stream\":true}"));
+                    streamed.add(stream(base, body + ",\"stream\":true,\"stream_options\":{\"include_usage\":true}}"));
                 }
                 String engine = onLlama ? "llama tiny.gguf" : "echo";
                 report(engine, isolation, "non-streamed", nonStreamed);
@@ -79,16 +79,14 @@ public final class StreamingBenchmark {
         HttpResponse<InputStream> answer = CLIENT.send(HttpRequest.newBuilder(URI.create(url)).POST(HttpRequest.BodyPublishers.ofString(body))
                 .timeout(Duration.ofMinutes(2)).build(), HttpResponse.BodyHandlers.ofInputStream());
         double first = -1;
-        int tokens = 0;
+        int tokens = 0; // from the usage event: a chunk may hold several tokens (a character split across them)
         try (BufferedReader reader = new BufferedReader(new InputStreamReader(answer.body(), StandardCharsets.UTF_8))) {
             String line;
             while ((line = reader.readLine()) != null) {
                 if (!line.startsWith("data: {")) continue;
                 var event = EngineTestBed.JSON.readTree(line.substring(6));
-                if (event.path("choices").path(0).path("finish_reason").isNull()) {
-                    tokens++;
-                    if (first < 0) first = (System.nanoTime() - start) / 1e6;
-                }
+                if (event.has("usage")) tokens = event.path("usage").path("completion_tokens").asInt();
+                else if (first < 0 && event.path("choices").path(0).path("finish_reason").isNull()) first = (System.nanoTime() - start) / 1e6;
             }
         }
         return new double[]{first, (System.nanoTime() - start) / 1e6, tokens};
