@@ -134,6 +134,8 @@ def main():
     p.add_argument("--warmup", type=int, default=48, help="untimed warm-up iterations (default %(default)s)")
     p.add_argument("--label", default=None)
     p.add_argument("--result", default=None, help="also write the result JSON object to this file")
+    p.add_argument("--pool", action="store_true",
+                   help="keep CuPy's own memory pool (its blocks come from cudaMalloc) instead of switching it off")
     args = p.parse_args()
 
     preloaded = "libvmmkit_preload" in os.environ.get("LD_PRELOAD", "")
@@ -142,13 +144,15 @@ def main():
     import cupy as cp
     import numpy as np  # noqa: F401 - cupy needs it; imported for the version
 
-    cp.cuda.set_allocator(None)                 # every array: cudaMalloc / cudaFree
+    if not args.pool:
+        cp.cuda.set_allocator(None)             # every array: cudaMalloc / cudaFree
     cp.cuda.set_pinned_memory_allocator(None)   # no pinned staging pool either
     dev = cp.cuda.Device(0)
     dev.use()
     props = cp.cuda.runtime.getDeviceProperties(0)
     gpu = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    log(f"{label}: CuPy {cp.__version__} on {gpu}; allocator: none (raw cudaMalloc/cudaFree)")
+    log(f"{label}: CuPy {cp.__version__} on {gpu}; allocator: "
+        + ("CuPy's memory pool" if args.pool else "none (raw cudaMalloc/cudaFree)"))
 
     t0 = time.perf_counter()
     warm = run_loop(cp, min(args.warmup, args.iterations))
@@ -184,6 +188,7 @@ def main():
         "loop_s_min": round(min(times), 4),
         "ms_per_iteration": round(min(times) / args.iterations * 1e3, 4),
         "device_used_at_end": total - free,
+        "pool": args.pool,
         "cupy": cp.__version__,
         "gpu": gpu,
         "ld_preload": os.environ.get("LD_PRELOAD", ""),

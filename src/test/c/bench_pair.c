@@ -1,10 +1,12 @@
 /*
  * bench_pair.c: cost of one intercepted cudaMalloc + cudaFree pair on a cache hit (the same size
  * freed and asked again), and of the first call, which starts vmmkit's JVM.
- * Usage: bench_pair [SIZE] [SAMPLES] [cuda|torch] [STREAM]. Run under `vmmkit run` (or LD_PRELOAD by
- * hand). cuda (the default): cudaMalloc + cudaFree. torch: the shim's PyTorch pluggable-allocator
- * entry points (vmmkit_torch_alloc/free, found in the preloaded shim) on STREAM (default 0), as
- * PyTorch calls them for torch.empty + del.
+ * Usage: bench_pair [SIZE] [SAMPLES] [cuda|torch|driver] [STREAM]. Run under `vmmkit run` (or
+ * LD_PRELOAD by hand), or natively (cuda, driver). cuda (the default): cudaMalloc + cudaFree. torch:
+ * the shim's PyTorch pluggable-allocator entry points (vmmkit_torch_alloc/free, found in the
+ * preloaded shim) on STREAM (default 0), as PyTorch calls them for torch.empty + del. driver:
+ * cuMemAlloc_v2 + cuMemFree_v2, looked up in libcuda.so.1 by handle (vmmkit's when preloaded), in
+ * the primary context the runtime made current.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,9 +41,15 @@ static int by_value(const void *a, const void *b) {
 static void *(*torch_alloc)(ssize_t, int, void *);
 static void (*torch_free)(void *, ssize_t, int, void *);
 static void *stream;
+static int (*mem_alloc)(unsigned long long *, size_t);
+static int (*mem_free)(unsigned long long);
 
 static int pair(size_t size) {
     void *p = NULL;
+    if (mem_alloc) {
+        unsigned long long d = 0;
+        return mem_alloc(&d, size) != 0 || mem_free(d) != 0;
+    }
     if (torch_alloc) {
         p = torch_alloc((ssize_t) size, 0, stream);
         torch_free(p, (ssize_t) size, 0, stream);
@@ -59,6 +67,13 @@ int main(int argc, char **argv) {
         torch_free = (void (*)(void *, ssize_t, int, void *)) dlsym(RTLD_DEFAULT, "vmmkit_torch_free");
         if (!torch_alloc || !torch_free) { fprintf(stderr, "bench_pair: no vmmkit shim preloaded\n"); return 2; }
         stream = (void *) (intptr_t) (argc > 4 ? strtoll(argv[4], NULL, 0) : 0);
+    }
+    if (argc > 3 && strcmp(argv[3], "driver") == 0) {
+        void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        mem_alloc = libcuda ? (int (*)(unsigned long long *, size_t)) dlsym(libcuda, "cuMemAlloc_v2") : NULL;
+        mem_free = libcuda ? (int (*)(unsigned long long)) dlsym(libcuda, "cuMemFree_v2") : NULL;
+        if (!mem_alloc || !mem_free) { fprintf(stderr, "bench_pair: no libcuda.so.1\n"); return 2; }
+        if (cudaFree(NULL) != 0) { fprintf(stderr, "bench_pair: the runtime did not start\n"); return 1; }
     }
 
     double start = now_ns();

@@ -4,6 +4,7 @@
  * vmm mode, no allocation should, and with VMM_ZERO_COPY=1 no whole-buffer resize copy should) and
  * refuses to free pointers it did not hand out, as the real runtime does.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -181,6 +182,46 @@ cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsig
 cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
     (void) devPtr;
     return refused_ipc_call();
+}
+
+/* ---- Pitched allocations (rows of the width rounded up to 512 bytes) and the driver's entry
+ * points, which the runtime finds through the driver's cuGetProcAddress_v2 as the real one does. ---- */
+
+typedef struct { size_t width, height, depth; } cudaExtent;
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } cudaPitchedPtr;
+
+cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
+    if (!pitch) return cudaErrorInvalidValue;
+    *pitch = (width + 511) & ~(size_t) 511;
+    return fake_malloc(devPtr, *pitch * height);
+}
+
+cudaError_t cudaMalloc3D(cudaPitchedPtr *pitched, cudaExtent extent) {
+    if (!pitched) return cudaErrorInvalidValue;
+    size_t pitch = (extent.width + 511) & ~(size_t) 511;
+    cudaError_t rc = fake_malloc(&pitched->ptr, pitch * extent.height * extent.depth);
+    pitched->pitch = pitch;
+    pitched->xsize = extent.width;
+    pitched->ysize = extent.height;
+    return rc;
+}
+
+typedef int (*get_proc_fn)(const char *, void **, int, unsigned long long, int *);
+
+static cudaError_t driver_entry(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
+    void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    get_proc_fn get_proc = libcuda ? (get_proc_fn) dlsym(libcuda, "cuGetProcAddress_v2") : NULL;
+    if (!get_proc) return cudaErrorInvalidValue;
+    return get_proc(symbol, pfn, version, flags, status) == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags, int *status) {
+    return driver_entry(symbol, pfn, 13000, flags, status);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned int version,
+                                             unsigned long long flags, int *status) {
+    return driver_entry(symbol, pfn, (int) version, flags, status);
 }
 
 /* ---- Fixture hooks ---- */

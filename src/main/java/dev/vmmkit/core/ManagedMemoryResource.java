@@ -16,6 +16,15 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
     /** The requested size of the live allocation that starts at {@code address}, or -1. */
     long sizeOf(long address);
 
+    /**
+     * The first address of the live allocation that holds {@code address} (its first byte or any
+     * byte up to the end of its block), or -1 when none does. Walks the region's blocks: for
+     * questions a program asks about a pointer (cuMemGetAddressRange), not for the hot path.
+     */
+    default long liveAllocationHolding(long address) {
+        return sizeOf(address) >= 0 ? address : -1;
+    }
+
     /** A consistent snapshot of the resource's figures. */
     AllocatorStats stats();
 

@@ -59,6 +59,22 @@ final class RegionViews {
         }
     }
 
+    /** The first address of the live block holding {@code address}, or -1; read under the lock, allocates nothing. */
+    long liveAllocationHolding(long address) {
+        region.lock.lock();
+        try {
+            if (region.liveByAddress.get(address) != NONE) return address; // the common question: a start
+            BlockTable blocks = region.blocks;
+            for (int id = 0; id < blocks.kind.length; id++) {
+                long start = blocks.address[id];
+                if (blocks.kind[id] == LIVE && start <= address && address - start < blocks.size[id]) return start;
+            }
+            return -1;
+        } finally {
+            region.lock.unlock();
+        }
+    }
+
     /** Every block, in address order, read under the lock (for reports; allocates). */
     BlockMap.Region blockMap() {
         region.lock.lock();

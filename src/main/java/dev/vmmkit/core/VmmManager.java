@@ -211,6 +211,12 @@ public final class VmmManager implements ManagedMemoryResource {
     }
 
     @Override
+    public long liveAllocationHolding(long address) {
+        RegionHeap region = regionOf(address);
+        return region == null ? -1 : region.views.liveAllocationHolding(address);
+    }
+
+    @Override
     public AllocatorStats stats() {
         long allocations = 0;
         long frees = 0;

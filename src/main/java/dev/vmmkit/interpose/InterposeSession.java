@@ -29,19 +29,21 @@ final class InterposeSession {
     final IpcExports exports = new IpcExports();
     final IpcImports imports = new IpcImports();
     final PeakProfileUse profile;
+    final NotServedWatch notServed;
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
     /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
-        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE);
+        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE, new NotServedWatch());
     }
 
     /** That, with the program's peak profile (read by {@code factory}'s allocators, saved at a successful exit). */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile,
-                     PeakProfileUse profile) {
+                     PeakProfileUse profile, NotServedWatch notServed) {
         this.monitorMode = monitorMode;
         this.profile = profile;
+        this.notServed = notServed;
         this.managers = new DeviceManagers(device -> {
             ManagedMemoryResource resource = factory.open(device);
             return resource == null ? null : RecordingResource.over(resource, recorder);
@@ -54,11 +56,12 @@ final class InterposeSession {
             throws ReflectiveOperationException {
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
-        ResourceFactory factory = monitorMode ? device -> null : VmmManagerFactory.orSystemProperty(profile);
+        NotServedWatch notServed = new NotServedWatch();
+        ResourceFactory factory = monitorMode ? device -> null : VmmManagerFactory.orSystemProperty(profile, notServed);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
         return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,
-                profile);
+                profile, notServed);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
@@ -85,6 +88,22 @@ final class InterposeSession {
         }
     }
 
+    /** One line per device (at most) when the program used device memory that vmmkit did not serve. */
+    private void sayWhatWasNotServed() {
+        try {
+            notServed.stop();
+            NotServedMemory.Clues clues = null;
+            for (int device : notServed.watchedDevices()) {
+                NotServedWatch.Peak peak = notServed.peak(device);
+                if (peak == null) continue;
+                if (clues == null) clues = NotServedMemory.Clues.ofThisProcess();
+                NotServedMemory.lines(device, peak.outsideBytes(), peak.usedBytes(), clues).forEach(System.err::println);
+            }
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("not-served", "cannot tell what vmmkit did not serve", e);
+        }
+    }
+
     private static Path path(String value) {
         return value == null || value.isBlank() ? null : Path.of(value);
     }
@@ -102,11 +121,12 @@ final class InterposeSession {
         }
         List<StatsWriter.DeviceFigures> devices = monitorMode ? List.of() : managers.stats();
         profile.save(devices, exitStatus);
+        sayWhatWasNotServed();
         if (statsFile == null) return;
         try {
             StatsWriter.write(statsFile, monitorMode
                     ? StatsWriter.monitorJson(ledger, passthroughCalls)
-                    : StatsWriter.vmmJson(devices, passthroughCalls, profile));
+                    : StatsWriter.vmmJson(devices, passthroughCalls, profile, notServed::peak));
         } catch (Throwable e) {
             InterposeLog.warnOnce("stats", "cannot write the stats file " + statsFile, e);
         }

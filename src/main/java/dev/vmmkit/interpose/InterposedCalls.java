@@ -12,9 +12,10 @@ import dev.vmmkit.ipc.IpcExports;
 import dev.vmmkit.ipc.IpcImports;
 
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
- * The calls the native shim ({@code src/main/c/vmmkit_preload.c}) makes, through FFM upcall stubs.
+ * The calls the native shim ({@code src/main/c/}) makes, through FFM upcall stubs.
  * Primitive arguments only, and no method ever throws: an exception leaving an upcall would end the
  * host process. Results use the CUDA runtime's own error codes, negated.
  *
@@ -234,6 +235,27 @@ public final class InterposedCalls {
         } catch (Throwable e) {
             InterposeLog.warnOnce("ipc-close", "cudaIpcCloseMemHandle failed inside vmmkit", e);
             return -CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * cuMemGetAddressRange and the range attributes of cuPointerGetAttribute: writes the first
+     * address and the size of the vmmkit allocation holding {@code address} to the two 64-bit
+     * integers at {@code out}. 0, or {@link #NOT_OURS} (the driver answers).
+     */
+    public static int addressRange(long address, int device, long out) {
+        try {
+            ManagedMemoryResource owner = session.managers.owner(address, device);
+            long base = owner == null ? -1 : owner.liveAllocationHolding(address);
+            long size = base < 0 ? -1 : owner.sizeOf(base);
+            if (size < 0) return NOT_OURS;
+            MemorySegment range = MemorySegment.ofAddress(out).reinterpret(2 * Long.BYTES);
+            range.set(ValueLayout.JAVA_LONG, 0, base);
+            range.set(ValueLayout.JAVA_LONG, Long.BYTES, size);
+            return 0;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("range", "address range lookup failed inside vmmkit", e);
+            return NOT_OURS;
         }
     }
 

@@ -22,7 +22,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeBootstrap {
 
-    /** Mirror of {@code struct entry_table} in vmmkit_preload.c; keep both in the same order. */
+    /** Mirror of {@code struct entry_table} in src/main/c/shim.h; keep both in the same order. */
     static final StructLayout TABLE = MemoryLayout.structLayout(
             JAVA_INT.withName("table_size"),
             JAVA_INT.withName("monitor_mode"),
@@ -38,7 +38,8 @@ public final class NativeBootstrap {
             ADDRESS.withName("ipc_open"),
             ADDRESS.withName("ipc_close"),
             ADDRESS.withName("reallocate"),
-            ADDRESS.withName("remap_copy"));
+            ADDRESS.withName("remap_copy"),
+            ADDRESS.withName("address_range"));
 
     private NativeBootstrap() {
     }
@@ -83,6 +84,7 @@ public final class NativeBootstrap {
             set(table, "reallocate", "reallocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "remap_copy", "remapCopy",
                     FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
+            set(table, "address_range", "addressRange", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

@@ -12,6 +12,7 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.IntFunction;
 
 /**
  * The stats file of {@code vmmkit run --stats}: one JSON object with the keys {@code mode},
@@ -56,6 +57,15 @@ public final class StatsWriter {
     }
 
     static String vmmJson(List<DeviceFigures> devices, long passthroughCalls, PeakProfileUse profile) {
+        return vmmJson(devices, passthroughCalls, profile, device -> null);
+    }
+
+    /**
+     * That, with each device's {@code not_served_bytes}: the highest device memory in use beyond
+     * vmmkit's ({@link NotServedWatch}), null where it was not measured.
+     */
+    static String vmmJson(List<DeviceFigures> devices, long passthroughCalls, PeakProfileUse profile,
+                          IntFunction<NotServedWatch.Peak> notServed) {
         long allocs = 0, frees = 0, peakLive = 0, peakReserved = 0, remaps = 0, remappedBytes = 0, fellBack = 0;
         StringBuilder each = new StringBuilder();
         for (DeviceFigures d : devices) {
@@ -78,6 +88,8 @@ public final class StatsWriter {
                     .append(",\"cache_misses\":").append(s.cacheMisses())
                     .append(",\"driver_calls\":");
             appendDriverCalls(each, s.driverCalls());
+            NotServedWatch.Peak outside = notServed.apply(d.device());
+            each.append(",\"not_served_bytes\":").append(outside == null ? "null" : Long.toString(outside.outsideBytes()));
             each.append('}');
         }
         double ratio = peakLive == 0 ? 0.0 : (double) peakReserved / peakLive;

@@ -20,23 +20,27 @@ import java.util.Map;
 public final class VmmManagerFactory implements ResourceFactory {
     private final Map<String, String> env;
     private final PeakProfileUse profile;
+    private final NotServedWatch notServed;
 
     public VmmManagerFactory() {
-        this(System.getenv(), PeakProfileUse.NONE);
+        this(System.getenv(), PeakProfileUse.NONE, null);
     }
 
-    VmmManagerFactory(Map<String, String> env, PeakProfileUse profile) {
+    /** With {@code notServed} (or null), which then watches the device memory each device uses beyond vmmkit's. */
+    VmmManagerFactory(Map<String, String> env, PeakProfileUse profile, NotServedWatch notServed) {
         this.env = env;
         this.profile = profile;
+        this.notServed = notServed;
     }
 
     /**
      * The factory named by {@value ResourceFactory#PROPERTY}, or this real one, whose peak hints come
-     * from {@code profile}.
+     * from {@code profile} and whose devices {@code notServed} watches.
      */
-    static ResourceFactory orSystemProperty(PeakProfileUse profile) throws ReflectiveOperationException {
+    static ResourceFactory orSystemProperty(PeakProfileUse profile, NotServedWatch notServed)
+            throws ReflectiveOperationException {
         String name = System.getProperty(ResourceFactory.PROPERTY);
-        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile);
+        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile, notServed);
         return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
     }
 
@@ -61,6 +65,7 @@ public final class VmmManagerFactory implements ResourceFactory {
             // Opting into zero-copy copies: every large buffer gets whole pages, so any whole-buffer
             // copy of one may become a remap (a little more memory; see docs/zero-copy.md).
             if ("1".equals(env.get("VMM_ZERO_COPY"))) manager.useWholePagesFrom(0);
+            if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
             return manager;
         } catch (RuntimeException e) {
             driver.close();

@@ -69,6 +69,11 @@ public final class RecordingResource implements ManagedMemoryResource {
     }
 
     @Override
+    public long liveAllocationHolding(long address) {
+        return resource.liveAllocationHolding(address);
+    }
+
+    @Override
     public PeerAccess peerAccess() {
         return resource.peerAccess();
     }

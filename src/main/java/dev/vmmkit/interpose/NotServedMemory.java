@@ -1,0 +1,87 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.ByteSize;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Says when a program used device memory that vmmkit did not serve, and what it knows of why, so
+ * that vmmkit never fails to serve silently. The figure is the device memory in use beyond what
+ * vmmkit holds (its mapped and pooled handles), at its highest over the run: memory from an
+ * allocator vmmkit does not see (a framework's own pool reserved before vmmkit's calls were in
+ * place, cuMemCreate, managed memory) and CUDA's own (contexts, libraries' workspaces). Below
+ * {@link #SIGNIFICANT_BYTES}, or below {@link #SIGNIFICANT_SHARE} of what the program used, it is
+ * CUDA's own and nothing is said.
+ */
+final class NotServedMemory {
+    /** A CUDA context with cuBLAS/cuDNN workspaces and loaded modules stays under this. */
+    static final long SIGNIFICANT_BYTES = 1L << 30;
+    /** Share of the device memory used that must be outside vmmkit before it is worth a line. */
+    static final double SIGNIFICANT_SHARE = 0.10;
+
+    private NotServedMemory() {
+    }
+
+    /** What the process has loaded and set that explains memory vmmkit does not manage. */
+    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate) {
+        static final Clues NONE = new Clues(false, null, null);
+
+        /** From the environment and the libraries mapped into this process ({@code /proc/self/maps}). */
+        static Clues of(Map<String, String> env, String loadedLibraries) {
+            boolean jax = loadedLibraries.contains("jaxlib") || loadedLibraries.contains("xla_extension");
+            return new Clues(jax, env.get("XLA_PYTHON_CLIENT_ALLOCATOR"), env.get("XLA_PYTHON_CLIENT_PREALLOCATE"));
+        }
+
+        /** Of this process. */
+        static Clues ofThisProcess() {
+            String maps;
+            try {
+                maps = Files.readString(Path.of("/proc/self/maps"));
+            } catch (IOException | RuntimeException e) {
+                maps = "";
+            }
+            return of(System.getenv(), maps);
+        }
+
+        /** JAX with its BFC allocator: it pools device memory itself, vmmkit sees only its blocks. */
+        boolean jaxPools() {
+            return jax && !"platform".equals(jaxAllocator);
+        }
+    }
+
+    /**
+     * The lines to print at exit for one device ({@code outsideBytes}: the highest device memory in
+     * use beyond vmmkit's; {@code usedBytes}: the device memory in use at that moment); empty when
+     * vmmkit served what there was to serve.
+     */
+    static List<String> lines(int device, long outsideBytes, long usedBytes, Clues clues) {
+        List<String> lines = new ArrayList<>();
+        if (significant(outsideBytes, usedBytes)) {
+            lines.add("vmmkit: device " + device + ": " + ByteSize.formatOneDecimal(outsideBytes) + " of the "
+                    + ByteSize.formatOneDecimal(usedBytes) + " of device memory in use did not come from vmmkit; "
+                    + why(clues));
+        } else if (clues.jaxPools()) {
+            lines.add("vmmkit: JAX's BFC allocator pools device memory in large blocks and vmmkit sees only those: "
+                    + "set XLA_PYTHON_CLIENT_ALLOCATOR=platform to let vmmkit manage every buffer");
+        }
+        return lines;
+    }
+
+    static boolean significant(long outsideBytes, long usedBytes) {
+        return outsideBytes >= SIGNIFICANT_BYTES && outsideBytes >= SIGNIFICANT_SHARE * usedBytes;
+    }
+
+    private static String why(Clues clues) {
+        if (clues.jaxPools()) {
+            return "JAX's BFC allocator " + (!"false".equals(clues.jaxPreallocate()) ? "preallocates most of the device "
+                    + "and pools it" : "pools device memory") + ": set XLA_PYTHON_CLIENT_ALLOCATOR=platform";
+        }
+        return "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the program's "
+                + "own, or an allocator that reserved it before vmmkit started)";
+    }
+}

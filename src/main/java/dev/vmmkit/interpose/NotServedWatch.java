@@ -1,0 +1,110 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.driver.VmmDriver;
+
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.IntFunction;
+
+/**
+ * Samples, while the program runs, how much device memory is in use beyond what vmmkit holds, on
+ * each device vmmkit serves: a daemon thread per device (a driver answers for the context current
+ * on the calling thread) reads the driver's free memory (cuMemGetInfo) and the allocator's reserved
+ * bytes every {@link #PERIOD_MS} ms and keeps the highest difference, and takes one more sample
+ * when stopped at exit. A framework's pool is persistent, so a period this long does not miss it,
+ * and the program's calls never wait for a sample.
+ */
+final class NotServedWatch {
+    static final long PERIOD_MS = 100;
+    private static final long STOP_WAIT_MS = 2000;
+
+    /** One device's figures: the highest outside vmmkit, the device memory in use then. */
+    record Peak(long outsideBytes, long usedBytes) {
+    }
+
+    private final class Device {
+        final int ordinal;
+        final IntFunction<VmmDriver.MemoryInfo> memory;
+        final ManagedMemoryResource allocator;
+        long outside = Long.MIN_VALUE, used; // guarded by this
+        Thread sampler;
+
+        Device(int ordinal, IntFunction<VmmDriver.MemoryInfo> memory, ManagedMemoryResource allocator) {
+            this.ordinal = ordinal;
+            this.memory = memory;
+            this.allocator = allocator;
+        }
+
+        void sampleUntilStopped() {
+            while (!stopped) {
+                sample();
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(PERIOD_MS));
+            }
+            sample();
+        }
+
+        void sample() {
+            try {
+                VmmDriver.MemoryInfo info = memory.apply(ordinal);
+                long inUse = info.totalBytes() - info.freeBytes();
+                long beyond = inUse - allocator.stats().reservedBytes();
+                synchronized (this) {
+                    if (beyond > outside) {
+                        outside = beyond;
+                        used = inUse;
+                    }
+                }
+            } catch (Throwable e) {
+                InterposeLog.warnOnce("not-served", "cannot read device " + ordinal + "'s free memory", e);
+            }
+        }
+
+        synchronized Peak peak() {
+            return outside == Long.MIN_VALUE ? null : new Peak(Math.max(0, outside), used);
+        }
+    }
+
+    private final ConcurrentHashMap<Integer, Device> devices = new ConcurrentHashMap<>();
+    private volatile boolean stopped;
+
+    /** Watches {@code device}: {@code memory} reads the driver's free and total bytes, {@code allocator} holds vmmkit's. */
+    void watch(int device, IntFunction<VmmDriver.MemoryInfo> memory, ManagedMemoryResource allocator) {
+        Device d = new Device(device, memory, allocator);
+        if (devices.putIfAbsent(device, d) != null || stopped) return;
+        d.sampler = Thread.ofPlatform().daemon().name("vmmkit-not-served-" + device).start(d::sampleUntilStopped);
+    }
+
+    /** Takes one sample of {@code device} on the calling thread (tests: no waiting on the sampler). */
+    void sampleNow(int device) {
+        Device d = devices.get(device);
+        if (d != null) d.sample();
+    }
+
+    /** Stops sampling; each device's thread takes one last sample first. */
+    void stop() {
+        stopped = true;
+        for (Device d : devices.values()) {
+            if (d.sampler == null) continue;
+            LockSupport.unpark(d.sampler);
+            try {
+                d.sampler.join(STOP_WAIT_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    /** The figures of {@code device}, or null when it was not watched or never sampled. */
+    Peak peak(int device) {
+        Device d = devices.get(device);
+        return d == null ? null : d.peak();
+    }
+
+    List<Integer> watchedDevices() {
+        return devices.keySet().stream().sorted().toList();
+    }
+}

@@ -1,0 +1,94 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.Drivers;
+import dev.vmmkit.driver.VmmDriver;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The line vmmkit prints at exit when a program's device memory did not come from it, and the sampling behind it. */
+class NotServedMemoryTest {
+    private static final long GIB = 1L << 30;
+    private static final String JAX_MAPS = "7f00-7f01 r-xp 0 0:0 0 /usr/lib/python3/site-packages/jaxlib/xla_extension.so\n";
+
+    @Test
+    void cudasOwnMemoryIsNotWorthALine() {
+        // A context with library workspaces: under a gibibyte, or a small share of a large run.
+        assertEquals(List.of(), NotServedMemory.lines(0, 700L << 20, 900L << 20, NotServedMemory.Clues.NONE));
+        assertEquals(List.of(), NotServedMemory.lines(0, 2 * GIB, 70 * GIB, NotServedMemory.Clues.NONE));
+    }
+
+    @Test
+    void aLargeShareFromElsewhereIsOneLineNamingTheFiguresAndTheKnownCauses() {
+        List<String> plain = NotServedMemory.lines(1, 20 * GIB, 30 * GIB, NotServedMemory.Clues.NONE);
+        assertEquals(1, plain.size(), plain::toString);
+        assertTrue(plain.getFirst().startsWith("vmmkit: device 1: 20.0 GiB of the 30.0 GiB"), plain::toString);
+        assertTrue(plain.getFirst().contains("cuMemCreate"), plain::toString);
+
+        NotServedMemory.Clues jax = NotServedMemory.Clues.of(Map.of(), JAX_MAPS);
+        List<String> bfc = NotServedMemory.lines(0, 60 * GIB, 62 * GIB, jax);
+        assertEquals(1, bfc.size(), bfc::toString);
+        assertTrue(bfc.getFirst().contains("preallocates") && bfc.getFirst().contains("XLA_PYTHON_CLIENT_ALLOCATOR=platform"),
+                bfc::toString);
+        NotServedMemory.Clues noPrealloc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
+        assertTrue(!NotServedMemory.lines(0, 60 * GIB, 62 * GIB, noPrealloc).getFirst().contains("preallocates"));
+
+    }
+
+    @Test
+    void jaxsPoolIsNamedEvenWhenVmmkitServedItsBlocks() {
+        NotServedMemory.Clues bfc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
+        List<String> lines = NotServedMemory.lines(0, 300L << 20, 40 * GIB, bfc);
+        assertEquals(1, lines.size(), lines::toString);
+        assertTrue(lines.getFirst().contains("XLA_PYTHON_CLIENT_ALLOCATOR=platform"), lines::toString);
+        NotServedMemory.Clues platform = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"), JAX_MAPS);
+        assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 40 * GIB, platform));
+    }
+
+    /**
+     * The watch over the host emulation: a "device" whose free memory also shrinks by what another
+     * allocator took. The highest difference is kept, and what vmmkit itself maps never counts.
+     */
+    @Test
+    void theWatchKeepsTheHighestMemoryInUseBeyondVmmkitsOwn() {
+        try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
+             VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+            AtomicLong elsewhere = new AtomicLong();
+            NotServedWatch watch = new NotServedWatch();
+            watch.watch(0, device -> {
+                VmmDriver.MemoryInfo info = driver.memoryInfo();
+                return new VmmDriver.MemoryInfo(info.freeBytes() - elsewhere.get(), info.totalBytes());
+            }, manager);
+            long a = manager.allocate(64L << 20, 0); // vmmkit's own: not counted
+            elsewhere.set(100L << 20);
+            watch.sampleNow(0);
+            elsewhere.set(10L << 20);             // the other allocator gave some back: the peak stays
+            manager.deallocate(a, 0);
+            watch.stop();
+            NotServedWatch.Peak peak = watch.peak(0);
+            assertEquals(100L << 20, peak.outsideBytes(), peak::toString);
+            assertTrue(peak.usedBytes() >= peak.outsideBytes(), peak::toString);
+            assertNull(watch.peak(1));
+        }
+    }
+
+    @Test
+    void theStatsFileSaysWhatWasNotServedPerDevice() {
+        String json = StatsWriter.vmmJson(List.of(new StatsWriter.DeviceFigures(0, manager0Stats(), 0)), 0,
+                PeakProfileUse.NONE, device -> new NotServedWatch.Peak(5 * GIB, 6 * GIB));
+        assertTrue(json.contains("\"not_served_bytes\":" + 5 * GIB), json);
+    }
+
+    private static dev.vmmkit.core.AllocatorStats manager0Stats() {
+        return new dev.vmmkit.core.AllocatorStats(1, 1, 0, 10, 0, 10, 0, 0, 0, 0, Map.of());
+    }
+}
