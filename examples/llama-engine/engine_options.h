@@ -15,6 +15,16 @@ typedef struct {
     int gpu_layers;     /* "gpu_layers": layers offloaded to the GPU in the CUDA build (default all, -1) */
 } EngineOptions;
 
+/* One request's settings (ABI version 2's request_json), over the engine's options. */
+typedef struct {
+    long max_tokens;    /* "max_tokens" (default: the options' max_tokens) */
+    float temperature;  /* "temperature" */
+    uint64_t seed;      /* "seed" */
+} EngineRequest;
+
+/* Fills *request from json over defaults. Returns 0, or -1 with a message in error for a bad value. */
+int engine_request_parse(const char* json, const EngineOptions* defaults, EngineRequest* request, char* error, size_t error_size);
+
 /* Fills *options from json (NULL = defaults). Returns 0, or -1 with a message in error for a bad value. */
 int engine_options_parse(const char* json, EngineOptions* options, char* error, size_t error_size);
 

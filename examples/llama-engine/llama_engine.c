@@ -1,8 +1,13 @@
 /*
  * llama_engine: a vmmkit engine plugin over llama.cpp, serving GGUF language models.
  *
- * engine_generate tokenizes the prompt, decodes it, then decodes up to max_tokens more tokens,
- * greedily unless a temperature is set, and stops after an end-of-generation token. Each token
+ * engine_generate_stream (ABI version 2) tokenizes the prompt, decodes it, then decodes up to the
+ * request's max_tokens more tokens (the manifest's by default; never past the context), greedily
+ * unless a temperature is set, and stops after an end-of-generation token, handing each token's
+ * text piece and log-probabilities to the host's callback as soon as it is chosen. The request's
+ * max_tokens, temperature and seed override the manifest's options; top_p is not implemented
+ * (ignored), stop strings are left to the host. Built with -DENGINE_ABI_VERSION=1 it exports the
+ * version 1 engine_generate instead (all tokens at once, the manifest's options only). Each token
  * carries the log-softmax of the logits: the top_k largest values in descending order (the first
  * is the chosen token's under greedy decoding), or the whole distribution indexed by token id
  * when top_k is 0. Each request starts from an empty KV cache and a freshly seeded sampler, so the
@@ -147,7 +152,7 @@ int engine_load_model(const char* model_path) {
 
     logprobs_width = options.top_k == 0 || options.top_k > vocab_size ? vocab_size : options.top_k;
     results = calloc((size_t)options.max_tokens, sizeof *results);
-    logprobs = calloc((size_t)options.max_tokens * (size_t)logprobs_width, sizeof *logprobs);
+    logprobs = calloc((size_t)options.max_tokens * (size_t)logprobs_width, sizeof *logprobs);   /* version 2 uses row 0 */
     scratch = malloc((size_t)vocab_size * sizeof *scratch);
     top_ids = malloc((size_t)logprobs_width * sizeof *top_ids);
     if (!results || !logprobs || !scratch || !top_ids) return ERR_NO_MEMORY;
@@ -192,11 +197,30 @@ static int tokenize(const char* prompt) {
     return count;
 }
 
+/*
+ * One step's logits into row (the whole vocabulary, or the top logprobs_width with their ids in
+ * top_ids), and a copy in scratch for the log-softmax while the next token decodes. Returns the
+ * most likely token.
+ */
+static int take_logits(const float* logits, float* row) {
+    int best;
+    if (logprobs_width == vocab_size) {
+        memcpy(row, logits, (size_t)vocab_size * sizeof *row);
+        logits_top(logits, vocab_size, 1, scratch_top, &best);
+    } else {
+        logits_top(logits, vocab_size, logprobs_width, row, top_ids);
+        best = top_ids[0];
+        memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
+    }
+    return best;
+}
+
 static int decode_failed(int produced) {
     say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
     return ERR_DECODE;
 }
 
+#if ENGINE_ABI_VERSION == 1
 int engine_generate(const char* prompt, TokenResult** out) {
     if (!context) return ERR_CONTEXT;
     int count = tokenize(prompt);
@@ -215,17 +239,9 @@ int engine_generate(const char* prompt, TokenResult** out) {
         const float* logits = llama_get_logits_ith(context, -1);
         if (!logits) return decode_failed(produced);
         float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
-        int best;
-        if (logprobs_width == vocab_size) {
-            memcpy(row, logits, (size_t)vocab_size * sizeof *row);
-            logits_top(logits, vocab_size, 1, scratch_top, &best);
-        } else {
-            logits_top(logits, vocab_size, logprobs_width, row, top_ids);
-            best = top_ids[0];
-        }
+        int best = take_logits(logits, row);
         llama_token token = choose(logits, best, &random);
         float max = logits[best];
-        if (logprobs_width != vocab_size) memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
         results[produced] = (TokenResult){.token_id = (uint32_t)token, .logprobs = row, .logprobs_len = (size_t)logprobs_width};
         produced++;
         int more = produced < options.max_tokens && !llama_vocab_is_eog(vocab, token);
@@ -242,6 +258,80 @@ int engine_generate(const char* prompt, TokenResult** out) {
     *out = results;
     return produced;
 }
+#else
+/* The token's text as llama.cpp renders it (special tokens too); a piece may be part of a character. */
+static int piece(llama_token token, char* buffer, int size) {
+    int length = llama_token_to_piece(vocab, token, buffer, size, 0, false);
+    return length < 0 ? 0 : length;
+}
+
+ENGINE_API int engine_generate_stream(const char* prompt, const char* request_json, EngineTokenCallback on_token,
+                                      void* user, EngineGenerateResult* result) {
+    result->finish_reason = ENGINE_FINISH_ERROR;
+    result->prompt_tokens = 0;
+    if (!context) return ERR_CONTEXT;
+    EngineRequest request;
+    char error[160];
+    if (engine_request_parse(request_json, &options, &request, error, sizeof error) != 0) {
+        say(3, "llama: %s", error);
+        return ERR_OPTIONS;
+    }
+    int count = tokenize(prompt);
+    if (count < 0) return count;
+    result->prompt_tokens = count;
+    uint32_t room = llama_n_ctx(context);
+    if ((uint32_t)count >= room) {
+        say(3, "llama: the prompt's %d tokens do not fit the context of %u", count, room);
+        return ERR_PROMPT;
+    }
+    long limit = request.max_tokens < (long)(room - (uint32_t)count) ? request.max_tokens : (long)(room - (uint32_t)count);
+    result->finish_reason = ENGINE_FINISH_LENGTH;
+    if (limit == 0) return 0;
+    llama_memory_clear(llama_get_memory(context), true);
+    uint64_t random = request.seed;
+    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
+    float* row = logprobs;   /* one row, reused: the host copies each token out in on_token */
+    long produced = 0;
+    for (;;) {
+        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
+        const float* logits = llama_get_logits_ith(context, -1);
+        if (!logits) return decode_failed((int)produced);
+        int best = take_logits(logits, row);
+        float saved_temperature = options.temperature;
+        options.temperature = request.temperature;
+        llama_token token = choose(logits, best, &random);
+        options.temperature = saved_temperature;
+        float max = logits[best];
+        produced++;
+        int end = llama_vocab_is_eog(vocab, token);
+        int more = produced < limit && !end;
+        if (more) {
+            /* Queue the next token first: the log-softmax and the callback run while the GPU decodes. */
+            prompt_tokens[0] = token;
+            if (llama_decode(context, llama_batch_get_one(prompt_tokens, 1)) != 0) return decode_failed((int)produced);
+        }
+        const float* all = logprobs_width == vocab_size ? row : scratch;
+        float shift = max + logits_log_sum_exp(all, vocab_size, max);
+        float chosen = all[token] - shift;
+        for (int i = 0; i < logprobs_width; i++) row[i] -= shift;
+        char text[256];
+        EngineToken event = {
+            .token_id = (uint32_t)token, .text = text, .text_len = end ? 0 : (size_t)piece(token, text, sizeof text),
+            .logprob = chosen, .top_ids = logprobs_width == vocab_size ? NULL : (const uint32_t*)top_ids,
+            .top_logprobs = row, .top_len = (size_t)logprobs_width,   /* top_k 0: the whole distribution, by id */
+        };
+        if (on_token(user, &event) != 0) {
+            result->finish_reason = ENGINE_FINISH_CANCELLED;
+            return 0;
+        }
+        if (end) {
+            result->finish_reason = ENGINE_FINISH_STOP;
+            return 0;
+        }
+        if (!more) return 0;
+    }
+}
+#endif
 
 void engine_shutdown(void) {
     if (context) llama_free(context);

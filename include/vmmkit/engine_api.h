@@ -1,10 +1,16 @@
 /*
  * engine_api.h: the C ABI between vmmkit's engine host (`vmmkit serve`) and an inference engine
- * plugin. ABI version 1. A plugin is a shared library that exports the five functions below,
- * installed as engines/{engine_id}/{gpu_backend}/ with a manifest.json beside it.
+ * plugin. ABI version 2 (streaming); the host still loads version 1 plugins. A plugin is a shared
+ * library that exports the functions below, installed as engines/{engine_id}/{gpu_backend}/ with a
+ * manifest.json beside it whose "abi_version" says which version it speaks.
  * This header is all a plugin needs; it does not depend on vmmkit's sources.
  *
- * Contract (ABI version 1):
+ * Version 1 exports engine_get_info, engine_init, engine_load_model, engine_generate and
+ * engine_shutdown (build with -DENGINE_ABI_VERSION=1 to get the version 1 header). Version 2
+ * replaces engine_generate by engine_generate_stream (items 9 to 12 below); everything else holds
+ * for both.
+ *
+ * Contract:
  *
  *  1. Order. The host calls engine_get_info() first, before anything else, and refuses the plugin
  *     (with an alert log line naming both versions) when abi_version is not ENGINE_ABI_VERSION or
@@ -48,6 +54,38 @@
  *
  *  8. Strings passed in (model_path, prompt, options_json) are UTF-8, NUL-terminated and valid only
  *     during the call. options_json is the manifest's "options" object as JSON, or NULL.
+ *
+ * Version 2 (streaming):
+ *
+ *  9. engine_generate_stream(prompt, request_json, on_token, user, result) generates for one
+ *     request. request_json is a JSON object of that request's options, every key optional:
+ *     {"max_tokens": N, "temperature": T, "top_p": P, "seed": S, "stop": ["..."], "top_logprobs": K}.
+ *     Keys the engine does not know are ignored; a missing key means the engine's default (the
+ *     manifest's "options", then its own). The host checks the values before the call (max_tokens
+ *     >= 0, top_logprobs 0..20, temperature >= 0, top_p in (0, 1]).
+ *
+ * 10. The callback. The engine calls on_token(user, &token) once per generated token, in order, on
+ *     the thread that called engine_generate_stream, before the call returns; never after it
+ *     returned and never from another thread. A non-zero return asks the engine to stop: it makes
+ *     no further call to on_token, ends the generation and returns with finish_reason
+ *     ENGINE_FINISH_CANCELLED (the host returns non-zero when the client went away, a stop string
+ *     was hit, or the request ran out of time). The engine must not call into the host's engine
+ *     functions from on_token (no re-entrancy); the host's on_token never calls the engine either.
+ *     The host's log/alloc_device/free_device callbacks may be called from on_token's caller as
+ *     usual.
+ *
+ * 11. Memory. Everything EngineToken points to (text, top_ids, top_logprobs) is owned by the engine
+ *     and only needs to live until on_token returns; the host copies what it keeps. text is the
+ *     token's piece of output as UTF-8 bytes, text_len long, not NUL-terminated; a piece may end
+ *     (and the next one begin) inside a multi-byte character: the host joins the bytes. result is
+ *     the host's memory; the engine fills it before it returns.
+ *
+ * 12. The end. engine_generate_stream returns 0 with result->finish_reason ENGINE_FINISH_LENGTH
+ *     (max_tokens reached), ENGINE_FINISH_STOP (end of sequence, or a stop string the engine
+ *     handled) or ENGINE_FINISH_CANCELLED (on_token returned non-zero), and result->prompt_tokens
+ *     (the prompt's token count); or a negative error code (ENGINE_FINISH_ERROR in result, tokens
+ *     delivered so far stand). Stop strings are enforced by the host too, across pieces, so an
+ *     engine may leave them to the host.
  */
 #ifndef VMMKIT_ENGINE_API_H
 #define VMMKIT_ENGINE_API_H
@@ -59,7 +97,9 @@
 extern "C" {
 #endif
 
-#define ENGINE_ABI_VERSION 1
+#ifndef ENGINE_ABI_VERSION
+#define ENGINE_ABI_VERSION 2
+#endif
 
 #if defined(_WIN32)
 #define ENGINE_API __declspec(dllexport)
@@ -88,10 +128,39 @@ typedef struct {
     size_t logprobs_len;
 } TokenResult;
 
+/* Version 2: one generated token, as engine_generate_stream hands it to on_token. */
+typedef struct {
+    uint32_t token_id;
+    const char* text;             /* the token's UTF-8 piece, text_len bytes, not NUL-terminated */
+    size_t text_len;
+    float logprob;                /* log-probability of this token (0 when the engine has none) */
+    const uint32_t* top_ids;      /* the top_len most likely tokens at this step, best first; NULL when */
+    const float* top_logprobs;    /* top_logprobs is the whole distribution indexed by token id; their log-probabilities */
+    size_t top_len;
+} EngineToken;
+
+/* Returns 0 to go on, non-zero to stop the generation. */
+typedef int (*EngineTokenCallback)(void* user, const EngineToken* token);
+
+#define ENGINE_FINISH_LENGTH 0
+#define ENGINE_FINISH_STOP 1
+#define ENGINE_FINISH_CANCELLED 2
+#define ENGINE_FINISH_ERROR 3
+
+typedef struct {
+    int32_t finish_reason;        /* ENGINE_FINISH_* */
+    int32_t prompt_tokens;        /* tokens in the prompt, as the engine tokenised it */
+} EngineGenerateResult;
+
 ENGINE_API EngineInfo* engine_get_info(void);
 ENGINE_API int  engine_init(EngineConfig* config);                 /* 0 = ok */
 ENGINE_API int  engine_load_model(const char* model_path);         /* 0 = ok */
+#if ENGINE_ABI_VERSION == 1
 ENGINE_API int  engine_generate(const char* prompt, TokenResult** results);  /* >= 0: count of results; < 0: error */
+#else
+ENGINE_API int  engine_generate_stream(const char* prompt, const char* request_json, EngineTokenCallback on_token,
+                                       void* user, EngineGenerateResult* result);  /* 0 = ok; < 0: error */
+#endif
 ENGINE_API void engine_shutdown(void);
 
 #ifdef __cplusplus

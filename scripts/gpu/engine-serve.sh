@@ -79,7 +79,7 @@ start = row("start", "")
 peak = start["vmmkit_device_used_bytes"]
 for i in range(1, count + 1):
     t0 = time.time()
-    status, answer = call("POST", "/api/generate", {"model": f"m{i}", "prompt": "hello vmmkit"})
+    status, answer = call("POST", "/api/generate", {"model": f"m{i}", "prompt": "hello vmmkit", "stream": False})
     took = time.time() - t0
     if status != 200:
         failures.append(f"generate m{i}: {status} {answer}")
@@ -94,7 +94,7 @@ expected_backend = "cuda" if driver == "cuda" else "cpu"
 if backends != [expected_backend]:
     failures.append(f"engines ran on {backends}, expected {expected_backend}")
 for model in models:  # the memory of every survivor still reads back as written
-    status, answer = call("POST", "/api/generate", {"model": model["name"], "prompt": "again"})
+    status, answer = call("POST", "/api/generate", {"model": model["name"], "prompt": "again", "stream": False})
     if status != 200:
         failures.append(f"generate {model['name']} again: {status} {answer}")
 

@@ -70,11 +70,11 @@ def used_bytes(port):
 def median_us(port, model, count=3000):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     for _ in range(300):
-        request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello"})
+        request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello", "stream": False})
     samples = []
     for _ in range(count):
         t0 = time.perf_counter()
-        status, answer = request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello"})
+        status, answer = request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello", "stream": False})
         samples.append(time.perf_counter() - t0)
         if status != 200:
             failures.append(f"generate {model}: {status} {answer}")
@@ -89,7 +89,7 @@ def throughput(port):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         model = "m1" if i % 2 == 0 else "m2"
         while time.time() < stop:
-            status, _ = request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello"})
+            status, _ = request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello", "stream": False})
             counts[i] += 1
             if status != 200:
                 failed[0] += 1
@@ -108,7 +108,7 @@ for mode in ("in-process", "worker"):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         for model in ("m1", "m2"):
             t0 = time.perf_counter()
-            status, answer = request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello"})
+            status, answer = request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello", "stream": False})
             if status != 200:
                 failures.append(f"{mode}: first generate {model}: {status} {answer}")
             print(f"engine-workers: {mode}: first request to {model} (start + load) {1000 * (time.perf_counter() - t0):.0f} ms")
@@ -118,7 +118,7 @@ for mode in ("in-process", "worker"):
         print(f"engine-workers: {mode}: p50 one client {p50:.0f} us, 8 clients {rps:.0f} requests/s")
         if mode == "worker":
             before = used_bytes(port)
-            status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello"})
+            status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
             loaded = used_bytes(port)
             _, models = request(conn, "GET", "/api/models")
             pid = next(m["worker_pid"] for m in models if m["name"] == "m3")
@@ -129,7 +129,7 @@ for mode in ("in-process", "worker"):
                 if after <= before:
                     break
                 time.sleep(0.1)
-            status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello"})
+            status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
             if status != 200:
                 failures.append(f"m3 after its worker was killed: {status} {answer}")
             print(f"engine-workers: worker killed: device {before >> 20} MiB before m3, {loaded >> 20} MiB loaded, "

@@ -8,7 +8,10 @@
 #      the same file and settings through `vmmkit serve` and times 128-token requests over HTTP;
 #   5. prints device memory as /metrics and nvidia-smi see it after each step: a first load and
 #      unload (the baseline), load, a second model that makes the resource monitor evict the first,
-#      a shadow reload, unload; the end must be within 64 MiB of the baseline.
+#      a shadow reload, unload; the end must be within 64 MiB of the baseline;
+#   6. time to first token and tokens/s of streamed 128-token completions (OpenAI's API, server-sent
+#      events), `vmmkit serve` beside llama.cpp's own llama-server on the same file and settings
+#      (built from the same source; skipped, saying so, when its build fails).
 #   bash scripts/gpu/llama.sh
 # Carry: .deps/llama.cpp/3.22.1/source.tar.xz (7.2 MiB; scripts/fetch-llama-cpp.sh makes it from
 # the npm package), runtime/ and target/ (the jar). No network. Needs nvcc, cmake, ninja, python3
@@ -37,10 +40,12 @@ if [ "$mode" = cuda ]; then
   cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
       -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NO_VMM=ON -DGGML_CUDA_NCCL=OFF \
       -DGGML_CUDA_FA="${LLAMA_CUDA_FA:-OFF}" -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF >"$out/build.log" 2>&1 \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF >"$out/build.log" 2>&1 \
     && ninja -C "$work/build" -j16 llama ggml llama-bench >>"$out/build.log" 2>&1 \
     || { tail -n 30 "$out/build.log"; echo "llama: the llama.cpp build failed"; exit 1; }
   echo "llama: built in $(elapsed)"
+  ninja -C "$work/build" -j16 llama-server >>"$out/build.log" 2>&1 \
+    && echo "llama: llama-server built ($(elapsed))" || echo "llama: llama-server did not build (see $out/build.log); no comparison with it"
   cp "$work"/src/include/llama.h "$work"/src/ggml/include/*.h "$work"/src/ggml/src/ggml-backend-impl.h "$work/include/"
   find "$work/build/bin" -maxdepth 1 -name 'lib*.so*' ! -name 'libllama-common*' ! -name 'libmtmd*' -exec cp -P {} "$work/lib/" \;
   make -s -C examples/llama-engine install BACKEND=cuda LLAMA_DIR="$work" LLAMA_LIB="$work/lib" \
@@ -63,7 +68,7 @@ backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
 # The same settings as llama-bench's: all layers on the GPU, 8 threads, no FlashAttention, a context
 # just above the request's tokens (llama-bench's is prompt + generated tokens; ggml pads both to 256).
 cat > "$work/engines/llama/$backend/manifest.json" <<JSON
-{"id": "llama", "version": "$version", "abi_version": "1", "gpu_backend": "$backend",
+{"id": "llama", "version": "$version", "abi_version": "2", "gpu_backend": "$backend",
  "architectures": ["llama"], "formats": ["gguf"], "binary": "libllama_engine.so",
  "options": {"max_tokens": $tokens, "context_size": 256, "gpu_layers": -1, "top_k": 5$threads}}
 JSON
@@ -84,7 +89,7 @@ if [ "$mode" = cuda ]; then
 fi
 
 python3 - "$mode" "$work" "$out" "$tokens" "$bench_ts" "$model_mib" "${driver_args[@]}" <<'PY'
-import os, subprocess, sys, time
+import http.client, json, os, socket, subprocess, sys, time
 sys.path.insert(0, "scripts/gpu/lib")
 from serve_client import ServeProcess
 
@@ -122,12 +127,41 @@ def row(step):
 
 def generate(model, prompt="hello world"):
     t0 = time.perf_counter()
-    status, answer = call("POST", "/api/generate", {"model": model, "prompt": prompt})
+    status, answer = call("POST", "/api/generate", {"model": model, "prompt": prompt, "stream": False})
     took = time.perf_counter() - t0
     if status != 200:
         failures.append(f"generate {model}: {status} {answer}")
         return None, took
     return [t["id"] for t in answer["tokens"]], took
+
+def streamed(base, body, runs=5):
+    """Median time to first token (ms) and tokens/s of streamed completions at base (http://host:port)."""
+    host, port = base.split("//")[1].split(":")
+    firsts, rates = [], []
+    for _ in range(runs + 1):
+        conn = http.client.HTTPConnection(host, int(port), timeout=300)
+        t0 = time.perf_counter()
+        conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        first, count = None, 0
+        for raw in response:
+            line = raw.decode().strip()
+            if not line.startswith("data: {"):
+                continue
+            choice = json.loads(line[6:]).get("choices", [{}])
+            if choice and choice[0].get("text"):
+                count += 1
+                if first is None:
+                    first = time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        conn.close()
+        if first is not None:
+            firsts.append(first * 1000)
+            rates.append(count / took)
+    firsts, rates = sorted(firsts[1:]), sorted(rates[1:])   # the first run warms up
+    return (firsts[len(firsts) // 2], rates[len(rates) // 2], count) if firsts else (None, None, 0)
+
+stream_body = {"prompt": "hello world", "max_tokens": tokens, "temperature": 0, "stream": True}
 
 def wait_gone(name, seconds=60):
     end = time.time() + seconds
@@ -158,6 +192,12 @@ if runs:
     print(f"llama-figure: served_tg{tokens}_tokens_per_s {served:.1f} (median of {len(runs)}, HTTP round trip included, {len(first)} tokens each)")
     if bench_ts:
         print(f"llama-figure: overhead_vs_llama_bench_percent {100 * (bench_ts / served - 1):.2f}")
+vmmkit_stream = streamed(server.base, dict(stream_body, model="big"))
+if vmmkit_stream[0] is not None:
+    print(f"llama-figure: vmmkit_streamed_ttft_ms {vmmkit_stream[0]:.2f}")
+    print(f"llama-figure: vmmkit_streamed_tokens_per_s {vmmkit_stream[1]:.1f} ({vmmkit_stream[2]} tokens)")
+else:
+    failures.append("no streamed tokens from vmmkit serve")
 m_loaded, gpu_loaded = row("loaded big")
 if gpu_loaded is not None:
     print(f"llama-figure: nvidia_smi_model_mib {gpu_loaded - gpu_start}")
@@ -189,6 +229,38 @@ if cuda:
         failures.append(f"device memory did not come back: {gpu_base} MiB at the baseline, {gpu_end} MiB at the end")
 elif m_end["vmmkit_device_used_bytes"] > m_base["vmmkit_device_used_bytes"]:
     failures.append("device memory did not come back to the baseline")
+llama_server = os.path.join(work, "build", "bin", "llama-server")
+if cuda and os.path.exists(llama_server) and vmmkit_stream[0] is not None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # The settings vmmkit's engine uses: all layers on the GPU, 8 threads, no FlashAttention, context 256, one slot.
+    native = subprocess.Popen([llama_server, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-t", "8", "-fa", "off",
+                               "-c", "256", "-np", "1", "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=open(os.path.join(out, "llama-server.log"), "w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    up = False
+    for _ in range(600):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            up = conn.getresponse().status == 200
+            conn.close()
+        except OSError:
+            pass
+        if up or native.poll() is not None:
+            break
+        time.sleep(0.1)
+    if up:
+        ttft, rate, count = streamed(base, stream_body)
+        print(f"llama-figure: llama_server_streamed_ttft_ms {ttft:.2f}")
+        print(f"llama-figure: llama_server_streamed_tokens_per_s {rate:.1f} ({count} tokens)")
+        print(f"llama-figure: vmmkit_vs_llama_server_ttft_percent {100 * (vmmkit_stream[0] / ttft - 1):.2f}")
+        print(f"llama-figure: vmmkit_vs_llama_server_tokens_per_s_percent {100 * (vmmkit_stream[1] / rate - 1):.2f}")
+    else:
+        print(f"llama: llama-server did not come up (log in {out}/llama-server.log); no comparison")
+    native.terminate()
+    native.wait(30)
 for failure in failures:
     print("FAIL:", failure)
 print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")

@@ -1,7 +1,7 @@
 """A `vmmkit serve` started for a GPU check, and its HTTP API, for the scripts in scripts/gpu/.
 
     server = ServeProcess("name", [...serve arguments...], log_path)   # waits for "listening on"
-    status, answer = server.call("POST", "/api/generate", {"model": "m", "prompt": "hi"})
+    status, answer = server.call("POST", "/api/generate", {"model": "m", "prompt": "hi", "stream": False})
     server.metrics()["vmmkit_device_used_bytes"]
     server.stop(exit_code)                                             # ends it, then exits
 """

@@ -7,22 +7,35 @@ import java.lang.invoke.VarHandle;
 
 import static java.lang.foreign.MemoryLayout.PathElement.groupElement;
 import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * The C ABI of {@code include/vmmkit/engine_api.h}, version 1, as FFM layouts and function
+ * The C ABI of {@code include/vmmkit/engine_api.h}, versions 1 and 2, as FFM layouts and function
  * descriptors (LP64 Linux: size_t and pointers are 8 bytes).
  */
 final class EngineAbi {
-    /** The one ABI version this host implements ({@code ENGINE_ABI_VERSION}). */
-    static final int VERSION = 1;
+    /** The newest ABI version this host implements ({@code ENGINE_ABI_VERSION}). */
+    static final int VERSION = 2;
+    /** Version 1: engine_generate returns every token at once. */
+    static final int VERSION_BLOCKING = 1;
+
+    static boolean supported(int version) {
+        return version == VERSION_BLOCKING || version == VERSION;
+    }
 
     static final String GET_INFO = "engine_get_info";
     static final String INIT = "engine_init";
     static final String LOAD_MODEL = "engine_load_model";
     static final String GENERATE = "engine_generate";
     static final String SHUTDOWN = "engine_shutdown";
+    static final String GENERATE_STREAM = "engine_generate_stream";
+
+    static final int FINISH_LENGTH = 0;
+    static final int FINISH_STOP = 1;
+    static final int FINISH_CANCELLED = 2;
+    static final int FINISH_ERROR = 3;
 
     static final StructLayout ENGINE_INFO = MemoryLayout.structLayout(
             JAVA_INT.withName("abi_version"), MemoryLayout.paddingLayout(4),
@@ -37,6 +50,15 @@ final class EngineAbi {
             JAVA_INT.withName("token_id"), MemoryLayout.paddingLayout(4),
             ADDRESS.withName("logprobs"), JAVA_LONG.withName("logprobs_len"));
 
+    static final StructLayout ENGINE_TOKEN = MemoryLayout.structLayout(
+            JAVA_INT.withName("token_id"), MemoryLayout.paddingLayout(4),
+            ADDRESS.withName("text"), JAVA_LONG.withName("text_len"),
+            JAVA_FLOAT.withName("logprob"), MemoryLayout.paddingLayout(4),
+            ADDRESS.withName("top_ids"), ADDRESS.withName("top_logprobs"), JAVA_LONG.withName("top_len"));
+
+    static final StructLayout GENERATE_RESULT = MemoryLayout.structLayout(
+            JAVA_INT.withName("finish_reason"), JAVA_INT.withName("prompt_tokens"));
+
     static final VarHandle INFO_ABI = field(ENGINE_INFO, "abi_version");
     static final VarHandle INFO_ID = field(ENGINE_INFO, "engine_id");
     static final VarHandle INFO_VERSION = field(ENGINE_INFO, "version");
@@ -50,11 +72,24 @@ final class EngineAbi {
     static final VarHandle TOKEN_LOGPROBS = field(TOKEN_RESULT, "logprobs");
     static final VarHandle TOKEN_LOGPROBS_LEN = field(TOKEN_RESULT, "logprobs_len");
 
+    static final VarHandle EVENT_ID = field(ENGINE_TOKEN, "token_id");
+    static final VarHandle EVENT_TEXT = field(ENGINE_TOKEN, "text");
+    static final VarHandle EVENT_TEXT_LEN = field(ENGINE_TOKEN, "text_len");
+    static final VarHandle EVENT_LOGPROB = field(ENGINE_TOKEN, "logprob");
+    static final VarHandle EVENT_TOP_IDS = field(ENGINE_TOKEN, "top_ids");
+    static final VarHandle EVENT_TOP_LOGPROBS = field(ENGINE_TOKEN, "top_logprobs");
+    static final VarHandle EVENT_TOP_LEN = field(ENGINE_TOKEN, "top_len");
+    static final VarHandle RESULT_FINISH = field(GENERATE_RESULT, "finish_reason");
+    static final VarHandle RESULT_PROMPT_TOKENS = field(GENERATE_RESULT, "prompt_tokens");
+
     static final FunctionDescriptor GET_INFO_FN = FunctionDescriptor.of(ADDRESS);
     static final FunctionDescriptor INIT_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS);
     static final FunctionDescriptor LOAD_MODEL_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS);
     static final FunctionDescriptor GENERATE_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS);
     static final FunctionDescriptor SHUTDOWN_FN = FunctionDescriptor.ofVoid();
+    static final FunctionDescriptor GENERATE_STREAM_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS, ADDRESS);
+    /** The host's per-token callback (version 2): (user, const EngineToken*) -> 0 go on, else stop. */
+    static final FunctionDescriptor ON_TOKEN_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS);
 
     /** Callbacks the host gives the engine in EngineConfig. */
     static final FunctionDescriptor ALLOC_DEVICE_FN = FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG);

@@ -57,30 +57,6 @@ final class EngineApi {
         }
     }
 
-    /** {@code POST /api/generate} with its parsed body. */
-    ObjectNode generate(JsonNode body) {
-        if (body == null || !body.isObject()) throw RequestFailure.badRequest("the body must be a JSON object {\"model\", \"prompt\"}");
-        JsonNode model = body.get("model");
-        JsonNode prompt = body.get("prompt");
-        requireText("model", model);
-        requireText("prompt", prompt);
-        if (prompt.asText().indexOf('\0') >= 0) throw RequestFailure.badRequest("\"prompt\" must not contain NUL characters");
-        List<RunningEngine.Token> tokens;
-        EngineManifest manifest;
-        try (ModelRegistry.Lease lease = host.registry().acquire(model.asText())) {
-            manifest = lease.instance().manifest();
-            tokens = lease.instance().generate(prompt.asText());
-        }
-        ObjectNode answer = JSON.createObjectNode()
-                .put("model", model.asText()).put("engine", manifest.id()).put("engine_version", manifest.version());
-        ArrayNode list = answer.putArray("tokens");
-        for (RunningEngine.Token token : tokens) {
-            ArrayNode logprobs = list.addObject().put("id", token.id()).putArray("logprobs");
-            for (float p : token.logprobs()) logprobs.add(p);
-        }
-        return answer;
-    }
-
     /** {@code GET /api/models}. */
     ArrayNode models() {
         ArrayNode list = JSON.createArrayNode();
@@ -122,11 +98,5 @@ final class EngineApi {
     ObjectNode unload(String name) {
         if (!host.registry().unload(name)) throw RequestFailure.notFound("model '" + name + "' is not loaded");
         return JSON.createObjectNode().put("unloaded", name);
-    }
-
-    /** A missing field is called missing; a field of another type is named with what it must be. */
-    private static void requireText(String field, JsonNode value) {
-        if (value == null || value.isMissingNode()) throw RequestFailure.badRequest("\"" + field + "\" is missing");
-        if (!value.isTextual()) throw RequestFailure.badRequest("\"" + field + "\" must be a string, not " + value);
     }
 }

@@ -60,6 +60,7 @@ public final class EngineHost implements AutoCloseable {
     private final EngineReloader reloader;
     private final EngineMetrics metrics = new EngineMetrics();
     private final ResourceMonitor monitor;
+    private final ModelDirectory modelDirectory;
     private final MemoryReader deviceReader;
     private final MemoryReader ramReader;
     private final ScheduledExecutorService background;
@@ -70,7 +71,8 @@ public final class EngineHost implements AutoCloseable {
         this.deviceReader = deviceReader != null ? deviceReader : device::figures;
         this.ramReader = ramReader != null ? ramReader : new HostRamReader();
         this.catalog = new EngineCatalog(settings.enginesDir(), privateDir, LOGGER);
-        this.registry = new ModelRegistry(catalog, new ModelDirectory(settings.modelsDir()), device, metrics, LOGGER,
+        this.modelDirectory = new ModelDirectory(settings.modelsDir());
+        this.registry = new ModelRegistry(catalog, modelDirectory, device, metrics, LOGGER,
                 new EngineLauncher(settings.isolation(), settings.requestTimeout(), privateDir, device));
         this.reloader = new EngineReloader(catalog, registry, metrics, LOGGER);
         this.monitor = new ResourceMonitor(this.deviceReader, this.ramReader, new MemoryRelief() {
@@ -137,6 +139,24 @@ public final class EngineHost implements AutoCloseable {
                     instance.manifest().version(), instance.deviceBytes(), instance.gate().inFlight());
         }).filter(r -> r != null).toList();
         return metrics.render(deviceReader.read(), ramReader.read(), rows);
+    }
+
+    /** The models an installed engine can serve (by format): what {@code /v1/models} and {@code /api/tags} list. */
+    List<String> servableModels() {
+        java.util.Set<String> formats = new java.util.HashSet<>();
+        for (EngineEntry entry : catalog.entries()) {
+            if (entry.snapshot() != null) formats.addAll(entry.snapshot().manifest().formats());
+        }
+        List<String> names = new java.util.ArrayList<>();
+        modelDirectory.all().forEach((name, exts) -> {
+            if (exts.stream().anyMatch(formats::contains)) names.add(name);
+        });
+        return names;
+    }
+
+    /** True once the engines were scanned and the monitor runs (what {@code GET /ready} tells). */
+    boolean ready() {
+        return !background.isShutdown();
     }
 
     /** Stops the background tasks, unloads every model (after its requests), frees device memory. */

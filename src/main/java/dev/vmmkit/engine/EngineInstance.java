@@ -3,6 +3,10 @@ package dev.vmmkit.engine;
 import dev.vmmkit.core.DeviceMemoryResource;
 
 import java.lang.foreign.Arena;
+import java.lang.foreign.Linker;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
@@ -16,6 +20,18 @@ import java.util.concurrent.locks.ReentrantLock;
  * copied out while the call still holds the engine, so the engine's buffers may be reused at once.
  */
 final class EngineInstance implements RunningEngine {
+    private static final Linker LINKER = Linker.nativeLinker();
+    private static final MethodHandle ON_TOKEN;
+
+    static {
+        try {
+            ON_TOKEN = MethodHandles.lookup().findVirtual(TokenUpcall.class, "onToken",
+                    MethodType.methodType(int.class, MemorySegment.class, MemorySegment.class));
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
     /** More results or logprobs than this from one call is taken for a broken engine. */
     private static final int MAX_RESULTS = 1 << 20;
 
@@ -98,6 +114,11 @@ final class EngineInstance implements RunningEngine {
 
     @Override
     public List<Token> generate(String prompt) {
+        if (library.streaming()) {
+            List<Token> tokens = new ArrayList<>();
+            stream(prompt, "{}", token -> tokens.add(new Token(token.id(), token.topLogprobs())));
+            return tokens;
+        }
         if (callLock != null) callLock.lock();
         try (Arena call = Arena.ofConfined()) {
             MemorySegment resultsOut = call.allocate(ValueLayout.ADDRESS);
@@ -107,6 +128,99 @@ final class EngineInstance implements RunningEngine {
         } finally {
             if (callLock != null) callLock.unlock();
         }
+    }
+
+    @Override
+    public Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink) {
+        if (!library.streaming()) return blockingAsStream(prompt, sink);
+        if (callLock != null) callLock.lock();
+        try (Arena call = Arena.ofConfined()) {
+            TokenUpcall upcall = new TokenUpcall(sink);
+            MemorySegment onToken = LINKER.upcallStub(ON_TOKEN.bindTo(upcall), EngineAbi.ON_TOKEN_FN, call);
+            MemorySegment result = call.allocate(EngineAbi.GENERATE_RESULT);
+            EngineAbi.RESULT_FINISH.set(result, 0L, EngineAbi.FINISH_ERROR);
+            EngineAbi.RESULT_PROMPT_TOKENS.set(result, 0L, -1);
+            int rc = library.generateStream(call.allocateFrom(prompt),
+                    call.allocateFrom(requestJson == null ? "{}" : requestJson), onToken, result);
+            if (upcall.failure != null) throw upcall.failure;
+            if (rc < 0) throw RequestFailure.engineFailed(name + ": engine_generate_stream returned error " + rc);
+            Generation.Finish finish = Generation.Finish.of((int) EngineAbi.RESULT_FINISH.get(result, 0L));
+            if (upcall.stopped && finish != Generation.Finish.CANCELLED) finish = Generation.Finish.CANCELLED;
+            return new Generation.Outcome(finish, (int) EngineAbi.RESULT_PROMPT_TOKENS.get(result, 0L));
+        } finally {
+            if (callLock != null) callLock.unlock();
+        }
+    }
+
+    /** A version 1 engine: every token at once, handed on until the sink says stop. */
+    private Generation.Outcome blockingAsStream(String prompt, Generation.Sink sink) {
+        for (Token token : generate(prompt)) {
+            float[] top = token.logprobs();
+            Generation.Token piece = new Generation.Token(token.id(), new byte[0], top.length > 0 ? top[0] : Float.NaN,
+                    new long[0], top);
+            if (!sink.accept(piece)) return new Generation.Outcome(Generation.Finish.CANCELLED, -1);
+        }
+        return new Generation.Outcome(Generation.Finish.LENGTH, -1);
+    }
+
+    /**
+     * The host's on_token for one call: copies the engine's token out and hands it to the sink.
+     * Nothing may escape an upcall (the JVM would end), so a broken token or sink stops the engine
+     * and the failure is thrown once the engine returned.
+     */
+    private final class TokenUpcall {
+        private final Generation.Sink sink;
+        boolean stopped;
+        RequestFailure failure;
+
+        TokenUpcall(Generation.Sink sink) {
+            this.sink = sink;
+        }
+
+        @SuppressWarnings("unused") // called by the engine through the upcall stub
+        int onToken(MemorySegment user, MemorySegment raw) {
+            if (stopped) return 1; // the engine broke the contract by calling again; keep saying stop
+            try {
+                if (!sink.accept(copyToken(raw))) stopped = true;
+            } catch (RequestFailure e) {
+                failure = e;
+                stopped = true;
+            } catch (Throwable t) {
+                failure = RequestFailure.engineFailed(name + ": on_token failed: " + t);
+                stopped = true;
+            }
+            return stopped ? 1 : 0;
+        }
+    }
+
+    private Generation.Token copyToken(MemorySegment raw) {
+        if (raw.equals(MemorySegment.NULL)) throw RequestFailure.engineFailed(name + ": on_token got a NULL token");
+        MemorySegment event = raw.reinterpret(EngineAbi.ENGINE_TOKEN.byteSize());
+        long id = Integer.toUnsignedLong((int) EngineAbi.EVENT_ID.get(event, 0L));
+        long textLength = (long) EngineAbi.EVENT_TEXT_LEN.get(event, 0L);
+        MemorySegment text = (MemorySegment) EngineAbi.EVENT_TEXT.get(event, 0L);
+        long topLength = (long) EngineAbi.EVENT_TOP_LEN.get(event, 0L);
+        MemorySegment topIds = (MemorySegment) EngineAbi.EVENT_TOP_IDS.get(event, 0L);
+        MemorySegment topLogprobs = (MemorySegment) EngineAbi.EVENT_TOP_LOGPROBS.get(event, 0L);
+        if (textLength < 0 || textLength > MAX_RESULTS || (textLength > 0 && text.equals(MemorySegment.NULL))) {
+            throw RequestFailure.engineFailed(name + ": a token with text_len " + textLength);
+        }
+        if (topLength < 0 || topLength > MAX_RESULTS
+                || (topLength > 0 && topLogprobs.equals(MemorySegment.NULL))) {
+            throw RequestFailure.engineFailed(name + ": a token with top_len " + topLength + " and a NULL top_logprobs");
+        }
+        byte[] bytes = textLength == 0 ? new byte[0] : text.reinterpret(textLength).toArray(ValueLayout.JAVA_BYTE);
+        // top_ids NULL: top_logprobs is the whole distribution, indexed by token id
+        long[] ids = new long[topLength > 0 && !topIds.equals(MemorySegment.NULL) ? (int) topLength : 0];
+        float[] logprobs = new float[0];
+        if (topLength > 0) {
+            if (ids.length > 0) {
+                int[] raws = topIds.reinterpret(topLength * Integer.BYTES).toArray(ValueLayout.JAVA_INT);
+                for (int i = 0; i < ids.length; i++) ids[i] = Integer.toUnsignedLong(raws[i]);
+            }
+            logprobs = topLogprobs.reinterpret(topLength * Float.BYTES).toArray(ValueLayout.JAVA_FLOAT);
+        }
+        return new Generation.Token(id, bytes, (float) EngineAbi.EVENT_LOGPROB.get(event, 0L), ids, logprobs);
     }
 
     private List<Token> copyResults(MemorySegment array, int count) {

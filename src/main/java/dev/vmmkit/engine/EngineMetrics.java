@@ -13,6 +13,12 @@ final class EngineMetrics {
     private final Map<String, LongAdder> crashesByModel = new ConcurrentSkipListMap<>();
     private final Map<String, LongAdder> restartsByModel = new ConcurrentSkipListMap<>();
     private final Map<String, LongAdder> timeoutsByModel = new ConcurrentSkipListMap<>();
+    private final ServingMetrics serving = new ServingMetrics();
+
+    /** Per-model generation figures (histograms, token counters, finish reasons). */
+    ServingMetrics serving() {
+        return serving;
+    }
 
     void answered(int status) {
         requestsByStatus.computeIfAbsent(status, s -> new LongAdder()).increment();
@@ -73,6 +79,7 @@ final class EngineMetrics {
             out.append("vmmkit_model_in_flight{model=\"").append(escape(model.name())).append("\"} ")
                     .append(model.inFlight()).append('\n');
         }
+        serving.render(out);
         return out.toString();
     }
 
@@ -102,7 +109,7 @@ final class EngineMetrics {
         out.append("# TYPE ").append(name).append(' ').append(type).append('\n');
     }
 
-    private static String escape(String value) {
+    static String escape(String value) {
         return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
     }
 }

@@ -33,6 +33,10 @@ public final class EngineWorkerMain {
     private DeviceMemory device;
     private EngineInstance instance;
     private ExecutorService concurrentCalls;
+    /** Streamed calls run here, so the main loop keeps reading CANCEL frames while one generates. */
+    private final ExecutorService streamCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-stream-", 0).factory());
+    /** Calls asked to stop, until they end. */
+    private final java.util.Set<Integer> cancelled = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     private EngineWorkerMain(WorkerChannel channel) {
         this.channel = channel;
@@ -71,6 +75,12 @@ public final class EngineWorkerMain {
                     if (concurrentCalls != null) concurrentCalls.execute(() -> generate(frame.call(), prompt));
                     else generate(frame.call(), prompt);
                 }
+                case WorkerChannel.GENERATE_STREAM -> {
+                    String prompt = WorkerChannel.readString(frame.payload());
+                    String request = WorkerChannel.readString(frame.payload());
+                    streamCalls.execute(() -> stream(frame.call(), prompt, request));
+                }
+                case WorkerChannel.CANCEL -> cancelled.add(frame.call());
                 case WorkerChannel.SHUTDOWN -> {
                     shutdown();
                     reply(WorkerChannel.DONE, frame.call(), null);
@@ -130,7 +140,30 @@ public final class EngineWorkerMain {
         }
     }
 
+    private void stream(int call, String prompt, String request) {
+        try {
+            Generation.Outcome outcome = instance.stream(prompt, request, token -> {
+                if (cancelled.contains(call)) return false;
+                try {
+                    channel.write(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
+                } catch (IOException e) {
+                    Runtime.getRuntime().halt(72); // the host is gone
+                }
+                return !cancelled.contains(call);
+            });
+            reply(WorkerChannel.DONE, call, out -> {
+                out.writeInt(outcome.finish().ordinal());
+                out.writeInt(outcome.promptTokens());
+            });
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        } finally {
+            cancelled.remove(call);
+        }
+    }
+
     private void shutdown() {
+        streamCalls.shutdown();
         if (concurrentCalls != null) concurrentCalls.shutdown();
         if (instance != null) instance.close();
         instance = null;

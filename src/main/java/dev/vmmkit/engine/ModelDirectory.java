@@ -64,6 +64,29 @@ final class ModelDirectory {
         return files;
     }
 
+    /** Every model name in the folder with its formats' files (names that fail {@link #checkName} left out). */
+    java.util.SortedMap<String, List<String>> all() {
+        java.util.SortedMap<String, List<String>> names = new java.util.TreeMap<>();
+        try (Stream<Path> all = Files.list(dir)) {
+            for (Path p : all.filter(Files::isRegularFile).toList()) {
+                String file = p.getFileName().toString();
+                int dot = file.indexOf('.');
+                if (dot <= 0 || file.indexOf('.', dot + 1) >= 0) continue;
+                String ext = file.substring(dot + 1).toLowerCase(Locale.ROOT);
+                if (ext.isEmpty() || ext.equals("json")) continue;
+                try {
+                    checkName(file.substring(0, dot));
+                } catch (RequestFailure notAName) {
+                    continue;
+                }
+                names.computeIfAbsent(file.substring(0, dot), n -> new java.util.ArrayList<>()).add(ext);
+            }
+        } catch (IOException e) {
+            return names;
+        }
+        return names;
+    }
+
     private String architecture(String name) {
         Path meta = dir.resolve(name + ".json");
         if (!Files.isRegularFile(meta)) return null;

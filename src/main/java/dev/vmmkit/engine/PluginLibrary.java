@@ -36,6 +36,7 @@ final class PluginLibrary implements AutoCloseable {
     private final MethodHandle init;
     private final MethodHandle loadModel;
     private final MethodHandle generate;
+    private final MethodHandle generateStream;
     private final MethodHandle shutdown;
 
     private PluginLibrary(Arena arena, Info info, SymbolLookup symbols) throws RefusedException {
@@ -43,7 +44,9 @@ final class PluginLibrary implements AutoCloseable {
         this.info = info;
         this.init = function(symbols, EngineAbi.INIT, EngineAbi.INIT_FN);
         this.loadModel = function(symbols, EngineAbi.LOAD_MODEL, EngineAbi.LOAD_MODEL_FN);
-        this.generate = function(symbols, EngineAbi.GENERATE, EngineAbi.GENERATE_FN);
+        boolean streaming = info.abiVersion() == EngineAbi.VERSION;
+        this.generate = streaming ? null : function(symbols, EngineAbi.GENERATE, EngineAbi.GENERATE_FN);
+        this.generateStream = streaming ? function(symbols, EngineAbi.GENERATE_STREAM, EngineAbi.GENERATE_STREAM_FN) : null;
         this.shutdown = function(symbols, EngineAbi.SHUTDOWN, EngineAbi.SHUTDOWN_FN);
     }
 
@@ -112,6 +115,19 @@ final class PluginLibrary implements AutoCloseable {
         }
     }
 
+    /** True for a version 2 plugin (engine_generate_stream), false for version 1 (engine_generate). */
+    boolean streaming() {
+        return generateStream != null;
+    }
+
+    int generateStream(MemorySegment prompt, MemorySegment requestJson, MemorySegment onToken, MemorySegment result) {
+        try {
+            return (int) generateStream.invokeExact(prompt, requestJson, onToken, MemorySegment.NULL, result);
+        } catch (Throwable t) {
+            throw rethrown(t);
+        }
+    }
+
     void shutdown() {
         try {
             shutdown.invokeExact();
@@ -143,9 +159,9 @@ final class PluginLibrary implements AutoCloseable {
 
     /** The ABI version first (nothing else is meaningful across ABIs), then the manifest's claims. */
     private static void checkAgainst(EngineManifest manifest, Info info) throws RefusedException {
-        if (info.abiVersion() != EngineAbi.VERSION) {
+        if (!EngineAbi.supported(info.abiVersion())) {
             throw new RefusedException("binary reports abi_version " + info.abiVersion() + ", the host implements abi_version "
-                    + EngineAbi.VERSION + " (manifest says " + manifest.abiVersion() + ")");
+                    + EngineAbi.VERSION_BLOCKING + " and " + EngineAbi.VERSION + " (manifest says " + manifest.abiVersion() + ")");
         }
         if (manifest.abiVersion() != info.abiVersion()) {
             throw new RefusedException("manifest says abi_version " + manifest.abiVersion() + ", binary reports "

@@ -17,6 +17,11 @@ public final class RequestFailure extends RuntimeException {
         return new RequestFailure(400, message);
     }
 
+    /** 413: the request body is over the limit. */
+    public static RequestFailure tooLarge(String message) {
+        return new RequestFailure(413, message);
+    }
+
     public static RequestFailure notFound(String message) {
         return new RequestFailure(404, message);
     }

@@ -20,6 +20,16 @@ interface RunningEngine extends AutoCloseable {
      */
     List<Token> generate(String prompt);
 
+    /**
+     * Generates for one request, handing each token to {@code sink} as the engine produces it
+     * (version 2), or all of them when the call returns (version 1, which ignores
+     * {@code requestJson}); a sink that returns false stops the engine at its next token.
+     *
+     * @param requestJson the request's options as the ABI's request_json
+     * @throws RequestFailure as {@link #generate}
+     */
+    Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink);
+
     InFlightGate gate();
 
     PluginSnapshot snapshot();

@@ -26,12 +26,19 @@ final class WorkerChannel implements AutoCloseable {
     static final int GENERATE = 2;
     /** Host to worker: engine_shutdown, free what is left, exit. */
     static final int SHUTDOWN = 3;
+    /** Host to worker: engine_generate_stream with a prompt and the request's options (TOKEN frames, then DONE). */
+    static final int GENERATE_STREAM = 4;
+    /** Host to worker: stop the call with this number at its next token (no answer of its own). */
+    static final int CANCEL = 5;
     /** Worker to host, first frame: the worker is up (its pid). */
     static final int READY = 64;
     /** Worker to host: a call succeeded (memory figures, then the call's results). */
     static final int DONE = 65;
     /** Worker to host: a call failed (out-of-memory flag, memory figures, message). */
     static final int FAILED = 66;
+
+    /** Worker to host: one token of a GENERATE_STREAM call, as the engine produced it. */
+    static final int TOKEN = 67;
 
     /** A frame longer than this is garbage, not a message. */
     static final int MAX_FRAME = 64 << 20;
@@ -109,6 +116,39 @@ final class WorkerChannel implements AutoCloseable {
         byte[] bytes = new byte[length];
         in.readFully(bytes);
         return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    /** A TOKEN frame's payload: id, text bytes, logprob, then the top alternatives (id, logprob each). */
+    static void writeToken(DataOutputStream out, Generation.Token token) throws IOException {
+        out.writeLong(token.id());
+        out.writeInt(token.text().length);
+        out.write(token.text());
+        out.writeFloat(token.logprob());
+        out.writeInt(token.topLogprobs().length);
+        for (int i = 0; i < token.topLogprobs().length; i++) {
+            out.writeLong(i < token.topIds().length ? token.topIds()[i] : -1);
+            out.writeFloat(token.topLogprobs()[i]);
+        }
+    }
+
+    static Generation.Token readToken(DataInputStream in) throws IOException {
+        long id = in.readLong();
+        int textLength = in.readInt();
+        if (textLength < 0 || textLength > MAX_FRAME) throw new GarbageException("a token text of " + textLength + " bytes");
+        byte[] text = new byte[textLength];
+        in.readFully(text);
+        float logprob = in.readFloat();
+        int top = in.readInt();
+        if (top < 0 || top > MAX_FRAME / 12) throw new GarbageException("a token with " + top + " alternatives");
+        long[] ids = new long[top];
+        float[] logprobs = new float[top];
+        boolean anyId = false;
+        for (int i = 0; i < top; i++) {
+            ids[i] = in.readLong();
+            anyId |= ids[i] >= 0;
+            logprobs[i] = in.readFloat();
+        }
+        return new Generation.Token(id, text, logprob, anyId ? ids : new long[0], logprobs);
     }
 
     /** True for the end of the stream, as opposed to garbage. */

@@ -132,13 +132,7 @@ final class WorkerEngine implements RunningEngine {
             throw died(name + ": engine_generate", e.death);
         }
         try {
-            DataInputStream in = answer.payload();
-            if (answer.type() == WorkerChannel.FAILED) {
-                in.readBoolean();
-                figures(in);
-                throw RequestFailure.engineFailed(WorkerChannel.readString(in));
-            }
-            figures(in);
+            DataInputStream in = succeeded(answer);
             int count = in.readInt();
             List<Token> tokens = new ArrayList<>(count);
             for (int i = 0; i < count; i++) {
@@ -149,9 +143,45 @@ final class WorkerEngine implements RunningEngine {
             }
             return tokens;
         } catch (IOException | NegativeArraySizeException e) {
-            worker.kill("its answer to engine_generate could not be read: " + e);
-            throw RequestFailure.workerCrashed(name + ": the worker's answer to engine_generate could not be read: " + e);
+            throw unreadable("engine_generate", e);
         }
+    }
+
+    @Override
+    public Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink) {
+        WorkerProcess.Answer answer;
+        try {
+            answer = worker.call(WorkerChannel.GENERATE_STREAM, "engine_generate_stream", out -> {
+                WorkerChannel.writeString(out, prompt);
+                WorkerChannel.writeString(out, requestJson);
+            }, timeout, sink);
+        } catch (WorkerProcess.WorkerDied e) {
+            throw died(name + ": engine_generate_stream", e.death);
+        }
+        try {
+            DataInputStream in = succeeded(answer);
+            return new Generation.Outcome(Generation.Finish.of(in.readInt()), in.readInt());
+        } catch (IOException e) {
+            throw unreadable("engine_generate_stream", e);
+        }
+    }
+
+    /** A call's answer past its memory figures; a FAILED answer is the engine's error (500). */
+    private DataInputStream succeeded(WorkerProcess.Answer answer) throws IOException {
+        DataInputStream in = answer.payload();
+        if (answer.type() == WorkerChannel.FAILED) {
+            in.readBoolean();
+            figures(in);
+            throw RequestFailure.engineFailed(WorkerChannel.readString(in));
+        }
+        figures(in);
+        return in;
+    }
+
+    /** An answer that does not parse: the worker is broken, so it is ended like a crash. */
+    private RequestFailure unreadable(String call, Exception e) {
+        worker.kill("its answer to " + call + " could not be read: " + e);
+        return RequestFailure.workerCrashed(name + ": the worker's answer to " + call + " could not be read: " + e);
     }
 
     private void figures(DataInputStream in) throws IOException {

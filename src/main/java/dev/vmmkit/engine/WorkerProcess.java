@@ -50,6 +50,7 @@ final class WorkerProcess implements AutoCloseable {
     private final String name;
     private final Path errorFile;
     private final ConcurrentHashMap<Integer, CompletableFuture<Answer>> pending = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Integer, Generation.Sink> streams = new ConcurrentHashMap<>();
     private final AtomicInteger calls = new AtomicInteger();
     private final CompletableFuture<Death> death = new CompletableFuture<>();
     private final CompletableFuture<Long> ready = new CompletableFuture<>();
@@ -126,9 +127,19 @@ final class WorkerProcess implements AutoCloseable {
      * @throws WorkerDied when the worker ended before it answered (the host ended it on timeout)
      */
     Answer call(int type, String what, WorkerChannel.Payload payload, Duration timeout) throws WorkerDied {
+        return call(type, what, payload, timeout, null);
+    }
+
+    /**
+     * A call whose TOKEN frames go to {@code tokens} (on the reader thread) before its answer. When
+     * the sink returns false the worker is sent a CANCEL for the call, and its later tokens are dropped.
+     */
+    Answer call(int type, String what, WorkerChannel.Payload payload, Duration timeout, Generation.Sink tokens)
+            throws WorkerDied {
         int call = calls.incrementAndGet();
         CompletableFuture<Answer> answer = new CompletableFuture<>();
         pending.put(call, answer);
+        if (tokens != null) streams.put(call, tokens);
         try {
             if (death.isDone()) throw new WorkerDied(death.join());
             try {
@@ -151,6 +162,26 @@ final class WorkerProcess implements AutoCloseable {
             }
         } finally {
             pending.remove(call);
+            streams.remove(call);
+        }
+    }
+
+    /** Hands a TOKEN frame to its call's sink; a sink that says stop gets its call cancelled once. */
+    private void token(WorkerChannel.Frame frame) throws IOException {
+        if (!pending.containsKey(frame.call())) throw new WorkerChannel.GarbageException("a token for call " + frame.call() + ", which nobody made");
+        Generation.Token token = WorkerChannel.readToken(frame.payload());
+        Generation.Sink sink = streams.get(frame.call());
+        if (sink == null) return; // cancelled already: the worker stops at its next token
+        boolean more;
+        try {
+            more = sink.accept(token);
+        } catch (RuntimeException e) {
+            EngineHost.LOGGER.log(System.Logger.Level.ERROR, name + ": a token's receiver failed", e);
+            more = false;
+        }
+        if (!more) {
+            streams.remove(frame.call());
+            channel.write(WorkerChannel.CANCEL, frame.call(), null);
         }
     }
 
@@ -199,6 +230,10 @@ final class WorkerProcess implements AutoCloseable {
             ready.complete(first.payload().readLong());
             for (;;) {
                 WorkerChannel.Frame frame = channel.read();
+                if (frame.type() == WorkerChannel.TOKEN) {
+                    token(frame);
+                    continue;
+                }
                 if (frame.type() != WorkerChannel.DONE && frame.type() != WorkerChannel.FAILED) {
                     throw new WorkerChannel.GarbageException("unknown frame type " + frame.type());
                 }

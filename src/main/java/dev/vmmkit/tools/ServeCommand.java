@@ -78,6 +78,14 @@ public final class ServeCommand implements Callable<Integer> {
             description = "How long one engine call may run before its worker is ended (answer 504; --isolation worker). Default: ${DEFAULT-VALUE}.")
     private String requestTimeout;
 
+    @Option(names = "--bind", defaultValue = "127.0.0.1", paramLabel = "ADDRESS",
+            description = "Address to listen on (0.0.0.0 for every interface, as in a container). Default: ${DEFAULT-VALUE}.")
+    private String bind;
+
+    @Option(names = "--drain-timeout", defaultValue = "30s", paramLabel = "TIME",
+            description = "On SIGTERM: stop accepting, wait this long at most for the requests in flight, unload, exit 0. Default: ${DEFAULT-VALUE}.")
+    private String drainTimeout;
+
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
@@ -100,9 +108,10 @@ public final class ServeCommand implements Callable<Integer> {
                 parseDuration(requestTimeout, "--request-timeout"));
         VmmDriver driver = openDriver();
         EngineHost host = EngineHost.start(settings, driver);
+        java.time.Duration drain = parseDuration(drainTimeout, "--drain-timeout");
         EngineHttpServer server;
         try {
-            server = EngineHttpServer.start(host, port);
+            server = EngineHttpServer.start(host, java.net.InetAddress.getByName(bind), port);
         } catch (BindException e) {   // taken between the check and now
             host.close();
             driver.close();
@@ -110,12 +119,17 @@ public final class ServeCommand implements Callable<Integer> {
         }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            server.close();
+            // SIGTERM (or SIGINT): what a load balancer and Kubernetes expect of a server that is told to go
+            System.err.println("vmmkit serve: stopping: no new connections, finishing the requests in flight (at most "
+                    + drain.toSeconds() + " s)");
+            server.drain(drain);
             host.close();
             driver.close();
+            System.err.println("vmmkit serve: stopped");
             stopped.countDown();
+            Runtime.getRuntime().halt(0); // a signal's exit status would be 143; a drained stop is a clean one
         }, "vmmkit-serve-shutdown"));
-        out.println("listening on http://127.0.0.1:" + server.port());
+        out.println("listening on http://" + server.address() + ":" + server.port());
         out.flush();
         stopped.await();
         return 0;

@@ -137,7 +137,7 @@ class EngineHttpApiTest {
     void refusedPluginsAreListedWithTheirReasonAndNeverStopTheHost(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
             bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
-            bed.install("badabi", "1.0.0", "fixture-abi2.so", "\"b1\"", "");
+            bed.install("badabi", "1.0.0", "fixture-abi3.so", "\"b1\"", "");
             bed.install("nogenerate", "1.0.0", "fixture-nogenerate.so", "\"b2\"", "");
             Path wrongVersion = bed.install("fixture2", "1.0.0", "fixture-v2.so", "\"b3\"", "");
             EngineTestBed.writeManifest(wrongVersion, Files.readString(wrongVersion.resolve("manifest.json")).replace("fixture2", "fixture"));
@@ -155,7 +155,7 @@ class EngineHttpApiTest {
             bed.model("beta.b1", 4096);
             bed.start();
 
-            assertRejected(bed, "badabi", "binary reports abi_version 2, the host implements abi_version 1");
+            assertRejected(bed, "badabi", "binary reports abi_version 3, the host implements abi_version 1 and 2");
             assertRejected(bed, "nogenerate", "required symbol engine_generate is missing");
             assertRejected(bed, "notjson", "not valid JSON");
             assertRejected(bed, "nobinary", "gone.so does not exist");

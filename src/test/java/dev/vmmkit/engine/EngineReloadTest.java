@@ -131,18 +131,18 @@ class EngineReloadTest {
             bed.start();
             assertEquals(1, bed.generate("a", "x").json().get("tokens").get(0).get("id").asInt());
 
-            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-abi2.so"));
+            EngineTestBed.overwriteInPlace(plugin.resolve("engine.so"), EngineTestBed.FIXTURES.resolve("fixture-abi3.so"));
             // The installed file is now another binary; the running private copy must not notice.
             assertEquals(2, bed.generate("a", "x").json().get("tokens").get(0).get("id").asInt());
             EngineTestBed.Answer refused = bed.post("/api/engines/fixture/reload", "");
-            assertError(refused, 500, "abi_version 2");
+            assertError(refused, 500, "abi_version 3");
             assertTrue(refused.error().contains("version 1.0.0 keeps serving"), refused.error());
 
             EngineTestBed.Answer still = bed.generate("a", "x");
             assertEquals("1.0.0", still.json().get("engine_version").asText());
             assertEquals(3, still.json().get("tokens").get(0).get("id").asInt(), "the same instance, not a new one");
             assertEquals("loaded", bed.engine("fixture").get("status").asText());
-            assertTrue(bed.engine("fixture").get("last_reload_error").asText().contains("abi_version 2"));
+            assertTrue(bed.engine("fixture").get("last_reload_error").asText().contains("abi_version 3"));
             assertEquals(1, bed.metric("vmmkit_reloads_total{result=\"failed\"}"));
 
             // Manifest and binary disagreeing is refused too, naming both versions.
@@ -183,7 +183,7 @@ class EngineReloadTest {
     @Test
     void aRejectedPluginFixedOnDiskBecomesAvailableOnReload(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = new EngineTestBed(root)) {
-            Path plugin = bed.install("fixture", "1.0.0", "fixture-abi2.so", "\"fx\"", "");
+            Path plugin = bed.install("fixture", "1.0.0", "fixture-abi3.so", "\"fx\"", "");
             bed.model("a.fx", 4096);
             bed.start();
             assertEquals("rejected", bed.engine("fixture").get("status").asText());

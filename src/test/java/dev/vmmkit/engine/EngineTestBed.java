@@ -93,6 +93,10 @@ final class EngineTestBed implements AutoCloseable {
         return start(256L << 20, 0.9, 60_000, false, null);
     }
 
+    int port() {
+        return server.port();
+    }
+
     EngineHost host() {
         return host;
     }
@@ -117,7 +121,7 @@ final class EngineTestBed implements AutoCloseable {
     }
 
     Answer generate(String model, String prompt) {
-        return post("/api/generate", "{\"model\":\"" + model + "\",\"prompt\":\"" + prompt + "\"}");
+        return post("/api/generate", "{\"model\":\"" + model + "\",\"prompt\":\"" + prompt + "\",\"stream\":false}");
     }
 
     /** The value of a metric line that starts with {@code prefix} (name and labels). */

@@ -74,7 +74,7 @@ class LlamaEngineTest {
     }
 
     private static String manifest(String options) {
-        return "{\"id\":\"llama\",\"version\":\"3.22.1\",\"abi_version\":\"1\",\"gpu_backend\":\"cpu\",\"architectures\":[\"llama\"],"
+        return "{\"id\":\"llama\",\"version\":\"3.22.1\",\"abi_version\":\"2\",\"gpu_backend\":\"cpu\",\"architectures\":[\"llama\"],"
                 + "\"formats\":[\"gguf\"],\"binary\":\"libllama_engine.so\",\"options\":{\"threads\":1" + options + "}}";
     }
 

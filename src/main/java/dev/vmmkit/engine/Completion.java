@@ -1,0 +1,114 @@
+package dev.vmmkit.engine;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One generation request as both HTTP dialects (OpenAI's and Ollama's) ask it, and its run: leases
+ * the model, streams the engine's tokens through a {@link TextStream} (UTF-8 joining, stop
+ * strings) to a {@link Listener}, and records the per-model figures. A listener that returns false
+ * (its client went away) stops the engine at its next token; the lease, and with it the model, is
+ * free as soon as the engine returned.
+ */
+final class Completion {
+    /** The largest max_tokens a request may ask. */
+    static final int MAX_TOKENS_LIMIT = 1 << 30;
+    private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();
+
+    /**
+     * @param maxTokens   -1 for the engine's default
+     * @param topLogprobs alternatives per token to report, 0 for none
+     */
+    record Request(String model, String prompt, int maxTokens, Double temperature, Double topP, Long seed,
+                   List<String> stop, int topLogprobs) {
+        /** The ABI's request_json. */
+        String requestJson() {
+            ObjectNode json = JSON.createObjectNode();
+            if (maxTokens >= 0) json.put("max_tokens", maxTokens);
+            if (temperature != null) json.put("temperature", temperature);
+            if (topP != null) json.put("top_p", topP);
+            if (seed != null) json.put("seed", seed);
+            if (!stop.isEmpty()) stop.forEach(json.putArray("stop")::add);
+            if (topLogprobs > 0) json.put("top_logprobs", topLogprobs);
+            return json.toString();
+        }
+    }
+
+    /** Receives the text as it becomes final, with the token that completed it (null for the held-back end). */
+    interface Listener {
+        boolean delta(String text, Generation.Token token);
+    }
+
+    /**
+     * What the run produced.
+     *
+     * @param finish       length, stop (end of sequence or a stop string), cancelled or error
+     * @param promptTokens the engine's count, or -1 when it gave none
+     */
+    record Result(String text, List<Generation.Token> tokens, String finish, int promptTokens, String engine,
+                  String engineVersion, long durationNanos, long firstTokenNanos) {
+    }
+
+    private Completion() {
+    }
+
+    /**
+     * Runs {@code request} on its model.
+     *
+     * @throws RequestFailure 404 for an unknown model, and what the engine's lease and call throw
+     */
+    static Result run(EngineHost host, Request request, Listener listener) {
+        return run(host, request, () -> { }, listener);
+    }
+
+    /**
+     * Runs {@code request}, calling {@code leased} once the model is loaded and leased, before the
+     * first token: a streamed answer starts there, so a request for an unknown model or one that
+     * fails to load still gets its error status.
+     */
+    static Result run(EngineHost host, Request request, Runnable leased, Listener listener) {
+        long start = System.nanoTime();
+        TextStream text = new TextStream(request.stop());
+        List<Generation.Token> tokens = new ArrayList<>();
+        long[] firstToken = {-1};
+        boolean[] clientGone = {false};
+        Generation.Outcome outcome;
+        String engine;
+        String engineVersion;
+        try (ModelRegistry.Lease lease = host.registry().acquire(request.model())) {
+            engine = lease.instance().manifest().id();
+            engineVersion = lease.instance().manifest().version();
+            leased.run();
+            try {
+                outcome = lease.instance().stream(request.prompt(), request.requestJson(), token -> {
+                    if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - start;
+                    tokens.add(token);
+                    String delta = text.add(token.text());
+                    if (!delta.isEmpty() || token.text().length == 0) {
+                        if (!listener.delta(delta, token)) {
+                            clientGone[0] = true;
+                            return false;
+                        }
+                    }
+                    return !text.stopped();
+                });
+            } catch (RequestFailure failure) {
+                host.metrics().serving().generated(request.model(), "error", System.nanoTime() - start, firstToken[0], 0, tokens.size());
+                throw failure;
+            }
+            String finish = clientGone[0] ? "cancelled"
+                    : text.stopped() ? "stop"
+                    : outcome.finish() == Generation.Finish.CANCELLED ? "cancelled" : outcome.finish().label();
+            if (!clientGone[0]) {
+                String rest = text.finish();
+                if (!rest.isEmpty()) listener.delta(rest, null);
+            }
+            long duration = System.nanoTime() - start;
+            // counted before the lease ends, so the next request on this model sees these figures
+            host.metrics().serving().generated(request.model(), finish, duration, firstToken[0], outcome.promptTokens(), tokens.size());
+            return new Result(text.text(), tokens, finish, outcome.promptTokens(), engine, engineVersion, duration, firstToken[0]);
+        }
+    }
+}
