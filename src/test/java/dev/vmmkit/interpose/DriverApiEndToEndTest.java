@@ -1,5 +1,6 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.ProcessResult;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -38,14 +39,8 @@ class DriverApiEndToEndTest {
     @TempDir
     Path dir;
 
-    record Result(int exitCode, String stdout, String stderr) {
-        @Override
-        public String toString() {
-            return "exit " + exitCode + "\n--- stdout\n" + stdout + "--- stderr\n" + stderr;
-        }
-    }
 
-    private Result start(List<String> command, Map<String, String> extraEnv) throws IOException, InterruptedException {
+    private ProcessResult start(List<String> command, Map<String, String> extraEnv) throws IOException, InterruptedException {
         ProcessBuilder builder = new ProcessBuilder(command)
                 .redirectOutput(dir.resolve("stdout.txt").toFile())
                 .redirectError(dir.resolve("stderr.txt").toFile());
@@ -59,16 +54,16 @@ class DriverApiEndToEndTest {
             process.destroyForcibly();
             throw new AssertionError("timed out: " + command + "\n" + Files.readString(dir.resolve("stderr.txt")));
         }
-        return new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+        return new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
                 Files.readString(dir.resolve("stderr.txt")));
     }
 
     /** {@code vmmkit run ARGS} in a new JVM, as a user runs it. */
-    private Result vmmkitRun(String... args) throws IOException, InterruptedException {
+    private ProcessResult vmmkitRun(String... args) throws IOException, InterruptedException {
         return vmmkitRun(Map.of(), args);
     }
 
-    private Result vmmkitRun(Map<String, String> env, String... args) throws IOException, InterruptedException {
+    private ProcessResult vmmkitRun(Map<String, String> env, String... args) throws IOException, InterruptedException {
         List<String> command = new ArrayList<>(List.of(javaBinary(), "--enable-native-access=ALL-UNNAMED",
                 "-cp", System.getProperty("java.class.path"), "dev.vmmkit.tools.VmmkitCli", "run"));
         command.addAll(List.of(args));
@@ -79,7 +74,7 @@ class DriverApiEndToEndTest {
         return Path.of(System.getProperty("java.home"), "bin", "java").toString();
     }
 
-    private static void assertScenariosPassed(Result result) {
+    private static void assertScenariosPassed(ProcessResult result) {
         assertEquals(0, result.exitCode(), result::toString);
         for (String scenario : ALL) assertTrue(result.stdout().contains("ok " + scenario + "\n"), result::toString);
     }
@@ -87,7 +82,7 @@ class DriverApiEndToEndTest {
     @Test
     void vmmModeServesEveryDriverCallWithoutTheStandInsAllocators() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("--driver", "host", "--stats", stats.toString(), "--", DRIVER_TEST.toString(), "all");
+        ProcessResult result = vmmkitRun("--driver", "host", "--stats", stats.toString(), "--", DRIVER_TEST.toString(), "all");
         assertScenariosPassed(result);
         JsonNode s = JSON.readTree(stats.toFile());
         assertEquals("vmm", s.get("mode").asText());
@@ -106,7 +101,7 @@ class DriverApiEndToEndTest {
     @Test
     void monitorModePassesEveryDriverCallThroughAndRecordsIt() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("--mode", "monitor", "--driver", "host", "--stats", stats.toString(), "--",
+        ProcessResult result = vmmkitRun("--mode", "monitor", "--driver", "host", "--stats", stats.toString(), "--",
                 DRIVER_TEST.toString(), "all");
         assertScenariosPassed(result);
         JsonNode s = JSON.readTree(stats.toFile());
@@ -121,7 +116,7 @@ class DriverApiEndToEndTest {
     void eachScenarioAloneServesItsCalls() throws Exception {
         for (String scenario : List.of("static_runtime", "proc_address", "runtime_entry_points")) {
             Path stats = dir.resolve(scenario + ".json");
-            Result result = vmmkitRun("--driver", "host", "--stats", stats.toString(), "--", DRIVER_TEST.toString(), scenario);
+            ProcessResult result = vmmkitRun("--driver", "host", "--stats", stats.toString(), "--", DRIVER_TEST.toString(), scenario);
             assertEquals(0, result.exitCode(), result::toString);
             JsonNode s = JSON.readTree(stats.toFile());
             assertTrue(s.get("allocs").asLong() > 0 && s.get("passthrough_calls").asLong() == 0, scenario + ": " + s);
@@ -132,7 +127,7 @@ class DriverApiEndToEndTest {
     @Test
     void theDriverPairBenchmarkRunsOnVmmkit() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(Map.of("LD_LIBRARY_PATH", NATIVE.toString()), "--driver", "host", "--stats",
+        ProcessResult result = vmmkitRun(Map.of("LD_LIBRARY_PATH", NATIVE.toString()), "--driver", "host", "--stats",
                 stats.toString(), "--", NATIVE.getParent().resolve("bench_pair").toString(), "4096", "2000", "driver");
         assertEquals(0, result.exitCode(), result::toString);
         assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
@@ -148,7 +143,7 @@ class DriverApiEndToEndTest {
      */
     @Test
     void theJvmsOwnDriverLookupsBindTheRealDriver() throws Exception {
-        Result result = start(List.of(javaBinary(), "--enable-native-access=ALL-UNNAMED", "-cp",
+        ProcessResult result = start(List.of(javaBinary(), "--enable-native-access=ALL-UNNAMED", "-cp",
                 System.getProperty("java.class.path"), JvmLookupProbe.class.getName(), SHIM.toString()),
                 Map.of("LD_PRELOAD", SHIM.toString(), "LD_LIBRARY_PATH", NATIVE.toString()));
         assertEquals(0, result.exitCode(), result::toString);

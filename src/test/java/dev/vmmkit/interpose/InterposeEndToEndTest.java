@@ -1,5 +1,6 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.ProcessResult;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -54,15 +55,9 @@ class InterposeEndToEndTest {
     @TempDir
     Path dir;
 
-    record Result(int exitCode, String stdout, String stderr) {
-        @Override
-        public String toString() {
-            return "exit " + exitCode + "\n--- stdout\n" + stdout + "--- stderr\n" + stderr;
-        }
-    }
 
     /** Runs {@code vmmkit run ARGS} in a new JVM, the embedded JVM loading {@code allocator}'s classes. */
-    private Result vmmkitRun(String allocator, Map<String, String> extraEnv, String... args)
+    private ProcessResult vmmkitRun(String allocator, Map<String, String> extraEnv, String... args)
             throws IOException, InterruptedException {
         String classPath = System.getProperty("java.class.path");
         List<String> command = new ArrayList<>(List.of(
@@ -91,11 +86,11 @@ class InterposeEndToEndTest {
             throw new AssertionError("vmmkit run timed out; stdout:\n" + Files.readString(dir.resolve("stdout.txt"))
                     + "\nstderr:\n" + Files.readString(dir.resolve("stderr.txt")));
         }
-        return new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+        return new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
                 Files.readString(dir.resolve("stderr.txt")));
     }
 
-    private static void assertScenariosPassed(Result result, List<String> scenarios) {
+    private static void assertScenariosPassed(ProcessResult result, List<String> scenarios) {
         assertEquals(0, result.exitCode(), result::toString);
         for (String scenario : scenarios) assertTrue(result.stdout().contains("ok " + scenario + "\n"), result::toString);
     }
@@ -138,7 +133,7 @@ class InterposeEndToEndTest {
     @ValueSource(strings = {REAL, PLUMBING_ONLY})
     void vmmModeServesEveryScenarioWithoutTheRuntimesAllocator(String allocator) throws Exception {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
-        Result result = vmmkitRun(allocator, Map.of("VMM_LOG", "info"), "--driver", "host",
+        ProcessResult result = vmmkitRun(allocator, Map.of("VMM_LOG", "info"), "--driver", "host",
                 "--stats", stats.toString(), "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "all");
         assertScenariosPassed(result, ALL);
         assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
@@ -156,7 +151,7 @@ class InterposeEndToEndTest {
     @ParameterizedTest
     @ValueSource(strings = {REAL, PLUMBING_ONLY})
     void outOfMemoryIsTheRuntimesErrorAndFreeingRecovers(String allocator) throws Exception {
-        Result result = vmmkitRun(allocator, Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
+        ProcessResult result = vmmkitRun(allocator, Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
                 "--", ALLOC_TEST.toString(), "oom");
         assertScenariosPassed(result, List.of("oom"));
     }
@@ -171,7 +166,7 @@ class InterposeEndToEndTest {
         String why = dev.vmmkit.ipc.IpcImports.whyDescriptorsCannotBeTaken();
         assumeTrue(why == null, "IPC needs pidfd_getfd, which this machine refuses: " + why);
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 ALLOC_TEST.toString(), "ipc", "ipc_errors", "devices", "peer");
         assertScenariosPassed(result, List.of("ipc", "ipc_errors", "devices", "peer"));
         JsonNode s = stats(stats);
@@ -192,7 +187,7 @@ class InterposeEndToEndTest {
     @Test
     void eachDeviceHasItsOwnAllocatorAndFreesFindIt() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 ALLOC_TEST.toString(), "device_threads");
         assertScenariosPassed(result, List.of("device_threads"));
         JsonNode devices = stats(stats).get("devices");
@@ -209,7 +204,7 @@ class InterposeEndToEndTest {
     @Test
     void monitorModePassesEverythingThroughAndRecords() throws Exception {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
-        Result result = vmmkitRun(REAL, Map.of(), "--mode", "monitor", "--driver", "host",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--mode", "monitor", "--driver", "host",
                 "--stats", stats.toString(), "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "all");
         assertScenariosPassed(result, ALL);
         JsonNode s = stats(stats);
@@ -223,7 +218,7 @@ class InterposeEndToEndTest {
 
     @Test
     void monitorModeWithNothingToRecordStartsNoJvm() throws Exception {
-        Result result = vmmkitRun(REAL, Map.of("VMM_LOG", "info"), "--mode", "monitor",
+        ProcessResult result = vmmkitRun(REAL, Map.of("VMM_LOG", "info"), "--mode", "monitor",
                 "--", ALLOC_TEST.toString(), "basic", "foreign");
         assertScenariosPassed(result, List.of("basic", "foreign"));
         assertFalse(result.stderr().contains("ready in"), result::toString);
@@ -236,7 +231,7 @@ class InterposeEndToEndTest {
         Map<String, String> env = failure.equals("missing-jar")
                 ? Map.of("VMMKIT_JAR", dir.resolve("missing.jar").toString())
                 : Map.of("VMMKIT_JVM_OPTS", "-Xmx1k");
-        Result result = vmmkitRun(REAL, env, "--", ALLOC_TEST.toString(), "errors", "foreign");
+        ProcessResult result = vmmkitRun(REAL, env, "--", ALLOC_TEST.toString(), "errors", "foreign");
         assertScenariosPassed(result, List.of("errors", "foreign"));
         assertTrue(result.stderr().contains("passing every CUDA call through"), result::toString);
     }
@@ -245,7 +240,7 @@ class InterposeEndToEndTest {
     @Test
     void wholeBufferCopiesBecomeRemapsThatNeverReachTheRuntime() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of("VMM_ZERO_COPY", "1", "EXPECT_NO_RUNTIME_COPIES", "1"),
+        ProcessResult result = vmmkitRun(REAL, Map.of("VMM_ZERO_COPY", "1", "EXPECT_NO_RUNTIME_COPIES", "1"),
                 "--driver", "host", "--stats", stats.toString(), "--", RESIZE_TEST.toString(), "pattern");
         assertScenariosPassed(result, List.of("pattern"));
         JsonNode zeroCopy = stats(stats).get("zero_copy");
@@ -259,7 +254,7 @@ class InterposeEndToEndTest {
     @Test
     void withoutTheOptInCopiesStayCopies() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
                 "--", RESIZE_TEST.toString(), "pattern", "4");
         assertScenariosPassed(result, List.of("pattern"));
         assertEquals(0, stats(stats).get("zero_copy").get("remaps").asLong());
@@ -269,7 +264,7 @@ class InterposeEndToEndTest {
     @Test
     void vmmkitReallocKeepsTheContentsAndRefusesForeignPointers() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
                 "--", RESIZE_TEST.toString(), "realloc");
         assertScenariosPassed(result, List.of("realloc"));
         JsonNode zeroCopy = stats(stats).get("zero_copy");
@@ -285,7 +280,7 @@ class InterposeEndToEndTest {
     @Test
     void pausedTagsGiveTheirMemoryToAnotherPhaseAndComeBackAtTheSameAddresses() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun("real", Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
+        ProcessResult result = vmmkitRun("real", Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
                 "--stats", stats.toString(), "--", PAUSE_TEST.toString(), "weights-kv", "64");
         assertScenariosPassed(result, List.of("weights-kv"));
         assertTrue(result.stderr().contains("memory tag 'weights' is paused"), result.toString());
@@ -308,7 +303,7 @@ class InterposeEndToEndTest {
                 .findFirst().orElse(null);
         assumeTrue(python != null, "no python3 in /usr/bin or /usr/local/bin: the Python module is not checked");
         Path project = Path.of("").toAbsolutePath();
-        Result result = vmmkitRun("real", Map.of("PYTHONPATH", project.resolve("python").toString()), "--driver", "host",
+        ProcessResult result = vmmkitRun("real", Map.of("PYTHONPATH", project.resolve("python").toString()), "--driver", "host",
                 "--", python.toString(), project.resolve("src/test/python/tags_test.py").toString(),
                 NATIVE.resolve("libcudart.so").toString());
         assertEquals(0, result.exitCode(), result.toString());
@@ -317,7 +312,7 @@ class InterposeEndToEndTest {
 
     @Test
     void runReturnsTheProgramsExitCode() throws Exception {
-        Result result = vmmkitRun(REAL, Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");
         assertEquals(7, result.exitCode(), result::toString);
         assertTrue(result.stdout().contains("libvmmkit_preload.so"), result::toString);
     }
@@ -341,7 +336,7 @@ class InterposeEndToEndTest {
         env.remove("VMM_PROFILE");
         Process process = builder.start();
         assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the pluggable scenario timed out");
-        Result result = new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+        ProcessResult result = new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
                 Files.readString(dir.resolve("stderr.txt")));
         assertScenariosPassed(result, List.of("pluggable"));
         assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
@@ -352,7 +347,7 @@ class InterposeEndToEndTest {
 
     @Test
     void benchmarkRuns() throws Exception {
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--",
                 NATIVE.resolve("bench_pair").toString(), "4096", "2000");
         assertEquals(0, result.exitCode(), result::toString);
         JsonNode figures = JSON.readTree(result.stdout());
@@ -371,7 +366,7 @@ class InterposeEndToEndTest {
     @ValueSource(strings = {"0", "0x1234"})
     void cacheHitPairsThroughThePluggableEntryPointsMakeNoDriverCall(String stream) throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 NATIVE.resolve("bench_pair").toString(), "4096", "2000", "torch", stream);
         assertEquals(0, result.exitCode(), result::toString);
         assertTrue(JSON.readTree(result.stdout()).get("pair_median_ns").asDouble() > 0, result::toString);
@@ -393,7 +388,7 @@ class InterposeEndToEndTest {
     void aProgramWithoutCudaCallsStillGetsAStatsFileWithZeroCounts() throws Exception {
         Path stats = dir.resolve("stats.json");
         Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}"); // an older run's
-        Result result = vmmkitRun(REAL, Map.of(), "--stats", stats.toString(), "--", "true");
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--stats", stats.toString(), "--", "true");
         assertEquals(0, result.exitCode(), result::toString);
         JsonNode s = stats(stats);
         assertTrue(s.get("complete").asBoolean(), s::toString);
@@ -406,7 +401,7 @@ class InterposeEndToEndTest {
         Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
         Files.writeString(stats, "{\"mode\":\"vmm\",\"allocs\":99}");
         Files.writeString(trace, "alloc,1,2,0\n");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(),
                 "--trace", trace.toString(), "--", ALLOC_TEST.toString(), "basic", "die");
         assertEquals(128 + 15, result.exitCode(), result::toString);
         JsonNode s = stats(stats);
@@ -421,7 +416,7 @@ class InterposeEndToEndTest {
     void aStatsOrTracePathThatCannotBeWrittenStopsBeforeTheProgramStarts(String option) throws Exception {
         Path bad = dir.resolve("no-such-folder").resolve("out.json");
         Path started = dir.resolve("started");
-        Result result = vmmkitRun(REAL, Map.of(), "--" + option, bad.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--" + option, bad.toString(), "--",
                 "touch", started.toString());
         assertEquals(2, result.exitCode(), result::toString);
         assertTrue(result.stderr().contains(bad.toString()), result::toString);
@@ -433,7 +428,7 @@ class InterposeEndToEndTest {
     void aBarePreloadWithAnUnwritableTraceWarnsAndKeepsVmmkit() throws Exception {
         Path bad = dir.resolve("no-such-folder").resolve("trace.csv");
         Path stats = dir.resolve("stats.json");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", stats.toString(), "--",
                 "env", "VMM_TRACE_FILE=" + bad, ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         assertTrue(result.stderr().contains("cannot write the trace " + bad), result::toString);
@@ -444,7 +439,7 @@ class InterposeEndToEndTest {
     @Test
     void htmlWritesTheMemoryReportOfTheRun() throws Exception {
         Path html = dir.resolve("report.html");
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--html", html.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--html", html.toString(), "--",
                 ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         String page = Files.readString(html);
@@ -460,7 +455,7 @@ class InterposeEndToEndTest {
             "VMM_DEVICE_MEMORY, -5", "VMM_DEVICE_MEMORY, abc", "VMM_PROFILE, /no/such/folder/profile.json"})
     void aBadSettingStopsRunBeforeTheProgramStarts(String key, String value) throws Exception {
         Path started = dir.resolve("started");
-        Result result = vmmkitRun(REAL, Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
+        ProcessResult result = vmmkitRun(REAL, Map.of(key, value), "--driver", "host", "--", "touch", started.toString());
         assertEquals(2, result.exitCode(), result::toString);
         assertTrue(result.stderr().startsWith("vmmkit run: " + key + "=" + value + ": "), result::toString);
         assertEquals(1, result.stderr().strip().lines().count(), result::toString);
@@ -469,7 +464,7 @@ class InterposeEndToEndTest {
 
     @Test
     void aBarePreloadWithABadSettingWarnsOnceAndPassesEverythingThrough() throws Exception {
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--",
                 "env", "VMM_CHUNK_SIZE=3M", ALLOC_TEST.toString(), "errors", "foreign");
         assertScenariosPassed(result, List.of("errors", "foreign"));
         assertTrue(result.stderr().contains("vmmkit: VMM_CHUNK_SIZE=3M: must be a power of two"), result::toString);
@@ -497,7 +492,7 @@ class InterposeEndToEndTest {
         long peak = s1.get("devices").get(0).get("peak_live_bytes").asLong();
         assertEquals(peak, PeakProfile.parse(Files.readString(file)).device(0).peakLiveBytes());
 
-        Result again = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", second.toString(), "--",
+        ProcessResult again = vmmkitRun(REAL, Map.of(), "--driver", "host", "--stats", second.toString(), "--",
                 ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(again, List.of("basic"));
         JsonNode s2 = stats(second);
@@ -515,10 +510,10 @@ class InterposeEndToEndTest {
     }
 
     /** {@code alloc_test basic} under {@code vmmkit run --profile PROFILE --stats STATS}, the profile saying device 0 peaked at {@code peak}. */
-    private Result runWithProfile(Path profile, Path stats, long peak, Map<String, String> env) throws Exception {
+    private ProcessResult runWithProfile(Path profile, Path stats, long peak, Map<String, String> env) throws Exception {
         Files.writeString(profile, new PeakProfile("2026-01-01T00:00:00Z", new ProgramIdentity("/x", List.of(), "/"),
                 List.of(new PeakProfile.DeviceFigures(0, peak, peak, 10))).toJson());
-        Result result = vmmkitRun(REAL, env, "--driver", "host", "--profile", profile.toString(),
+        ProcessResult result = vmmkitRun(REAL, env, "--driver", "host", "--profile", profile.toString(),
                 "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         return result;
@@ -527,7 +522,7 @@ class InterposeEndToEndTest {
     @Test
     void anExplicitPeakHintWinsOverTheProfile() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = runWithProfile(dir.resolve("profile.json"), stats, 40L << 20, Map.of("VMM_PEAK_HINT", "64M"));
+        ProcessResult result = runWithProfile(dir.resolve("profile.json"), stats, 40L << 20, Map.of("VMM_PEAK_HINT", "64M"));
         JsonNode s = stats(stats);
         assertEquals(64L << 20, s.get("devices").get(0).get("peak_hint_bytes").asLong(), s::toString);
         assertTrue(s.get("profile").get("read").asBoolean() && !s.get("profile").get("used").asBoolean(), s::toString);
@@ -542,7 +537,7 @@ class InterposeEndToEndTest {
         List<String> args = new ArrayList<>(List.of("--driver", "host", "--stats", stats.toString()));
         if (how.equals("option")) args.addAll(List.of("--profile", "off"));
         args.addAll(List.of("--", ALLOC_TEST.toString(), "basic"));
-        Result result = vmmkitRun(REAL, how.equals("option") ? Map.of() : Map.of("VMM_PROFILE", "off"), args.toArray(String[]::new));
+        ProcessResult result = vmmkitRun(REAL, how.equals("option") ? Map.of() : Map.of("VMM_PROFILE", "off"), args.toArray(String[]::new));
         assertScenariosPassed(result, List.of("basic"));
         assertTrue(stats(stats).get("profile").isNull());
         assertFalse(Files.exists(dir.resolve("cache")), "nothing is written");
@@ -556,7 +551,7 @@ class InterposeEndToEndTest {
     void aCorruptTruncatedOrForeignVersionProfileIsOneWarning(String content) throws Exception {
         Path profile = dir.resolve("profile.json"), stats = dir.resolve("stats.json");
         Files.writeString(profile, content);
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(),
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(),
                 "--stats", stats.toString(), "--", ALLOC_TEST.toString(), "basic");
         assertScenariosPassed(result, List.of("basic"));
         List<String> warnings = result.stderr().lines().filter(line -> line.startsWith("vmmkit: ")).toList();
@@ -570,7 +565,7 @@ class InterposeEndToEndTest {
     @Test
     void aProfilePeakAboveTheDevicesMemoryIsNotUsed() throws Exception {
         Path stats = dir.resolve("stats.json");
-        Result result = runWithProfile(dir.resolve("profile.json"), stats, 1L << 40, Map.of("VMM_DEVICE_MEMORY", "1G"));
+        ProcessResult result = runWithProfile(dir.resolve("profile.json"), stats, 1L << 40, Map.of("VMM_DEVICE_MEMORY", "1G"));
         assertTrue(result.stderr().contains("says device 0 peaked at 1 TiB, above its memory (1 GiB); not used"), result::toString);
         assertEquals(0, stats(stats).get("devices").get(0).get("peak_hint_bytes").asLong());
     }
@@ -583,7 +578,7 @@ class InterposeEndToEndTest {
         assertScenariosPassed(vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
                 ALLOC_TEST.toString(), "basic"), List.of("basic"));
         String good = Files.readString(profile);
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", profile.toString(), "--",
                 ALLOC_TEST.toString(), "threads", ending);
         assertEquals(status, result.exitCode(), result::toString);
         assertEquals(good, Files.readString(profile));
@@ -594,7 +589,7 @@ class InterposeEndToEndTest {
     @Test
     void concurrentRunsOfOneProgramLeaveOneWholeProfile() throws Exception {
         String four = ("'" + ALLOC_TEST + "' basic & ").repeat(4) + "wait";
-        Result result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--", "sh", "-c", four);
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--", "sh", "-c", four);
         assertEquals(0, result.exitCode(), result::toString);
         assertEquals(4, result.stdout().lines().filter("ok basic"::equals).count(), result::toString);
         assertFalse(result.stderr().contains("vmmkit: "), result::toString);

@@ -1,5 +1,6 @@
 package dev.vmmkit.tools;
 
+import dev.vmmkit.ProcessResult;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -37,12 +38,6 @@ class LauncherTest {
     @TempDir
     Path dir;
 
-    record Result(int exitCode, String stdout, String stderr) {
-        @Override
-        public String toString() {
-            return "exit " + exitCode + "\n--- stdout\n" + stdout + "--- stderr\n" + stderr;
-        }
-    }
 
     /** The launcher and the one script it sources: enough for everything before a build. */
     private Path launcherOnly() throws IOException {
@@ -70,7 +65,7 @@ class LauncherTest {
     }
 
     /** Runs {@code copy/vmmkit ARGS}; JAVA_HOME and the JDK folder only as given (null: unset). */
-    private Result launch(Path copy, String javaHome, Path jvmRoot, String... args) throws Exception {
+    private ProcessResult launch(Path copy, String javaHome, Path jvmRoot, String... args) throws Exception {
         List<String> command = new ArrayList<>(List.of(copy.resolve("vmmkit").toString()));
         command.addAll(List.of(args));
         ProcessBuilder builder = new ProcessBuilder(command).directory(dir.toFile())
@@ -87,7 +82,7 @@ class LauncherTest {
             process.destroyForcibly().waitFor();
             throw new AssertionError("./vmmkit " + String.join(" ", args) + " did not finish:\n" + Files.readString(dir.resolve("stderr.txt")));
         }
-        return new Result(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
+        return new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
                 Files.readString(dir.resolve("stderr.txt")));
     }
 
@@ -98,7 +93,7 @@ class LauncherTest {
         Path java17 = fakeJdk(jvms, "java-17-openjdk-amd64", "17.0.15");
         Files.createDirectories(jvms.resolve("temurin-25-jre-amd64").resolve("bin")); // a runtime without javac
         for (String javaHome : new String[]{java17.toString(), null}) {
-            Result result = launch(copy, javaHome, jvms, "--help");
+            ProcessResult result = launch(copy, javaHome, jvms, "--help");
             assertEquals(2, result.exitCode(), result::toString);
             assertEquals("", result.stdout(), "nothing ran: " + result);
             assertTrue(result.stderr().startsWith("vmmkit: no Java 25 found: JAVA_HOME ("
@@ -115,13 +110,13 @@ class LauncherTest {
         Path own = fakeJdk(dir, "my-jdk", "25.0.2");
         Path java17 = fakeJdk(dir, "old-jdk", "17.0.15");
 
-        Result fromJavaHome = launch(copy, own.toString(), jvms, "replay", "--help");
+        ProcessResult fromJavaHome = launch(copy, own.toString(), jvms, "replay", "--help");
         assertEquals(0, fromJavaHome.exitCode(), fromJavaHome::toString);
         assertEquals("my-jdk ran: --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -jar "
                 + copy.resolve("target/vmmkit.jar") + " replay --help\n", fromJavaHome.stdout());
 
         for (String javaHome : new String[]{java17.toString(), null}) {
-            Result fromFolder = launch(copy, javaHome, jvms, "--version");
+            ProcessResult fromFolder = launch(copy, javaHome, jvms, "--version");
             assertEquals(0, fromFolder.exitCode(), fromFolder::toString);
             assertTrue(fromFolder.stdout().startsWith("temurin-25-jdk-amd64 ran: "), fromFolder::toString);
         }
@@ -143,7 +138,7 @@ class LauncherTest {
         fakeMavenWrapper(copy, 3);
         script(copy.resolve("scripts/install-test-deps.sh"), "echo install-test-deps ran\n");
 
-        Result result = launch(copy, jdk.toString(), Files.createDirectories(dir.resolve("jvm")), "test", "-Dtest=Foo");
+        ProcessResult result = launch(copy, jdk.toString(), Files.createDirectories(dir.resolve("jvm")), "test", "-Dtest=Foo");
         assertEquals(3, result.exitCode(), "the suite's exit status is the launcher's: " + result);
         assertEquals("install-test-deps ran\nmvnw ran in " + copy + " with JAVA_HOME=" + jdk + ": -B verify -Dtest=Foo\n",
                 result.stdout());
@@ -162,7 +157,7 @@ class LauncherTest {
         Path copy = buildableCopy(1);
         Path jdk = fakeJdk(dir, "my-jdk", "25.0.2");
 
-        Result result = launch(copy, jdk.toString(), Files.createDirectories(dir.resolve("jvm")), "--version");
+        ProcessResult result = launch(copy, jdk.toString(), Files.createDirectories(dir.resolve("jvm")), "--version");
         assertEquals(1, result.exitCode(), result::toString);
         assertFalse(result.stdout().contains("my-jdk ran"), "the CLI must not start without a jar: " + result);
         assertTrue(result.stderr().contains("[ERROR] a compilation error for the test"), "Maven's errors are shown: " + result);
@@ -181,7 +176,7 @@ class LauncherTest {
         Path jvms = Files.createDirectories(dir.resolve("jvm"));
 
         Files.setLastModifiedTime(jar, FileTime.fromMillis(System.currentTimeMillis() - 60_000));
-        Result stale = launch(copy, jdk.toString(), jvms, "--version");
+        ProcessResult stale = launch(copy, jdk.toString(), jvms, "--version");
         assertEquals(0, stale.exitCode(), stale::toString);
         assertTrue(stale.stderr().contains("mvnw ran in " + copy + " with JAVA_HOME=" + jdk
                 + ": -B -q -DskipTests package\n"), "the build's output goes to stderr: " + stale);
@@ -190,7 +185,7 @@ class LauncherTest {
         FileTime older = FileTime.fromMillis(System.currentTimeMillis() - 120_000);
         for (Path p = source; !p.equals(copy); p = p.getParent()) Files.setLastModifiedTime(p, older); // folders too
         Files.setLastModifiedTime(copy.resolve("pom.xml"), older);
-        Result fresh = launch(copy, jdk.toString(), jvms, "--version");
+        ProcessResult fresh = launch(copy, jdk.toString(), jvms, "--version");
         assertTrue(fresh.stdout().startsWith("my-jdk ran: "), fresh::toString);
         assertFalse(fresh.stderr().contains("mvnw ran"), "no build: " + fresh);
     }
@@ -202,14 +197,14 @@ class LauncherTest {
         copyTree(TREE, copy);
         Path jvms = Files.createDirectories(dir.resolve("jvm"));
 
-        Result first = launch(copy, System.getProperty("java.home"), jvms, "--version");
+        ProcessResult first = launch(copy, System.getProperty("java.home"), jvms, "--version");
         assertEquals(0, first.exitCode(), first::toString);
         assertTrue(first.stdout().startsWith("vmmkit "), first::toString);
         assertTrue(first.stderr().contains("vmmkit: building target/vmmkit.jar"), first::toString);
         Path jar = copy.resolve("target/vmmkit.jar");
         FileTime built = Files.getLastModifiedTime(jar);
 
-        Result second = launch(copy, System.getProperty("java.home"), jvms, "--version");
+        ProcessResult second = launch(copy, System.getProperty("java.home"), jvms, "--version");
         assertEquals(first.stdout(), second.stdout(), second::toString);
         assertFalse(second.stderr().contains("building"), "built once: " + second);
         assertEquals(built, Files.getLastModifiedTime(jar));
