@@ -65,7 +65,7 @@ if [ "$mode" = cuda ]; then
     cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
         -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NO_VMM=ON -DGGML_CUDA_NCCL=OFF \
         -DGGML_CUDA_FA="${LLAMA_CUDA_FA:-OFF}" -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF "${cublas_args[@]}" >"$out/build.log" 2>&1 \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${cublas_args[@]}" >"$out/build.log" 2>&1 \
       && ninja -C "$work/build" -j"$(nproc)" llama ggml llama-bench >>"$out/build.log" 2>&1 \
       || { tail -n 30 "$out/build.log"; echo "llama: the llama.cpp build failed"; exit 1; }
     echo "llama: built in $(elapsed)"
