@@ -10,8 +10,9 @@
  * version 1 engine_generate instead (all tokens at once, the manifest's options only). Each token
  * carries the log-softmax of the logits: the top_k largest values in descending order (the first
  * is the chosen token's under greedy decoding), or the whole distribution indexed by token id
- * when top_k is 0. Each request starts from an empty KV cache and a freshly seeded sampler, so the
- * same prompt gives the same tokens.
+ * when top_k is 0. Each request decodes as if from an empty KV cache, with a freshly seeded
+ * sampler, so the same prompt gives the same tokens; the same prompt twice in a row reuses the
+ * first one's keys, values and logits (prompt_cache.c) and starts generating at once.
  *
  * Where memory lives: on a host without CUDA (EngineConfig.device == -1) the weights go into a
  * buffer type over alloc_device (host_buffer.c), so vmmkit holds and counts them. In the CUDA
@@ -27,6 +28,7 @@
 #include "engine_options.h"
 #include "host_buffer.h"
 #include "logits.h"
+#include "prompt_cache.h"
 #include "llama.h"
 
 #include <dlfcn.h>
@@ -216,6 +218,7 @@ static int take_logits(const float* logits, float* row) {
 }
 
 static int decode_failed(int produced) {
+    prompt_cache_forget();   /* what a failed decode left in the memory is unknown */
     say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
     return ERR_DECODE;
 }
@@ -230,13 +233,10 @@ int engine_generate(const char* prompt, TokenResult** out) {
         say(3, "llama: the prompt's %d tokens and %d new ones do not fit the context of %u", count, options.max_tokens, room);
         return ERR_PROMPT;
     }
-    llama_memory_clear(llama_get_memory(context), true);
     uint64_t random = options.seed;
-    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
+    const float* logits = prompt_start(context, prompt_tokens, count, vocab_size);
     int produced = 0;
     for (;;) {
-        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
-        const float* logits = llama_get_logits_ith(context, -1);
         if (!logits) return decode_failed(produced);
         float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
         int best = take_logits(logits, row);
@@ -254,6 +254,7 @@ int engine_generate(const char* prompt, TokenResult** out) {
         float shift = max + logits_log_sum_exp(all, vocab_size, max);
         for (int i = 0; i < logprobs_width; i++) row[i] -= shift;
         if (!more) break;
+        logits = llama_get_logits_ith(context, -1);   /* llama_decode only queues the work on a GPU: this waits for it */
     }
     *out = results;
     return produced;
@@ -287,14 +288,11 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
     long limit = request.max_tokens < (long)(room - (uint32_t)count) ? request.max_tokens : (long)(room - (uint32_t)count);
     result->finish_reason = ENGINE_FINISH_LENGTH;
     if (limit == 0) return 0;
-    llama_memory_clear(llama_get_memory(context), true);
     uint64_t random = request.seed;
-    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
+    const float* logits = prompt_start(context, prompt_tokens, count, vocab_size);
     float* row = logprobs;   /* one row, reused: the host copies each token out in on_token */
     long produced = 0;
     for (;;) {
-        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
-        const float* logits = llama_get_logits_ith(context, -1);
         if (!logits) return decode_failed((int)produced);
         int best = take_logits(logits, row);
         float saved_temperature = options.temperature;
@@ -329,6 +327,7 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
             return 0;
         }
         if (!more) return 0;
+        logits = llama_get_logits_ith(context, -1);   /* llama_decode only queues the work on a GPU: this waits for it */
     }
 }
 #endif
@@ -343,6 +342,7 @@ void engine_shutdown(void) {
     free(prompt_tokens);
     free(scratch);
     free(top_ids);
+    prompt_cache_free();
     scratch = NULL;
     top_ids = NULL;
     results = NULL;

@@ -115,6 +115,22 @@ class LlamaEngineTest {
     }
 
     @Test
+    void theSamePromptAgainReusesItsDecodeAndGivesTheSameTokensAndLogprobs(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = bed(root, "", "tiny")) {
+            bed.start();
+            JsonNode first = bed.generate("tiny", "hello world").json().get("tokens");
+            assertEquals(first, bed.generate("tiny", "hello world").json().get("tokens"),
+                    "at once again (its prompt kept): the same tokens and log-probabilities");
+            JsonNode other = bed.generate("tiny", "hello world, and more").json().get("tokens");
+            assertNotEquals(first, other, "a longer prompt is not answered from the kept one");
+            assertEquals(first, bed.generate("tiny", "hello world").json().get("tokens"),
+                    "after another prompt (decoded afresh): the same again");
+            assertEquals(other, bed.generate("tiny", "hello world, and more").json().get("tokens"),
+                    "the longer prompt, kept in turn");
+        }
+    }
+
+    @Test
     void theWholeDistributionIsTheLogSoftmaxAndGreedyTakesItsLargest(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = bed(root, ",\"top_k\":0,\"max_tokens\":6", "tiny")) {
             bed.start();
