@@ -293,6 +293,24 @@ if cuda and os.path.exists(llama_server) and vmmkit_stream[0] is not None:
         print(f"llama: llama-server did not come up (log in {out}/llama-server.log); no comparison")
     native.terminate()
     native.wait(30)
+if cuda and os.environ.get("LLAMA_IN_PROCESS", "1") == "1":
+    # The same figures with the engine in the host's own process: what the worker isolation costs.
+    inproc = ServeProcess("llama-in-process", ["--engines", work + "/engines", "--models", work + "/models", "--isolation", "in-process",
+                                                "--no-watch"] + driver_args, os.path.join(out, "serve-in-process.log"), 120)
+    inproc.call("POST", "/api/generate", {"model": "big", "prompt": "hello world", "stream": False})   # load
+    rates = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        status, answer = inproc.call("POST", "/api/generate", {"model": "big", "prompt": "hello world", "stream": False})
+        if status == 200:
+            rates.append(len(answer["tokens"]) / (time.perf_counter() - t0))
+    if rates:
+        print(f"llama-figure: in_process_served_tg{tokens}_tokens_per_s {sorted(rates)[len(rates) // 2]:.1f}")
+    ttft, rate, count = streamed(inproc.base, dict(stream_body, model="big"))
+    if ttft is not None:
+        print(f"llama-figure: in_process_streamed_ttft_ms {ttft:.2f}")
+        print(f"llama-figure: in_process_streamed_tokens_per_s {rate:.1f} ({count} tokens)")
+    inproc.end()
 for failure in failures:
     print("FAIL:", failure)
 print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")
