@@ -10,9 +10,8 @@
  * to the host. The prompt's text for a special token (e.g. "<|im_start|>") is read as that token,
  * as llama.cpp's server reads it, so a prompt rendered by engine_apply_chat_template (the model's
  * own chat template, through llama_chat_apply_template) reaches the model as the template means.
- * Built with -DENGINE_ABI_VERSION=1 it exports the
- * version 1 engine_generate instead (all tokens at once, the manifest's options only). Each token
- * carries the log-softmax of the logits: the top_k largest values in descending order (the first
+ * Built with -DENGINE_ABI_VERSION=1 it exports the version 1 engine_generate instead (all tokens
+ * at once, the manifest's options only, no chat template). Each token carries the log-softmax of the logits: the top_k largest values in descending order (the first
  * is the chosen token's under greedy decoding), or the whole distribution indexed by token id
  * when top_k is 0. Each request starts from an empty KV cache and a freshly seeded sampler, so the
  * same prompt gives the same tokens.

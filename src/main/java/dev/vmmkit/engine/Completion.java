@@ -90,9 +90,9 @@ final class Completion {
         try (ModelRegistry.Lease lease = host.registry().acquire(request.model())) {
             engine = lease.instance().manifest().id();
             engineVersion = lease.instance().manifest().version();
-            String prompt = request.prompt().render(lease.instance());
-            leased.run();
             try {
+                String prompt = request.prompt().render(lease.instance());
+                leased.run();
                 outcome = lease.instance().stream(prompt, request.requestJson(), token -> {
                     if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - start;
                     tokens.add(token);
