@@ -31,7 +31,7 @@ final class WorkerChannel implements AutoCloseable {
     /** Host to worker: stop the call with this number at its next token (no answer of its own). */
     static final int CANCEL = 5;
     /** Host to worker: engine_apply_chat_template with a chat's messages (DONE: whether rendered, then the text). */
-    static final int CHAT_TEMPLATE = 6;
+    static final int CHAT_TEMPLATE = 7;
     /** Worker to host, first frame: the worker is up (its pid). */
     static final int READY = 64;
     /** Worker to host: a call succeeded (memory figures, then the call's results). */
