@@ -13,6 +13,7 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
@@ -79,6 +80,10 @@ public final class EngineWorkerMain {
                     String prompt = WorkerChannel.readString(frame.payload());
                     String request = WorkerChannel.readString(frame.payload());
                     streamCalls.execute(() -> stream(frame.call(), prompt, request));
+                }
+                case WorkerChannel.CHAT_TEMPLATE -> {
+                    List<ChatMessage> messages = WorkerChannel.readMessages(frame.payload());
+                    streamCalls.execute(() -> chatTemplate(frame.call(), messages));
                 }
                 case WorkerChannel.CANCEL -> cancelled.add(frame.call());
                 case WorkerChannel.SHUTDOWN -> {
@@ -159,6 +164,18 @@ public final class EngineWorkerMain {
             failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         } finally {
             cancelled.remove(call);
+        }
+    }
+
+    private void chatTemplate(int call, List<ChatMessage> messages) {
+        try {
+            Optional<String> text = instance.chatTemplate(messages);
+            reply(WorkerChannel.DONE, call, out -> {
+                out.writeBoolean(text.isPresent());
+                WorkerChannel.writeString(out, text.orElse(null));
+            });
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         }
     }
 

@@ -6,6 +6,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * An engine instance that runs in a worker process of its own ({@link EngineWorkerMain}). A crash,
@@ -163,6 +164,26 @@ final class WorkerEngine implements RunningEngine {
             return new Generation.Outcome(Generation.Finish.of(in.readInt()), in.readInt());
         } catch (IOException e) {
             throw unreadable("engine_generate_stream", e);
+        }
+    }
+
+    @Override
+    public Optional<String> chatTemplate(List<ChatMessage> messages) {
+        WorkerProcess.Answer answer;
+        try {
+            answer = worker.call(WorkerChannel.CHAT_TEMPLATE, EngineAbi.APPLY_CHAT_TEMPLATE,
+                    out -> WorkerChannel.writeMessages(out, messages), timeout);
+        } catch (WorkerProcess.WorkerDied e) {
+            throw died(name + ": " + EngineAbi.APPLY_CHAT_TEMPLATE, e.death);
+        }
+        try {
+            DataInputStream in = succeeded(answer);
+            boolean rendered = in.readBoolean();
+            String text = WorkerChannel.readString(in);
+            if (rendered && text == null) throw new WorkerChannel.GarbageException("a rendered chat without its text");
+            return rendered ? Optional.of(text) : Optional.empty();
+        } catch (IOException e) {
+            throw unreadable(EngineAbi.APPLY_CHAT_TEMPLATE, e);
         }
     }
 
