@@ -18,6 +18,8 @@
 # with numpy and yaml. LLAMA_CUDA_FA=ON compiles the FlashAttention kernels too (minutes longer).
 # LLAMA_CUDA_BUILD=FILE.tar.xz: unpack llama.cpp's CUDA build from FILE when it exists, else build
 # and keep the build there for the next run.
+# LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
+# memory figures only).
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
 # and no llama-bench (a check of the script itself).
 # Prints "llama-figure: NAME VALUE" lines; exits non-zero when a request fails or memory does not
@@ -26,6 +28,7 @@ set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" llama
 version=3.22.1
 mode="${LLAMA_GPU:-cuda}"
+anchors="${LLAMA_ANCHORS:-1}"
 work="$(mktemp -d /tmp/vmmkit-llama.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/engines" "$work/models"
@@ -66,11 +69,13 @@ if [ "$mode" = cuda ]; then
         -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NO_VMM=ON -DGGML_CUDA_NCCL=OFF \
         -DGGML_CUDA_FA="${LLAMA_CUDA_FA:-OFF}" -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${cublas_args[@]}" >"$out/build.log" 2>&1 \
-      && ninja -C "$work/build" -j"$(nproc)" llama ggml llama-bench >>"$out/build.log" 2>&1 \
+      && ninja -C "$work/build" -j"$(nproc)" llama ggml $([ "$anchors" = 1 ] && echo llama-bench) >>"$out/build.log" 2>&1 \
       || { tail -n 30 "$out/build.log"; echo "llama: the llama.cpp build failed"; exit 1; }
     echo "llama: built in $(elapsed)"
-    ninja -C "$work/build" -j"$(nproc)" llama-server >>"$out/build.log" 2>&1 \
-      && echo "llama: llama-server built ($(elapsed))" || echo "llama: llama-server did not build (see $out/build.log); no comparison with it"
+    if [ "$anchors" = 1 ]; then
+      ninja -C "$work/build" -j"$(nproc)" llama-server >>"$out/build.log" 2>&1 \
+        && echo "llama: llama-server built ($(elapsed))" || echo "llama: llama-server did not build (see $out/build.log); no comparison with it"
+    fi
     if [ -n "$prebuilt" ]; then   # keep it for the next run (LLAMA_CUDA_BUILD names where)
       (cd "$work/build" && find bin -maxdepth 1 \( -name 'lib*.so*' -o -name llama-bench -o -name llama-server \) -print0 \
          | tar --null -T - -cf - | xz -T0 -6 > "$prebuilt") && echo "llama: build kept in $prebuilt ($(du -h "$prebuilt" | cut -f1))"
@@ -113,7 +118,7 @@ echo "llama: model of $model_mib MiB written ($(elapsed))"
 echo "llama-figure: model_mib $model_mib"
 
 bench_ts=0
-if [ "$mode" = cuda ]; then
+if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
   "$work/build/bin/llama-bench" -m "$work/models/big.gguf" -ngl 99 -p 0 -n $tokens -r 5 -fa off -t 8 -o json \
       >"$out/llama-bench.json" 2>"$out/llama-bench.log" || { tail "$out/llama-bench.log"; echo "llama: llama-bench failed"; exit 1; }
   bench_ts=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['avg_ts'])" "$out/llama-bench.json")
@@ -293,7 +298,7 @@ if cuda and os.path.exists(llama_server) and vmmkit_stream[0] is not None:
         print(f"llama: llama-server did not come up (log in {out}/llama-server.log); no comparison")
     native.terminate()
     native.wait(30)
-if cuda and os.environ.get("LLAMA_IN_PROCESS", "1") == "1":
+if cuda and os.environ.get("LLAMA_ANCHORS", "1") == "1":
     # The same figures with the engine in the host's own process: what the worker isolation costs.
     inproc = ServeProcess("llama-in-process", ["--engines", work + "/engines", "--models", work + "/models", "--isolation", "in-process",
                                                 "--no-watch"] + driver_args, os.path.join(out, "serve-in-process.log"), 120)
