@@ -119,6 +119,16 @@ def throughput(port):
         failures.append(f"{failed[0]} failed requests with 8 clients")
     return sum(counts) / seconds
 
+def used_back_to(port, before, loaded):
+    """The device bytes in use once they are back at before (a worker's exit is seen within moments), or after 20 s."""
+    deadline, after = time.time() + 20, loaded
+    while time.time() < deadline:
+        after = used_bytes(port)
+        if after <= before:
+            break
+        time.sleep(0.1)
+    return after
+
 def smi_used_mib():
     if driver != "cuda":
         return None
@@ -154,12 +164,7 @@ def cuda_calling_engine(conn, port):
     if smi_before is not None and abs((loaded - before) / mib - (smi_loaded - smi_before)) > 64:
         failures.append("the host's device figure and nvidia-smi disagree about the CUDA-calling engine")
     request(conn, "DELETE", "/api/models/c1")
-    deadline, after = time.time() + 20, loaded
-    while time.time() < deadline:
-        after = used_bytes(port)
-        if after <= before:
-            break
-        time.sleep(0.1)
+    after = used_back_to(port, before, loaded)
     smi_after = smi_used_mib()
     smi = "" if smi_after is None else f", nvidia-smi {smi_after - smi_before:+d} MiB against before"
     print(f"engine-workers: CUDA-calling engine unloaded: device used {(after - before) >> 20:+d} MiB against before{smi}")
@@ -188,12 +193,7 @@ for mode in ("in-process", "worker"):
             _, models = request(conn, "GET", "/api/models")
             pid = next(m["worker_pid"] for m in models if m["name"] == "m3")
             os.kill(pid, 9)
-            deadline, after = time.time() + 20, loaded
-            while time.time() < deadline:
-                after = used_bytes(port)
-                if after <= before:
-                    break
-                time.sleep(0.1)
+            after = used_back_to(port, before, loaded)
             status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
             if status != 200:
                 failures.append(f"m3 after its worker was killed: {status} {answer}")

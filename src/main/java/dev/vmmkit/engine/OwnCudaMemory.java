@@ -1,11 +1,8 @@
 package dev.vmmkit.engine;
 
-import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.ForwardingResource;
 import dev.vmmkit.core.ManagedMemoryResource;
-import dev.vmmkit.core.MemoryTagControl;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
-import dev.vmmkit.core.PeerAccess;
-import dev.vmmkit.core.SharedPages;
 
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -16,14 +13,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * request that found no memory, so those bytes count for the model and such a load can evict and
  * retry like one whose {@code alloc_device} failed. Lock-free: the engine calls from any thread.
  */
-final class OwnCudaMemory implements ManagedMemoryResource {
-    private final ManagedMemoryResource allocator;
+final class OwnCudaMemory extends ForwardingResource {
     private final AtomicLong bytes = new AtomicLong();
     /** Bytes held plus the request that first found no memory; 0 before then. */
     private final AtomicLong neededWhenOutOfMemory = new AtomicLong();
 
     OwnCudaMemory(ManagedMemoryResource allocator) {
-        this.allocator = allocator;
+        super(allocator);
     }
 
     /** The bytes the engine's own CUDA allocations hold now. */
@@ -40,7 +36,7 @@ final class OwnCudaMemory implements ManagedMemoryResource {
     public long allocate(long size, long stream) {
         long address;
         try {
-            address = allocator.allocate(size, stream);
+            address = resource.allocate(size, stream);
         } catch (OutOfDeviceMemoryException e) {
             neededWhenOutOfMemory.compareAndSet(0, bytes.get() + size);
             throw e;
@@ -51,57 +47,17 @@ final class OwnCudaMemory implements ManagedMemoryResource {
 
     @Override
     public void deallocate(long address, long stream) {
-        long size = allocator.sizeOf(address);
-        allocator.deallocate(address, stream);
+        long size = resource.sizeOf(address);
+        resource.deallocate(address, stream);
         if (size > 0) bytes.addAndGet(-size);
     }
 
     @Override
     public long reallocate(long address, long newSize, long stream) {
-        long oldSize = allocator.sizeOf(address);
-        long moved = allocator.reallocate(address, newSize, stream);
+        long oldSize = resource.sizeOf(address);
+        long moved = resource.reallocate(address, newSize, stream);
         if (oldSize >= 0) bytes.addAndGet(newSize - oldSize);
         return moved;
-    }
-
-    @Override
-    public boolean remapCopy(long dst, long src, long count, long stream) {
-        return allocator.remapCopy(dst, src, count, stream);
-    }
-
-    @Override
-    public boolean owns(long address) {
-        return allocator.owns(address);
-    }
-
-    @Override
-    public long sizeOf(long address) {
-        return allocator.sizeOf(address);
-    }
-
-    @Override
-    public long liveAllocationHolding(long address) {
-        return allocator.liveAllocationHolding(address);
-    }
-
-    @Override
-    public PeerAccess peerAccess() {
-        return allocator.peerAccess();
-    }
-
-    @Override
-    public SharedPages sharedPages() {
-        return allocator.sharedPages();
-    }
-
-    @Override
-    public MemoryTagControl tagControl() {
-        return allocator.tagControl();
-    }
-
-    @Override
-    public AllocatorStats stats() {
-        return allocator.stats();
     }
 
     /** The allocator belongs to the worker, which closes it; lent to the shim, this is never closed. */
