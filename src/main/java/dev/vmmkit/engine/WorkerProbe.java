@@ -29,6 +29,10 @@ final class WorkerProbe implements PluginProbe {
         WorkerProcess.Answer answer;
         try {
             if (worker == null) worker = WorkerProcess.start(name, privateDir, driverKind, WorkerProcess.START_TIMEOUT, death -> { });
+        } catch (IOException | WorkerProcess.WorkerDied e) {
+            throw new PluginLibrary.RefusedException("cannot start a worker to probe it: " + e.getMessage());
+        }
+        try {
             answer = worker.call(WorkerChannel.PROBE, EngineAbi.GET_INFO, out -> {
                 WorkerChannel.writeString(out, staged.toString());
                 WorkerChannel.writeString(out, libraryDir.toString());
@@ -40,8 +44,6 @@ final class WorkerProbe implements PluginProbe {
             worker = null;
             throw new PluginLibrary.RefusedException("loading it and calling " + EngineAbi.GET_INFO + "() ended its worker: "
                     + e.getMessage());
-        } catch (IOException e) {
-            throw new PluginLibrary.RefusedException("cannot start a worker to probe it: " + e.getMessage());
         }
         try {
             DataInputStream in = answer.payload();
