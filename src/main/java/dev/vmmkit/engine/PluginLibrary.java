@@ -62,7 +62,8 @@ final class PluginLibrary implements AutoCloseable {
      * @throws RefusedException naming what was wrong (both versions, for a version mismatch)
      */
     static PluginLibrary open(Path binary, Path privateDir, EngineManifest manifest) throws RefusedException {
-        Path copy = privateDir.resolve(COPIES.incrementAndGet() + "-" + binary.getFileName());
+        // The pid too: workers share the host's private directory, and each counts from 1.
+        Path copy = privateDir.resolve(ProcessHandle.current().pid() + "-" + COPIES.incrementAndGet() + "-" + binary.getFileName());
         try {
             Files.copy(binary, copy);
         } catch (IOException e) {

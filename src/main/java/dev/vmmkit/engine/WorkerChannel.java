@@ -30,6 +30,8 @@ final class WorkerChannel implements AutoCloseable {
     static final int GENERATE_STREAM = 4;
     /** Host to worker: stop the call with this number at its next token (no answer of its own). */
     static final int CANCEL = 5;
+    /** Host to worker: load a staged binary, read and check its engine_get_info(), unload it (answered with the info). */
+    static final int PROBE = 6;
     /** Host to worker: engine_apply_chat_template with a chat's messages (DONE: whether rendered, then the text). */
     static final int CHAT_TEMPLATE = 7;
     /** Worker to host, first frame: the worker is up (its pid). */

@@ -16,9 +16,6 @@ import java.util.Optional;
  * The worker's device memory comes from vmmkit's allocator inside the worker and goes with it.
  */
 final class WorkerEngine implements RunningEngine {
-    /** How long a worker's JVM may take to start; it is not a call, so the request timeout does not apply. */
-    private static final Duration START_TIMEOUT = Duration.ofSeconds(120);
-
     /** Told when a worker ends other than by a clean shutdown. */
     interface Deaths {
         void died(WorkerEngine engine, WorkerProcess.Death death);
@@ -43,7 +40,7 @@ final class WorkerEngine implements RunningEngine {
         this.device = device;
         this.timeout = timeout;
         this.name = name;
-        this.worker = WorkerProcess.start(name, privateDir, START_TIMEOUT, this::ended);
+        this.worker = WorkerProcess.start(name, privateDir, device.driverKind(), WorkerProcess.START_TIMEOUT, this::ended);
     }
 
     /**
