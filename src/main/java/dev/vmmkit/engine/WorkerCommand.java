@@ -1,5 +1,6 @@
 package dev.vmmkit.engine;
 
+import dev.vmmkit.driver.AotCache;
 import dev.vmmkit.driver.NativeShim;
 
 import java.nio.file.Files;
@@ -30,7 +31,9 @@ final class WorkerCommand {
         command.add(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()));
         command.add("--enable-native-access=ALL-UNNAMED");
         command.add("-XX:+UseSerialGC");
-        command.add("-XX:TieredStopAtLevel=1");
+        // A worker lives as long as its model: full tiered compilation (no C1-only flag), and the
+        // AOT cache for its start.
+        AotCache.forChildJvm(System.getenv()).ifPresent(cache -> command.add("-XX:AOTCache=" + cache));
         command.add("-Xss4m");
         command.add("-XX:-CreateCoredumpOnCrash");
         command.add("-XX:+DisplayVMOutputToStderr");

@@ -1,5 +1,6 @@
 package dev.vmmkit.tools;
 
+import dev.vmmkit.driver.AotCache;
 import dev.vmmkit.driver.NativeShim;
 import dev.vmmkit.interpose.InterposeSettings;
 import dev.vmmkit.interpose.StatsWriter;
@@ -32,9 +33,6 @@ import java.util.concurrent.Callable;
         description = {"Run a CUDA program with vmmkit's allocator (LD_PRELOAD).",
                 "Example: vmmkit run --stats stats.json -- python3 train.py"})
 public final class RunCommand implements Callable<Integer> {
-    /** The AOT cache scripts/build-aot-cache.sh trains for a runtime image, kept in that image's home. */
-    static final String AOT_CACHE = "vmmkit.aot";
-
     @Option(names = "--mode", description = "vmm (vmmkit serves allocations, default) or monitor (everything "
             + "passes through; only records). Sets VMM_MODE.")
     String mode;
@@ -205,9 +203,8 @@ public final class RunCommand implements Callable<Integer> {
         env.put("VMMKIT_JAR", jar != null && !jar.isBlank() ? jar : NativeShim.codeSource().toString());
         env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
         // The AOT cache trained on this very runtime (scripts/build-runtime.sh), unless one is chosen already.
-        Path runtimeCache = Path.of(System.getProperty("java.home"), AOT_CACHE);
-        if (!current.containsKey("VMMKIT_AOT_CACHE") && Files.isReadable(runtimeCache)) {
-            env.put("VMMKIT_AOT_CACHE", runtimeCache.toString());
+        if (!current.containsKey(AotCache.SETTING)) {
+            AotCache.ofThisRuntime().ifPresent(cache -> env.put(AotCache.SETTING, cache.toString()));
         }
         return env;
     }
