@@ -58,6 +58,10 @@ final class HandleSupply {
      * last, shared page gets a handle of its own, so a neighbour never pins the large one.
      */
     void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
+        if (region.servesTag()) {
+            createWhole(runBytes, out);
+            return;
+        }
         try {
             long[] size = new long[1];
             while (out.totalBytes() < runBytes) {
@@ -91,6 +95,25 @@ final class HandleSupply {
             }
         } catch (RuntimeException e) {
             for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));
+            out.clear();
+            throw e;
+        }
+    }
+
+    /**
+     * A memory tag's run: new handles only, each as large as the driver allows (VMM_HANDLE_CAP
+     * still holds), so a request is one handle (see {@link RegionHeap#servesTag}). On a failure
+     * every handle made here is released and {@code out} is empty.
+     */
+    private void createWhole(long runBytes, HandleRun out) {
+        try {
+            while (out.totalBytes() < runBytes) {
+                long bytes = sizer.firstBackingBytes(runBytes - out.totalBytes());
+                out.add(driver.create(bytes), bytes);
+                accounting.physicalCreated(bytes);
+            }
+        } catch (RuntimeException e) {
+            for (int i = 0; i < out.count(); i++) release(out.handle(i), out.bytes(i));
             out.clear();
             throw e;
         }
