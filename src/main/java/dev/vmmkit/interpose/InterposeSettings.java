@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ByteSize;
+import dev.vmmkit.core.PinAheadSetting;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.driver.Drivers;
 
@@ -12,7 +13,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY}, {@code VMM_DEVICE_MEMORY} and {@code VMM_PROFILE}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_DEVICE_MEMORY}, {@code VMM_PROFILE} and {@code VMM_PIN_AHEAD} ({@link PinAheadSetting}). {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -39,6 +40,8 @@ public final class InterposeSettings {
         }
         String profile = PeakProfileStore.problem(env);
         if (profile != null) problems.add(profile);
+        String pinAhead = PinAheadSetting.problem(env);
+        if (pinAhead != null) problems.add(pinAhead);
         problems.addAll(VmmConfig.problems(env));
         return problems;
     }
