@@ -13,8 +13,8 @@ import java.util.function.LongSupplier;
  * <p>An allocation into such a tag calls {@link #wake} (one volatile read when off, a
  * compare-and-set when on). A thread of its own then compares what the running tags that keep
  * their contents would copy now ({@code need}) with the chunks ready ({@link PinnedChunks#readyBytes})
- * and pins the difference one chunk at a time, re-reading both after each chunk, until it is
- * covered or every byte of pinned host memory held for tags would pass the limit. A pause takes
+ * and pins the difference one chunk at a time (16 to 256 MiB), re-reading both after each chunk,
+ * until it is covered or every byte of pinned host memory held for tags would pass the limit. A pause takes
  * the chunks ready, including one still being pinned, and pins whatever is missing itself, so it
  * never depends on this thread having finished. A failure to pin stops the round; the next
  * allocation tries again.
@@ -22,6 +22,8 @@ import java.util.function.LongSupplier;
  * <p>Off (limit 0) unless {@link #limit} is set: {@code VMM_PIN_AHEAD}, see {@link PinAheadSetting}.
  */
 final class PinAhead {
+    /** The smallest chunk pinned ahead (the last may leave this much unused). */
+    static final long MIN_CHUNK_BYTES = 16L << 20;
     private final PinnedChunks chunks;
     private final LongSupplier need;
     private volatile long limitBytes;
@@ -118,8 +120,10 @@ final class PinAhead {
             long limit = limitBytes;
             long missing = need.getAsLong() - chunks.readyBytes();
             if (missing <= 0) return;
-            long bytes = PinnedBackup.roundToChunk(Math.min(PinnedBackup.CHUNK_BYTES, missing));
-            if (chunks.pinnedBytes() + bytes > limit) return;
+            // At least MIN_CHUNK_BYTES: a model loaded tensor by tensor gets few chunks, not one per tensor.
+            long room = (limit - chunks.pinnedBytes()) & -PinnedBackup.CHUNK_ALIGNMENT;
+            long bytes = Math.min(room, PinnedBackup.roundToChunk(Math.min(PinnedBackup.CHUNK_BYTES, Math.max(missing, MIN_CHUNK_BYTES))));
+            if (bytes <= 0) return;
             chunks.pinAhead(bytes);
             pinnedAhead.addAndGet(bytes);
         }

@@ -56,7 +56,7 @@ final class PinnedBackup {
         long total = 0;
         for (int i = 1; i < vaAndBytes.size(); i += 2) total += vaAndBytes.getLong(i);
         if (total == 0) return;
-        List<CompletableFuture<Chunk>> pending = pool.take(chunkSizes(total));
+        List<CompletableFuture<Chunk>> pending = pool.take(total);
         int firstChunk = chunks.size();
         int firstPiece = pieces.size();
         int next = 0;
@@ -93,7 +93,7 @@ final class PinnedBackup {
             while (pieces.size() > firstPiece) pieces.removeAt(pieces.size() - 1);
             throw e;
         } finally {
-            // A chunk larger than asked (kept from another size) leaves the last ones unused.
+            // Chunks larger than asked (kept from another size) may leave the last ones unused.
             for (int i = next; i < pending.size(); i++) giveBackWhenLanded(pending.get(i), null);
         }
     }
@@ -106,15 +106,7 @@ final class PinnedBackup {
         }
     }
 
-    /** Chunks of {@link #CHUNK_BYTES}, the last one the rest rounded up to {@link #CHUNK_ALIGNMENT}. */
-    static long[] chunkSizes(long total) {
-        int n = (int) ((total + CHUNK_BYTES - 1) / CHUNK_BYTES);
-        long[] sizes = new long[n];
-        for (int i = 0; i < n; i++) sizes[i] = CHUNK_BYTES;
-        sizes[n - 1] = roundToChunk(total - (long) (n - 1) * CHUNK_BYTES);
-        return sizes;
-    }
-
+    /** {@code bytes} rounded up to {@link #CHUNK_ALIGNMENT}. */
     static long roundToChunk(long bytes) {
         return (bytes + CHUNK_ALIGNMENT - 1) & -CHUNK_ALIGNMENT;
     }

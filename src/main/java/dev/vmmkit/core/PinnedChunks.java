@@ -5,7 +5,6 @@ import dev.vmmkit.driver.HostTransfers;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -53,36 +52,45 @@ final class PinnedChunks {
     }
 
     /**
-     * A chunk of at least each size of {@code sizes}, in order: the smallest kept chunk that is
-     * large enough, else one being pinned ahead that is, else one pinned now on the pinning
-     * threads. Each future gives the chunk, or fails with the driver's error.
+     * Chunks holding at least {@code total} bytes, in the order to fill them: the kept ones first
+     * (the smallest that holds what is left, else the largest), then ones being pinned ahead, then
+     * chunks of up to {@link PinnedBackup#CHUNK_BYTES} pinned now on the pinning threads. Each
+     * future gives the chunk, or fails with the driver's error.
      */
-    List<CompletableFuture<Chunk>> take(long[] sizes) {
-        List<CompletableFuture<Chunk>> out = new ArrayList<>(sizes.length);
-        for (long size : sizes) {
-            CompletableFuture<Chunk> chunk = takeKeptOrArriving(size);
-            out.add(chunk != null ? chunk : CompletableFuture.supplyAsync(() -> pin(size), pinningThreads()));
+    List<CompletableFuture<Chunk>> take(long total) {
+        List<CompletableFuture<Chunk>> out = new ArrayList<>();
+        long left = total;
+        while (left > 0) {
+            long want = PinnedBackup.roundToChunk(Math.min(PinnedBackup.CHUNK_BYTES, left));
+            long[] got = new long[1];
+            CompletableFuture<Chunk> chunk = takeKeptOrArriving(want, got);
+            if (chunk == null) {
+                chunk = CompletableFuture.supplyAsync(() -> pin(want), pinningThreads());
+                got[0] = want;
+            }
+            out.add(chunk);
+            left -= got[0];
         }
         return out;
     }
 
-    private synchronized CompletableFuture<Chunk> takeKeptOrArriving(long size) {
-        Map.Entry<Long, ArrayDeque<Long>> fit = kept.ceilingEntry(size);
+    /** A kept chunk, else one being pinned ahead; its size in {@code bytes[0]}; null when there is none. */
+    private synchronized CompletableFuture<Chunk> takeKeptOrArriving(long want, long[] bytes) {
+        Map.Entry<Long, ArrayDeque<Long>> fit = kept.ceilingEntry(want);
+        if (fit == null) fit = kept.lastEntry();
         if (fit != null) {
             long address = fit.getValue().pop();
             if (fit.getValue().isEmpty()) kept.remove(fit.getKey());
             keptBytes -= fit.getKey();
+            bytes[0] = fit.getKey();
             return CompletableFuture.completedFuture(new Chunk(address, fit.getKey()));
         }
-        for (Iterator<Arriving> it = arriving.iterator(); it.hasNext(); ) {
-            Arriving a = it.next();
-            if (a.bytes() < size) continue;
-            it.remove();
-            arrivingBytes -= a.bytes();
-            // Pinning ahead failed: this pause pins its own chunk.
-            return a.landed().exceptionallyCompose(failed -> CompletableFuture.supplyAsync(() -> pin(size), pinningThreads()));
-        }
-        return null;
+        if (arriving.isEmpty()) return null;
+        Arriving a = arriving.removeFirst();
+        arrivingBytes -= a.bytes();
+        bytes[0] = a.bytes();
+        // Pinning ahead failed: this pause pins its own chunk of that size.
+        return a.landed().exceptionallyCompose(failed -> CompletableFuture.supplyAsync(() -> pin(a.bytes()), pinningThreads()));
     }
 
     /**
