@@ -22,6 +22,8 @@ final class HandleSupply {
     private final HandleSizer sizer;
     private final VmmConfig config;
     private final RegionHeap.OtherRegions others;
+    /** Set once, before the region is published, for a memory tag's region (see {@link #servesTag}). */
+    private boolean servesTag;
 
     HandleSupply(RegionHeap region, VmmDriver driver, PhysicalPool pool, MemoryAccounting accounting,
                  PhysicalBudget budget, VmmConfig config, RegionHeap.OtherRegions others) {
@@ -33,6 +35,23 @@ final class HandleSupply {
         this.sizer = new HandleSizer(region.pageBytes, config.handleCapBytes());
         this.config = config;
         this.others = others;
+    }
+
+    /** Marks a memory tag's region, before any thread sees it. */
+    void markServesTag() {
+        servesTag = true;
+    }
+
+    /**
+     * True for a memory tag's region: each request backed from nothing gets one handle of its own
+     * for all its pages, with no page mapped ahead and no handle taken from the pool or from other
+     * regions, as cudaMalloc makes one allocation. A pause unmaps and releases every handle of the
+     * tag (the driver charges both per handle), so few large handles make it as cheap as freeing
+     * the tag's allocations natively; pages shared with other regions' caches would be stitched
+     * into the tag as dozens of capped handles.
+     */
+    boolean servesTag() {
+        return servesTag;
     }
 
     /** The largest handle to create now for a request of {@code requested} bytes (mapping ahead goes up to it). */
@@ -58,7 +77,7 @@ final class HandleSupply {
      * last, shared page gets a handle of its own, so a neighbour never pins the large one.
      */
     void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
-        if (region.servesTag()) {
+        if (servesTag) {
             createWhole(runBytes, out);
             return;
         }
@@ -102,7 +121,7 @@ final class HandleSupply {
 
     /**
      * A memory tag's run: new handles only, each as large as the driver allows (VMM_HANDLE_CAP
-     * still holds), so a request is one handle (see {@link RegionHeap#servesTag}). On a failure
+     * still holds), so a request is one handle (see {@link #servesTag}). On a failure
      * every handle made here is released and {@code out} is empty.
      */
     private void createWhole(long runBytes, HandleRun out) {

@@ -98,7 +98,7 @@ final class ManagerRegions {
         synchronized (lock) {
             if (closed) throw new IllegalStateException("manager is closed");
             RegionHeap region = newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
-            region.markServesTag();
+            region.handles.markServesTag();
             return region;
         }
     }

@@ -165,16 +165,8 @@ final class PinnedChunks {
      * thrown after the others were tried.
      */
     void freeAll() {
-        List<Chunk> all = new ArrayList<>();
-        synchronized (this) {
-            for (Map.Entry<Long, ArrayDeque<Long>> e : kept.entrySet()) {
-                for (long address : e.getValue()) all.add(new Chunk(address, e.getKey()));
-            }
-            kept.clear();
-            keptBytes = 0;
-        }
         DriverException first = null;
-        for (Chunk chunk : all) {
+        for (Chunk chunk : takeAllKept()) {
             try {
                 free(chunk);
             } catch (DriverException e) {
@@ -194,15 +186,17 @@ final class PinnedChunks {
             pinning = null;
         }
         if (threads != null) threads.shutdownNow();
+        for (Chunk chunk : takeAllKept()) freeQuietly(chunk);
+    }
+
+    private synchronized List<Chunk> takeAllKept() {
         List<Chunk> all = new ArrayList<>();
-        synchronized (this) {
-            for (Map.Entry<Long, ArrayDeque<Long>> e : kept.entrySet()) {
-                for (long address : e.getValue()) all.add(new Chunk(address, e.getKey()));
-            }
-            kept.clear();
-            keptBytes = 0;
+        for (Map.Entry<Long, ArrayDeque<Long>> e : kept.entrySet()) {
+            for (long address : e.getValue()) all.add(new Chunk(address, e.getKey()));
         }
-        for (Chunk chunk : all) freeQuietly(chunk);
+        kept.clear();
+        keptBytes = 0;
+        return all;
     }
 
     private Chunk pin(long bytes) {

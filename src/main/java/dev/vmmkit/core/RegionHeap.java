@@ -51,8 +51,6 @@ final class RegionHeap {
     final MemoryAccounting accounting;
     /** False in the zero-copy mode, whose remaps need capped handles (ManagerResizing). */
     private final BooleanSupplier oneHandlePerLoadingRequest;
-    /** Set once, before the region is published, for a memory tag's region (see {@link #servesTag}). */
-    private boolean servesTag;
 
     final ReentrantLock lock = new ReentrantLock();
     /** Placements and reclaims whose driver calls run off the lock; a peer grant waits for none. */
@@ -224,23 +222,6 @@ final class RegionHeap {
      */
     boolean loading() {
         return freedBytes * LOADING_FREED_SHARE <= allocatedBytes && oneHandlePerLoadingRequest.getAsBoolean();
-    }
-
-    /** Marks a memory tag's region, before any thread sees it. */
-    void markServesTag() {
-        servesTag = true;
-    }
-
-    /**
-     * True for a memory tag's region: each request backed from nothing gets one handle of its own
-     * for all its pages, with no page mapped ahead and no handle taken from the pool or from other
-     * regions, as cudaMalloc makes one allocation. A pause unmaps and releases every handle of the
-     * tag (the driver charges both per handle), so few large handles make it as cheap as freeing
-     * the tag's allocations natively; pages shared with other regions' caches would be stitched
-     * into the tag as dozens of capped handles.
-     */
-    boolean servesTag() {
-        return servesTag;
     }
 
     /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */
