@@ -11,6 +11,8 @@ Prints one line per method:
 and per buffer and copy shape (one copy of 4 GiB on one stream; 256 MiB pieces on one stream; the
 same pieces alternating between two streams, as vmmkit's CopyStreams):
     copy METHOD shape=single|pieces-1|pieces-2 d2h_gibps=A h2d_gibps=B
+and, on a host of several NUMA nodes, the bandwidth from 2 GiB pinned by a thread bound to each node
+(copy alloc-nodeN ...; numa nodes=N gpu_node=G).
 """
 import ctypes
 import ctypes.util
@@ -114,6 +116,51 @@ def copies(host, dev, n, shape):
     return out
 
 
+def numa_nodes():
+    """{node: [cpus]} from sysfs, and the GPU's node (-1 when unknown)."""
+    nodes = {}
+    base = "/sys/devices/system/node"
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if name.startswith("node") and name[4:].isdigit():
+            cpus = []
+            for part in open(os.path.join(base, name, "cpulist")).read().strip().split(","):
+                if part:
+                    lo, _, hi = part.partition("-")
+                    cpus.extend(range(int(lo), int(hi or lo) + 1))
+            nodes[int(name[4:])] = cpus
+    gpu = -1
+    try:
+        p = torch.cuda.get_device_properties(0)
+        bus = "%04x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+        gpu = int(open("/sys/bus/pci/devices/%s/numa_node" % bus).read())
+    except Exception:
+        pass
+    return nodes, gpu
+
+
+def numa_copies(dev, n):
+    """Copy bandwidth from 2 GiB pinned by a thread bound to each NUMA node (cudaHostAlloc places
+    the pages where the pinning thread runs): does it matter which thread pins?"""
+    nodes, gpu = numa_nodes()
+    print("numa nodes=%d gpu_node=%d" % (len(nodes), gpu), flush=True)
+    if len(nodes) < 2:
+        return
+    for node, cpus in nodes.items():
+        if not cpus:
+            continue
+        got = {}
+
+        def pin():
+            os.sched_setaffinity(0, cpus)  # this thread only
+            got["p"] = pin_alloc(n)[0]
+        t = threading.Thread(target=pin)
+        t.start()
+        t.join()
+        bw = copies(got["p"], dev.data_ptr(), n, "pieces-2")
+        print("copy alloc-node%d shape=pieces-2 d2h_gibps=%.1f h2d_gibps=%.1f" % (node, bw["d2h"], bw["h2d"]), flush=True)
+        free("alloc", got["p"], n)
+
+
 def main():
     gib = float(os.environ.get("PIN_GIB", "8"))
     n = int(gib * GIB)
@@ -136,6 +183,7 @@ def main():
         t0 = time.perf_counter()
         free("alloc" if name == "alloc" else "register", p, n)
         print("unpin %s free_ms=%.0f" % (name, (time.perf_counter() - t0) * 1e3), flush=True)
+    numa_copies(dev, 2 * GIB)
 
 
 if __name__ == "__main__":

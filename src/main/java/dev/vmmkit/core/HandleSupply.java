@@ -75,22 +75,21 @@ final class HandleSupply {
      * has room), those pages get one handle, as large as the driver allows, not the cap: a loading
      * program's request then costs one create, map and setAccess, as a native cudaMalloc does. Its
      * last, shared page gets a handle of its own, so a neighbour never pins the large one.
+     *
+     * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
+     * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request.
      */
     void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
-        if (servesTag) {
-            createWhole(runBytes, out);
-            return;
-        }
         try {
             long[] size = new long[1];
-            while (out.totalBytes() < runBytes) {
+            while (!servesTag && out.totalBytes() < runBytes) {
                 long h = pool.popAtMost(runBytes - out.totalBytes(), size);
                 if (h == PhysicalPool.NO_HANDLE) break;
                 out.add(h, size[0]);
             }
             long missing = runBytes - out.totalBytes();
             boolean fromNothing = out.count() == 0; // no pooled handle
-            if (missing > 0) {
+            if (missing > 0 && !servesTag) {
                 long room = budget.room(requested);
                 long mustMove = missing - room;
                 if (mustMove > 0) fromNothing = false; // pages move: the budget has no room
@@ -103,7 +102,9 @@ final class HandleSupply {
             while (out.totalBytes() < runBytes) {
                 long have = out.totalBytes();
                 long bytes;
-                if (fromNothing && have == 0 && oneHandleBytes > 0) {
+                if (servesTag) {
+                    bytes = sizer.firstBackingBytes(runBytes - have);
+                } else if (fromNothing && have == 0 && oneHandleBytes > 0) {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {
                     long upTo = have < neededBytes ? neededBytes : runBytes;
@@ -114,25 +115,6 @@ final class HandleSupply {
             }
         } catch (RuntimeException e) {
             for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));
-            out.clear();
-            throw e;
-        }
-    }
-
-    /**
-     * A memory tag's run: new handles only, each as large as the driver allows (VMM_HANDLE_CAP
-     * still holds), so a request is one handle (see {@link #servesTag}). On a failure
-     * every handle made here is released and {@code out} is empty.
-     */
-    private void createWhole(long runBytes, HandleRun out) {
-        try {
-            while (out.totalBytes() < runBytes) {
-                long bytes = sizer.firstBackingBytes(runBytes - out.totalBytes());
-                out.add(driver.create(bytes), bytes);
-                accounting.physicalCreated(bytes);
-            }
-        } catch (RuntimeException e) {
-            for (int i = 0; i < out.count(); i++) release(out.handle(i), out.bytes(i));
             out.clear();
             throw e;
         }

@@ -64,6 +64,7 @@ final class MemoryTags {
     /** Pins up to {@code limitBytes} of host memory for tags that keep their contents, ahead of their first pause; 0: off. */
     void pinAhead(long limitBytes) {
         pinAhead.limit(limitBytes);
+        if (!inOrder.isEmpty()) pinAhead.wake(); // no thread until some tag exists
     }
 
     /** Waits until pinning ahead has nothing left to do (tests). */

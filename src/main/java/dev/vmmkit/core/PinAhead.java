@@ -44,7 +44,6 @@ final class PinAhead {
     void limit(long bytes) {
         if (bytes < 0) throw new IllegalArgumentException("pin-ahead limit must not be negative: " + bytes);
         limitBytes = bytes;
-        if (bytes > 0) wake();
     }
 
     long limit() {

@@ -9,7 +9,7 @@ import java.util.Map;
  * {@code VMM_PIN_AHEAD}: how much pinned host memory may be prepared, while tags that keep their
  * contents are allocated, for their first pause ({@link PinAhead}).
  * <ul>
- * <li>{@code auto} (unset): up to half of the host's physical memory;</li>
+ * <li>{@code auto} (unset): up to half of the host's physical memory (for each device's allocator);</li>
  * <li>{@code off} or {@code 0}: nothing is pinned ahead (the first pause pins its own memory);</li>
  * <li>a size ({@code 16G}): at most that much pinned host memory held for tags.</li>
  * </ul>
