@@ -57,11 +57,18 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * driver failure partway. After a failure the tag is consistent (each range mapped with its
  * contents, or released with its kept copy): call the same function again to finish, or the other
  * to go back. cudaErrorNotSupported when vmmkit serves no allocations in this process (monitor mode).
+ *
+ * vmmkit_host_memory: the pinned host memory vmmkit holds for tags now (ready for the next pause,
+ * holding paused tags' contents, or under a copy) in *pinned_bytes, and the part ready for the next
+ * pause in *ready_bytes. While a tag that keeps its contents is allocated, vmmkit pins host memory
+ * for its first pause in the background (VMM_PIN_AHEAD: auto, off or a size): a program that wants
+ * its first pause at full speed can wait until ready_bytes covers the tag.
  */
 cudaError_t vmmkit_region_begin(const char *tag, int keep_contents);
 cudaError_t vmmkit_region_end(void);
 cudaError_t vmmkit_pause(const char *tag);
 cudaError_t vmmkit_resume(const char *tag);
+cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
 
 #ifdef __cplusplus
 }

@@ -84,7 +84,8 @@ def library():
         for name, argtypes in (("vmmkit_region_begin", [ctypes.c_char_p, ctypes.c_int]),
                                ("vmmkit_region_end", []),
                                ("vmmkit_pause", [ctypes.c_char_p]),
-                               ("vmmkit_resume", [ctypes.c_char_p])):
+                               ("vmmkit_resume", [ctypes.c_char_p]),
+                               ("vmmkit_host_memory", [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)])):
             fn = getattr(lib, name)
             fn.argtypes = argtypes
             fn.restype = ctypes.c_int
@@ -173,6 +174,16 @@ def pause(tag=None):
 def resume(tag=None):
     """Brings the tag's GPU memory back at the same addresses (every tag when None)."""
     _check(library().vmmkit_resume(_encode(tag)), "resume", tag)
+
+
+def host_memory():
+    """(pinned, ready): the pinned host memory vmmkit holds for tags, and the part of it ready for
+    the next pause. While a tag that keeps its contents is allocated, vmmkit pins host memory for
+    its first pause in the background (``VMM_PIN_AHEAD``): once ``ready`` covers the tag, the
+    first pause copies at the bus's speed."""
+    pinned, ready = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    _check(library().vmmkit_host_memory(ctypes.byref(pinned), ctypes.byref(ready)), "host_memory", None)
+    return pinned.value, ready.value
 
 
 def use_as_torch_allocator(path=None):

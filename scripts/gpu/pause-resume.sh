@@ -4,33 +4,55 @@
 # python3 with PyTorch, and runtime/ (scripts/build-runtime.sh), target/ and
 # .device/torch_memory_saver (its public source) carried:
 #   bash scripts/gpu/pause-resume.sh
-# Steps (each under a time limit; logs in $OUT/pause-resume/ when OUT is set):
+# Steps (each under a time limit; logs in $OUT/pause-resume/ when OUT is set; results.txt there
+# grows after every process, so a run cut short keeps what it measured):
+#   0. the native anchor: pinning 8 GiB of host memory with cudaHostAlloc, and with mmap + huge
+#      pages + cudaHostRegister (faulted in by 8 threads first, and not), and the copy bandwidth of
+#      each buffer (one 4 GiB copy; 256 MiB pieces on one stream; on two streams)
 #   1. builds torch_memory_saver from .device/torch_memory_saver (TMS_CUDA_MAJOR=13, pip without
 #      network, into the log folder; nothing is installed system-wide)
-#   2. per row, one process each: the anchor, torch_memory_saver (torch hook mode), then vmmkit under
-#      `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit); then two rows
-#      with vmmkit as PyTorch's pluggable allocator
+#   2. per row, one process each: torch_memory_saver (torch hook mode), then vmmkit under
+#      `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit)
+#   3. two variants of 8 GiB kept: vmmkit without pinning ahead (VMM_PIN_AHEAD=off: the first pause
+#      pins its own memory) and with VMM_PINNED_HOST=register; two rows with vmmkit as PyTorch's
+#      pluggable allocator
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
-# Rows (ROWS, default: 8 and 40 GiB kept and discarded as one tensor, 8 GiB both ways and 40 GiB
-# discarded as mixed tensors): SIZE_GIB:keep|discard:single|mixed; "mixed" is many tensors of mixed sizes (64 KiB to
-# 1 GiB) making up the size. Each process also measures a plain pinned copy (cudaMemcpyAsync on
-# pinned memory, 4 GiB, best of 3), the physical limit of the backup bandwidth.
-# vmmkit pauses and resumes each row twice (the first cycle pins host memory; vmmkit keeps its
-# pinned chunks for the next pause); torch_memory_saver once (it frees its copies at each resume, so
-# a second cycle costs it the same; the table compares both vmmkit cycles with it). Prints one line
-# per row, cycle and implementation, then a table to paste. About 5-7 minutes; ROWS can add
-# 40:keep:mixed (about 1.5 minutes more, mostly torch_memory_saver's).
+# Rows (ROWS; default every size, contents and layout): SIZE_GIB:keep|discard:single|mixed;
+# "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
+# measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
+# limit of the backup bandwidth. vmmkit pauses and resumes each row twice (cycle 1 and 2);
+# torch_memory_saver once (it frees its copies at each resume, so a second cycle costs it the same).
+# vmmkit pins host memory for a kept tag in the background while it is allocated; its first pause is
+# timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
+# Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"
-rows_default="8:discard:single 8:keep:single 40:discard:single 40:keep:single 8:discard:mixed 8:keep:mixed 40:discard:mixed"
+rows_default="8:discard:single 8:keep:single 40:discard:single 40:keep:single 8:discard:mixed 8:keep:mixed 40:discard:mixed 40:keep:mixed"
 read -r -a rows <<< "${ROWS:-$rows_default}"
 failed=0
+results="$out/results.txt"
+: > "$results"
 echo "pause-resume: logs in $out"
 
 use_vmmkit_build pause-resume
+
+# Runs one process: NAME, then the command's words; its output goes to $out/NAME.log, its result
+# lines to results.txt at once.
+run() {
+  local name="$1"; shift
+  echo; echo "=== $name: $*"
+  timeout "$limit" "$@" > >(tee "$out/$name.log") 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ]; then failed=1; echo "=== $name FAILED (exit $rc)"; fi
+  grep -E '^(row|pinned|pinning|copy|unpin|scenario) ' "$out/$name.log" >> "$results"
+  return 0
+}
+
+# 0. The native anchor: pinning and copying host memory, no allocator in between.
+run pinning "$py" scripts/gpu/pinning.py
 
 # 1. torch_memory_saver from source.
 tms_site="$out/tms-site"
@@ -48,36 +70,29 @@ else
   echo "pause-resume: no .device/torch_memory_saver (carry its source): the anchor is missing"; failed=1
 fi
 
-# Runs one process: NAME, then the command's words; its output goes to $out/NAME.log.
-run() {
-  local name="$1"; shift
-  echo; echo "=== $name: $*"
-  timeout "$limit" "$@" > >(tee "$out/$name.log") 2>&1
-  local rc=$?
-  if [ $rc -ne 0 ]; then failed=1; echo "=== $name FAILED (exit $rc)"; fi
-  return 0
-}
-
 bench=("$py" scripts/gpu/pause_resume.py)
-# One process per row and implementation, the anchor first: no row inherits another's cached memory.
+# 2. One process per row and implementation, the anchor first: no row inherits another's cached memory.
 for row in "${rows[@]}"; do
   name="${row//:/-}"
   [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
   run "vmmkit-$name" env PYTHONPATH="$root/python" ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
 done
-# vmmkit as PyTorch's pluggable allocator.
+# 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
+run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
+  ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
+run vmmkit-register env PYTHONPATH="$root/python" VMM_PINNED_HOST=register IMPL_NAME=vmmkit-register \
+  ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
 run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
-# The scenario.
+# 4. The scenario.
 run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
 
 echo
 echo "=== pause-resume: results (ms; GiB/s; free GiB before / paused / after)"
-cat "$out"/tms-*.log "$out"/vmmkit-*.log "$out"/scenario.log 2>/dev/null \
-  | grep -E '^(row|pinned|scenario) ' | tee "$out/results.txt"
-"$py" - "$out/results.txt" <<'PY'
-import re, sys
+cat "$results"
+"$py" - "$results" <<'PY'
+import sys
 rows, pinned = {}, {}
 for line in open(sys.argv[1]):
     f = line.split()
@@ -85,11 +100,11 @@ for line in open(sys.argv[1]):
         kv = dict(x.split("=") for x in f[2:]); pinned[f[1]] = kv
     elif f[0] == "row":
         kv = dict(x.split("=") for x in f[5:]); rows[(f[1], f[2], f[3], f[4], kv["cycle"])] = kv
-        kv["pin"] = pinned.get(f[1], {})  # the pinned copy of the same process
+        kv["pin"] = pinned.get(f[1], {})  # the pinned copy of the same process (the latest one of that name)
 print()
-print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | vmmkit share of pinned | released GiB (vmmkit / tms) | intact | as fast |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
-keys = sorted({k[1:] for k in rows}, key=lambda k: (k[2], float(k[0]), k[1], k[3]))
+print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | vmmkit share of pinned | released GiB (vmmkit / tms) | vmmkit pinned ahead: ready ms (waited) | intact | as fast |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+keys = sorted({k[1:] for k in rows if k[0] == "vmmkit"}, key=lambda k: (k[2], float(k[0]), k[1], k[3]))
 for size, contents, layout, cycle in keys:
     v = rows.get(("vmmkit", size, contents, layout, cycle))
     t = rows.get(("tms", size, contents, layout, cycle)) or rows.get(("tms", size, contents, layout, "1"))
@@ -101,15 +116,18 @@ for size, contents, layout, cycle in keys:
     fast = "-"
     if v and t:
         fast = "yes" if float(v["pause_ms"]) <= float(t["pause_ms"]) and float(v["resume_ms"]) <= float(t["resume_ms"]) else "no"
-    g = lambda r, k: r[k] if r else "-"
-    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s | %s |" % (
+    g = lambda r, k: r.get(k, "-") if r else "-"
+    ready = "%s (%s)" % (g(v, "ready_ms"), g(v, "pin_wait_ms")) if contents == "keep" and cycle == "1" else "-"
+    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s | %s | %s |" % (
         size, contents, layout, cycle, g(v, "tensors"), g(t, "pause_ms"), g(t, "resume_ms"), g(v, "pause_ms"), g(v, "resume_ms"),
         g(t, "kept_backup_gibps"), g(t, "restore_gibps"), g(v, "kept_backup_gibps"), g(v, "restore_gibps"),
-        p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), share, g(v, "released"), g(t, "released"),
+        p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), share, g(v, "released"), g(t, "released"), ready,
         g(v, "intact") + ("" if not t else "/" + g(t, "intact")), fast))
+print()
 for k, kv in rows.items():
-    if k[0] == "vmmkit-pluggable":
-        print("pluggable allocator row %s GiB %s %s cycle %s: pause %s ms, resume %s ms, intact %s" % (k[1], k[2], k[3], k[4], kv["pause_ms"], kv["resume_ms"], kv["intact"]))
+    if k[0] not in ("vmmkit", "tms"):
+        print("%s row %s GiB %s %s cycle %s: pause %s ms, resume %s ms, backup / restore %s / %s GiB/s, intact %s" % (
+            k[0], k[1], k[2], k[3], k[4], kv["pause_ms"], kv["resume_ms"], kv["kept_backup_gibps"], kv["restore_gibps"], kv["intact"]))
 PY
 grep -h "intact=no\|identical=no" "$out"/*.log && failed=1
 exit $failed

@@ -5,8 +5,12 @@ torch_memory_saver (its torch hook mode); scripts/gpu/pause-resume.sh runs one p
     python pause_resume.py scenario                     (vmmkit only) CUDA graph + generation
 
 bench prints, per row, one line
-    row IMPL SIZE_GIB CONTENTS LAYOUT tensors=N pause_ms=P resume_ms=R free_before=B free_paused=D
+    row IMPL SIZE_GIB CONTENTS LAYOUT cycle=C tensors=N pause_ms=P resume_ms=R free_before=B free_paused=D
         free_after=A released=X kept_backup_gibps=BW_OUT restore_gibps=BW_IN intact=yes|no
+        pin_wait_ms=W ready_ms=Y host_pinned_gib=H
+(vmmkit pins host memory for a kept tag in the background while it is allocated; the first pause is
+timed once that memory is ready, W ms after the fill and checksum, Y ms after the allocation began;
+PIN_WAIT=0 times it at once; H: pinned host memory vmmkit holds after the cycle)
 and once per process the bandwidth of a plain pinned copy (cudaMemcpyAsync on pinned memory):
     pinned IMPL d2h_gibps=... h2d_gibps=...
 Times include a device synchronisation after the call. Sizes in GiB; free memory in GiB, from
@@ -77,6 +81,7 @@ class Vmmkit:
         if pluggable:  # before any CUDA allocation of this process
             vmmkit.use_as_torch_allocator()
             self.name = "vmmkit-pluggable"
+        self.name = os.environ.get("IMPL_NAME", self.name)  # a variant's rows (settings) apart
 
     def region(self, tag, keep):
         return self.v.region(tag, keep_contents=keep)
@@ -89,6 +94,19 @@ class Vmmkit:
 
     def forget(self, tag):
         self.v.release_torch_pool(tag)
+
+    def prepared(self, nbytes):
+        """Waits until the host memory pinned ahead covers nbytes (PIN_WAIT=0: not at all); returns the seconds waited."""
+        if os.environ.get("PIN_WAIT", "1") == "0":
+            return 0.0
+        t0 = time.perf_counter()
+        limit = float(os.environ.get("PIN_WAIT_S", "120"))
+        while self.v.host_memory()[1] < nbytes and time.perf_counter() - t0 < limit:
+            time.sleep(0.005)
+        return time.perf_counter() - t0
+
+    def host_pinned(self):
+        return self.v.host_memory()[0]
 
 
 class Tms:
@@ -111,6 +129,12 @@ class Tms:
     def forget(self, tag):
         pass
 
+    def prepared(self, nbytes):
+        return 0.0
+
+    def host_pinned(self):
+        return 0
+
 
 def bench(impl, rows):
     bw = pinned_bandwidth()
@@ -121,12 +145,18 @@ def bench(impl, rows):
         tag = "row%d" % i
         rng = random.Random(i)
         sizes = sizes_for(int(float(size_gib) * GIB), layout, rng)
+        allocated_at = time.perf_counter()
         with impl.region(tag, keep):
             tensors = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in sizes]
         for t in tensors:
             t.view(torch.int32).random_(-2**31, 2**31 - 1)
         expected = checksum(tensors) if keep else 0
         nbytes = sum(sizes) / GIB
+        # vmmkit pins host memory for a kept tag in the background as it is allocated: the first
+        # pause is measured once that is done (pin_wait_ms: the wait after the fill and checksum;
+        # ready_ms: since the allocation began). PIN_WAIT=0 measures it without waiting.
+        pin_wait = impl.prepared(sum(sizes)) if keep else 0.0
+        ready_ms = (time.perf_counter() - allocated_at) * 1e3 if keep else 0.0
         # Two cycles: the first pins its host memory (both implementations), a second may reuse it.
         for cycle in range(1, int(os.environ.get("PAUSE_CYCLES", "2")) + 1):
             torch.cuda.synchronize()
@@ -143,10 +173,12 @@ def bench(impl, rows):
             after = free_gib()
             intact = "yes" if not keep or checksum(tensors) == expected else "no"
             print("row %s %s %s %s cycle=%d tensors=%d pause_ms=%.1f resume_ms=%.1f free_before=%.2f free_paused=%.2f "
-                  "free_after=%.2f released=%.2f kept_backup_gibps=%s restore_gibps=%s intact=%s"
+                  "free_after=%.2f released=%.2f kept_backup_gibps=%s restore_gibps=%s intact=%s pin_wait_ms=%.0f "
+                  "ready_ms=%.0f host_pinned_gib=%.2f"
                   % (impl.name, size_gib, contents, layout, cycle, len(sizes), pause_s * 1e3, resume_s * 1e3, before,
                      paused, after, paused - before, "%.1f" % (nbytes / pause_s) if keep else "-",
-                     "%.1f" % (nbytes / resume_s) if keep else "-", intact), flush=True)
+                     "%.1f" % (nbytes / resume_s) if keep else "-", intact, pin_wait * 1e3 if cycle == 1 else 0,
+                     ready_ms if cycle == 1 else 0, impl.host_pinned() / GIB), flush=True)
         del tensors
         impl.forget(tag)
         torch.cuda.empty_cache()

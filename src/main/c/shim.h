@@ -103,6 +103,8 @@ struct entry_table {
     int32_t (*region_end)(int32_t device);
     int32_t (*pause)(int64_t tag, int32_t device);
     int32_t (*resume)(int64_t tag, int32_t device);
+    /* pinned host memory held for tags, in all and ready for the next pause: writes out[0], out[1]; 0 or -cudaError */
+    int32_t (*host_memory)(int64_t out);
 };
 
 /* ---- jvm_bootstrap.c ---------------------------------------------------------------------- */

@@ -46,6 +46,16 @@ EXPORT cudaError_t vmmkit_pause(const char *tag) {
     return from_java(java.pause((int64_t) (intptr_t) tag, current_device()));
 }
 
+EXPORT cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes) {
+    if (!pinned_bytes || !ready_bytes) return cudaErrorInvalidValue;
+    if (!serving()) return cudaErrorNotSupported;
+    int64_t out[2] = {0, 0};
+    cudaError_t result = from_java(java.host_memory((int64_t) (intptr_t) out));
+    *pinned_bytes = (size_t) out[0];
+    *ready_bytes = (size_t) out[1];
+    return result;
+}
+
 EXPORT cudaError_t vmmkit_resume(const char *tag) {
     if (tag && !valid_tag(tag)) return cudaErrorInvalidValue;
     if (!serving()) return cudaErrorNotSupported;

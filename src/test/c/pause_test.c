@@ -32,6 +32,7 @@ static __typeof__(vmmkit_region_begin) *region_begin;
 static __typeof__(vmmkit_region_end) *region_end;
 static __typeof__(vmmkit_pause) *pause_tag;
 static __typeof__(vmmkit_resume) *resume_tag;
+static __typeof__(vmmkit_host_memory) *host_memory;
 
 #include "device_pattern.h"
 
@@ -98,6 +99,11 @@ static void weights_kv(size_t total_mib) {
     CHECK(pause_tag("weights") == 0);
     CHECK(resume_tag("weights") == 0);
     for (int i = 1; i < N; i++) check(weights[i], sizes[i], 100 + i);
+    /* The resume kept the host memory of the copies for the next pause. */
+    size_t pinned = 0, ready = 0;
+    CHECK(host_memory(NULL, &ready) == 1);
+    CHECK(host_memory(&pinned, &ready) == 0);
+    CHECK(ready >= total / 8 + total / 16 && pinned >= ready);
     for (int i = 1; i < N; i++) CHECK(cudaFree(weights[i]) == 0);
     CHECK(cudaFree(kv[0]) == 0);
     CHECK(cudaFree(kv[1]) == 0);
@@ -109,7 +115,8 @@ int main(int argc, char **argv) {
     region_end = (__typeof__(region_end)) dlsym(RTLD_DEFAULT, "vmmkit_region_end");
     pause_tag = (__typeof__(pause_tag)) dlsym(RTLD_DEFAULT, "vmmkit_pause");
     resume_tag = (__typeof__(resume_tag)) dlsym(RTLD_DEFAULT, "vmmkit_resume");
-    if (!region_begin || !region_end || !pause_tag || !resume_tag) {
+    host_memory = (__typeof__(host_memory)) dlsym(RTLD_DEFAULT, "vmmkit_host_memory");
+    if (!region_begin || !region_end || !pause_tag || !resume_tag || !host_memory) {
         fprintf(stderr, "pause_test: vmmkit's functions are not in this process (run it under vmmkit run)\n");
         return 1;
     }

@@ -48,6 +48,8 @@ except vmmkit.VmmkitError as e:
 vmmkit.resume("kv_cache")
 vmmkit.resume("weights")
 assert download(w, len(weights)) == weights, "the weights came back changed"
+pinned, ready = vmmkit.host_memory()  # the copy's host memory, kept for the next pause
+assert ready >= len(weights) and pinned >= ready, (pinned, ready)
 upload(kv, b"\x01" * (2 * MIB))
 assert download(kv, 2 * MIB) == b"\x01" * (2 * MIB)
 assert cudart.cudaFree(ctypes.c_void_p(w)) == 0

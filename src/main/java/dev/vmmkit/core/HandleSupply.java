@@ -22,6 +22,8 @@ final class HandleSupply {
     private final HandleSizer sizer;
     private final VmmConfig config;
     private final RegionHeap.OtherRegions others;
+    /** Set once, before the region is published, for a memory tag's region (see {@link #servesTag}). */
+    private boolean servesTag;
 
     HandleSupply(RegionHeap region, VmmDriver driver, PhysicalPool pool, MemoryAccounting accounting,
                  PhysicalBudget budget, VmmConfig config, RegionHeap.OtherRegions others) {
@@ -33,6 +35,23 @@ final class HandleSupply {
         this.sizer = new HandleSizer(region.pageBytes, config.handleCapBytes());
         this.config = config;
         this.others = others;
+    }
+
+    /** Marks a memory tag's region, before any thread sees it. */
+    void markServesTag() {
+        servesTag = true;
+    }
+
+    /**
+     * True for a memory tag's region: each request backed from nothing gets one handle of its own
+     * for all its pages, with no page mapped ahead and no handle taken from the pool or from other
+     * regions, as cudaMalloc makes one allocation. A pause unmaps and releases every handle of the
+     * tag (the driver charges both per handle), so few large handles make it as cheap as freeing
+     * the tag's allocations natively; pages shared with other regions' caches would be stitched
+     * into the tag as dozens of capped handles.
+     */
+    boolean servesTag() {
+        return servesTag;
     }
 
     /** The largest handle to create now for a request of {@code requested} bytes (mapping ahead goes up to it). */
@@ -56,18 +75,21 @@ final class HandleSupply {
      * has room), those pages get one handle, as large as the driver allows, not the cap: a loading
      * program's request then costs one create, map and setAccess, as a native cudaMalloc does. Its
      * last, shared page gets a handle of its own, so a neighbour never pins the large one.
+     *
+     * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
+     * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request.
      */
     void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
         try {
             long[] size = new long[1];
-            while (out.totalBytes() < runBytes) {
+            while (!servesTag && out.totalBytes() < runBytes) {
                 long h = pool.popAtMost(runBytes - out.totalBytes(), size);
                 if (h == PhysicalPool.NO_HANDLE) break;
                 out.add(h, size[0]);
             }
             long missing = runBytes - out.totalBytes();
             boolean fromNothing = out.count() == 0; // no pooled handle
-            if (missing > 0) {
+            if (missing > 0 && !servesTag) {
                 long room = budget.room(requested);
                 long mustMove = missing - room;
                 if (mustMove > 0) fromNothing = false; // pages move: the budget has no room
@@ -80,7 +102,9 @@ final class HandleSupply {
             while (out.totalBytes() < runBytes) {
                 long have = out.totalBytes();
                 long bytes;
-                if (fromNothing && have == 0 && oneHandleBytes > 0) {
+                if (servesTag) {
+                    bytes = sizer.firstBackingBytes(runBytes - have);
+                } else if (fromNothing && have == 0 && oneHandleBytes > 0) {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {
                     long upTo = have < neededBytes ? neededBytes : runBytes;

@@ -97,7 +97,9 @@ final class ManagerRegions {
     RegionHeap newTagRegion(String tag, long bytes) {
         synchronized (lock) {
             if (closed) throw new IllegalStateException("manager is closed");
-            return newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
+            RegionHeap region = newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
+            region.handles.markServesTag();
+            return region;
         }
     }
 

@@ -57,6 +57,26 @@ final class MemoryTag {
         return regions;
     }
 
+    boolean keepsContents() {
+        return keepContents;
+    }
+
+    /**
+     * The bytes a pause would copy now, when the tag keeps its contents and runs; else 0 (also
+     * while a pause or resume is under way, which this does not wait for).
+     */
+    long bytesToKeepIfRunning() {
+        if (!keepContents || !running || !gate.readLock().tryLock()) return 0;
+        try {
+            if (!running) return 0;
+            long sum = 0;
+            for (RegionPause p : pauses) sum += p.bytesToKeep();
+            return sum;
+        } finally {
+            gate.readLock().unlock();
+        }
+    }
+
     /** Allocates {@code bytes} (aligned; {@code requested} asked) in the tag's regions, adding one when they are full. */
     long allocate(long bytes, long requested, long stream, RegionMaker maker) {
         gate.readLock().lock();

@@ -48,9 +48,10 @@ public interface MemoryTagControl {
 
     /**
      * Frees the pinned host memory kept for the next pause. A resume gives the chunks that held a
-     * tag's contents back to a pool rather than to the driver, because pinning host memory is
-     * several times slower than the copies into it: the next pause then copies at the bus's speed.
-     * The pool holds at most what the tags kept at once; closing the allocator frees it too.
+     * tag's contents back to a pool rather than to the driver, and chunks pinned ahead while a kept
+     * tag was allocated wait there too, because pinning host memory is many times slower than the
+     * copies into it: the next pause then copies at the bus's speed. Nothing is pinned ahead again
+     * until a kept tag allocates; closing the allocator frees the pool too.
      *
      * @throws dev.vmmkit.driver.DriverException when the driver refused to free some (they stay kept)
      */

@@ -26,12 +26,16 @@ final class MemoryTags {
     private final ThreadLocal<ArrayDeque<MemoryTag>> entered = ThreadLocal.withInitial(ArrayDeque::new);
     private volatile boolean anyEntered;
     private volatile RegionHeap[] allRegions = new RegionHeap[0];
-    /** Pinned host chunks kept between pauses; made on the first pause. */
-    private volatile PinnedChunks pinned;
+    /** Pinned host chunks for kept contents: pinned ahead, held by paused tags, kept between pauses. */
+    private final PinnedChunks pinned;
+    /** Pins chunks in the background while tags that keep their contents grow (off until {@link #pinAhead}). */
+    private final PinAhead pinAhead;
 
     MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory) {
         this.driver = driver;
         this.releaseCachedMemory = releaseCachedMemory;
+        this.pinned = new PinnedChunks(driver.transfers());
+        this.pinAhead = new PinAhead(pinned, this::bytesToKeepNow);
         this.maker = (tag, bytes) -> {
             RegionHeap region = maker.make(tag, bytes);
             synchronized (this) {
@@ -54,6 +58,25 @@ final class MemoryTags {
         t.keepContents(keepContents);
         entered.get().push(t);
         anyEntered = true;
+        if (keepContents) pinAhead.wake(); // the tag may hold memory already
+    }
+
+    /** Pins up to {@code limitBytes} of host memory for tags that keep their contents, ahead of their first pause; 0: off. */
+    void pinAhead(long limitBytes) {
+        pinAhead.limit(limitBytes);
+        if (!inOrder.isEmpty()) pinAhead.wake(); // no thread until some tag exists
+    }
+
+    /** Waits until pinning ahead has nothing left to do (tests). */
+    void awaitPinAhead() throws InterruptedException {
+        pinAhead.awaitIdle();
+    }
+
+    /** What the running tags that keep their contents would copy if paused now. */
+    private long bytesToKeepNow() {
+        long sum = 0;
+        for (MemoryTag t : inOrder) sum += t.bytesToKeepIfRunning();
+        return sum;
     }
 
     /** Leaves this thread's innermost region. */
@@ -71,13 +94,15 @@ final class MemoryTags {
     }
 
     long allocate(MemoryTag tag, long bytes, long requested, long stream) {
-        return tag.allocate(bytes, requested, stream, maker);
+        long address = tag.allocate(bytes, requested, stream, maker);
+        if (tag.keepsContents()) pinAhead.wake();
+        return address;
     }
 
     /** Pauses {@code tag}, or every tag when null. */
     void pause(String tag) {
         for (MemoryTag t : named(tag)) {
-            t.pause(driver.transfers(), driver.events(), pinned());
+            t.pause(driver.transfers(), driver.events(), pinned);
         }
     }
 
@@ -133,7 +158,6 @@ final class MemoryTags {
 
     TagStats stats() {
         if (inOrder.isEmpty()) return TagStats.NONE;
-        PinnedChunks chunks = pinned;
         List<TagStats.Tag> tags = new ArrayList<>();
         long paused = 0;
         for (MemoryTag t : inOrder) {
@@ -141,14 +165,15 @@ final class MemoryTags {
             paused += s.pausedBytes();
             tags.add(s);
         }
-        return new TagStats(paused, chunks == null ? 0 : chunks.keptBytes(), tags);
+        return new TagStats(paused, pinned.keptBytes(), pinned.pinnedBytes(), pinAhead.pinnedAheadBytes(), tags);
     }
 
     /** Closes every tag's regions, then frees the pinned host memory kept for pauses. */
     void close() {
+        pinAhead.close();
         for (MemoryTag t : inOrder) t.close();
         allRegions = new RegionHeap[0];
-        if (pinned != null) pinned.close();
+        pinned.close();
     }
 
     /**
@@ -157,12 +182,7 @@ final class MemoryTags {
      * @throws dev.vmmkit.driver.DriverException when the driver refused to free some; they stay kept
      */
     void freeKeptHostMemory() {
-        if (pinned != null) pinned.freeAll();
-    }
-
-    private synchronized PinnedChunks pinned() {
-        if (pinned == null) pinned = new PinnedChunks(driver.transfers());
-        return pinned;
+        pinned.freeAll();
     }
 
     private static void checkName(String tag) {

@@ -1,5 +1,6 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.core.PinnedChunks.Chunk;
 import dev.vmmkit.driver.HostTransfers;
 import dev.vmmkit.driver.StreamEvents;
 import org.agrona.collections.LongArrayList;
@@ -11,23 +12,25 @@ import java.util.concurrent.CompletionException;
 /**
  * Copies of device ranges in pinned host memory: the kept contents of a paused tag.
  *
- * <p>The bytes go to pinned chunks of up to {@link #CHUNK_BYTES} from {@link PinnedChunks}: kept
- * ones from an earlier pause, or chunks pinned by its threads while the device copies into the ones
- * before (copies are queued, not waited for), so pinning and the bus transfer overlap. One stream of
- * its own carries the copies; one event at the end says when all have landed. A piece is one device
- * range in one chunk; a range that crosses a chunk's end becomes two pieces. The chunks go back to
- * {@link PinnedChunks} once the bytes are home again.
+ * <p>The bytes go to pinned chunks of up to {@link #CHUNK_BYTES} from {@link PinnedChunks}: ones
+ * pinned ahead or kept from an earlier pause, or chunks pinned by its threads while the device
+ * copies into the ones before (copies are queued, not waited for), so pinning and the bus transfer
+ * overlap. The copies go out on {@link CopyStreams} (two streams, no wait between copies, one event
+ * each at the end). A piece is one device range in one chunk; a range that crosses a chunk's end
+ * becomes two pieces. The chunks go back to {@link PinnedChunks} once the bytes are home again.
  */
 final class PinnedBackup {
     /** Large enough for full bus speed per copy, small enough that pinning the next overlaps the copy of this one. */
     static final long CHUNK_BYTES = 256L << 20;
+    /** Chunk sizes are multiples of this (so a kept chunk fits the next pause of the same bytes). */
+    static final long CHUNK_ALIGNMENT = 64L << 10;
 
     private final HostTransfers transfers;
     private final StreamEvents events;
     private final PinnedChunks pool;
-    /** The pinned chunks as (address, bytes) pairs, in the order they were taken. */
-    private final LongArrayList chunks = new LongArrayList();
-    /** Pieces as (device address, bytes, host address) triples. */
+    /** The pinned chunks held, in the order they were taken. */
+    private final List<Chunk> chunks = new java.util.ArrayList<>();
+    /** Pieces as (device address, bytes, host address) triples, in device address order. */
     private final LongArrayList pieces = new LongArrayList();
 
     PinnedBackup(HostTransfers transfers, StreamEvents events, PinnedChunks pool) {
@@ -44,78 +47,72 @@ final class PinnedBackup {
     }
 
     /**
-     * Copies the ranges {@code (vaAndBytes[2i], vaAndBytes[2i + 1])} (mapped, with access) to pinned
-     * memory and waits until every copy has landed. On failure the chunks made here are freed (after
-     * the copies already queued have finished) and the failure is thrown: nothing is kept.
+     * Copies the ranges {@code (vaAndBytes[2i], vaAndBytes[2i + 1])} (mapped, with access, in
+     * address order) to pinned memory and waits until every copy has landed. On failure the
+     * chunks taken here go back to the pool (after the copies already queued have finished) and
+     * the failure is thrown: nothing is kept.
      */
     void copyOut(LongArrayList vaAndBytes) {
         long total = 0;
         for (int i = 1; i < vaAndBytes.size(); i += 2) total += vaAndBytes.getLong(i);
         if (total == 0) return;
-        long[] sizes = chunkSizes(total);
-        List<CompletableFuture<Long>> pending = pool.take(sizes);
+        List<CompletableFuture<Chunk>> pending = pool.take(total);
         int firstChunk = chunks.size();
         int firstPiece = pieces.size();
         int next = 0;
-        long stream = 0;
+        CopyStreams streams = new CopyStreams(transfers, events);
         try {
-            stream = transfers.createStream();
-            long chunk = 0;
-            long chunkSize = 0;
+            Chunk chunk = null;
             long used = 0;
             for (int i = 0; i < vaAndBytes.size(); i += 2) {
                 long va = vaAndBytes.getLong(i);
                 long bytes = vaAndBytes.getLong(i + 1);
                 while (bytes > 0) {
-                    if (used == chunkSize) {
-                        chunkSize = sizes[next];
+                    if (chunk == null || used == chunk.bytes()) {
                         chunk = await(pending.get(next++));
-                        chunks.addLong(chunk);
-                        chunks.addLong(chunkSize);
+                        chunks.add(chunk);
                         used = 0;
                     }
-                    long piece = Math.min(bytes, chunkSize - used);
-                    transfers.copyToHost(chunk + used, va, piece, stream);
+                    long piece = Math.min(bytes, chunk.bytes() - used);
+                    streams.toHost(chunk.address() + used, va, piece);
                     pieces.addLong(va);
                     pieces.addLong(piece);
-                    pieces.addLong(chunk + used);
+                    pieces.addLong(chunk.address() + used);
                     va += piece;
                     bytes -= piece;
                     used += piece;
                 }
             }
-            waitFor(stream);
+            streams.finish();
         } catch (RuntimeException e) {
-            if (stream != 0) settle(stream, e);
+            streams.abandon(e);
             // Chunks taken here, and those still being pinned, go back to the pool: nothing is kept.
-            for (int i = next; i < pending.size(); i++) {
-                try {
-                    pool.give(await(pending.get(i)), sizes[i]);
-                } catch (RuntimeException failed) {
-                    e.addSuppressed(failed);
-                }
-            }
-            for (int i = firstChunk; i < chunks.size(); i += 2) pool.give(chunks.getLong(i), chunks.getLong(i + 1));
-            while (chunks.size() > firstChunk) chunks.removeAt(chunks.size() - 1);
+            for (int i = next; i < pending.size(); i++) giveBackWhenLanded(pending.get(i), e);
+            next = pending.size();
+            while (chunks.size() > firstChunk) pool.give(chunks.removeLast());
             while (pieces.size() > firstPiece) pieces.removeAt(pieces.size() - 1);
-            if (stream != 0) destroy(stream, e);
             throw e;
+        } finally {
+            // Chunks larger than asked (kept from another size) may leave the last ones unused.
+            for (int i = next; i < pending.size(); i++) giveBackWhenLanded(pending.get(i), null);
         }
-        destroy(stream, null);
     }
 
-    /** Chunks of {@link #CHUNK_BYTES}, the last one the rest rounded up to 64 KiB (so kept chunks are reused). */
-    private static long[] chunkSizes(long total) {
-        int n = (int) ((total + CHUNK_BYTES - 1) / CHUNK_BYTES);
-        long[] sizes = new long[n];
-        for (int i = 0; i < n; i++) sizes[i] = CHUNK_BYTES;
-        long last = total - (long) (n - 1) * CHUNK_BYTES;
-        sizes[n - 1] = (last + 0xFFFF) & ~0xFFFFL;
-        return sizes;
+    private void giveBackWhenLanded(CompletableFuture<Chunk> chunk, RuntimeException cause) {
+        try {
+            pool.give(await(chunk));
+        } catch (RuntimeException failed) {
+            if (cause != null) cause.addSuppressed(failed);
+        }
+    }
+
+    /** {@code bytes} rounded up to {@link #CHUNK_ALIGNMENT}. */
+    static long roundToChunk(long bytes) {
+        return (bytes + CHUNK_ALIGNMENT - 1) & -CHUNK_ALIGNMENT;
     }
 
     /** The chunk a future gives; its driver error as it was. */
-    private static long await(CompletableFuture<Long> chunk) {
+    private static Chunk await(CompletableFuture<Chunk> chunk) {
         try {
             return chunk.join();
         } catch (CompletionException e) {
@@ -125,28 +122,37 @@ final class PinnedBackup {
     }
 
     /**
-     * Copies back every piece that lies in one of the ranges {@code (rangeVaAndBytes[2i],
-     * rangeVaAndBytes[2i + 1])} (mapped, with access again) and waits
-     * until all have landed. The chunks stay: {@link #free} gives them back. On failure the copies
-     * already queued finish first, and the failure is thrown; a retry copies everything again.
+     * Starts copying back: {@link Restore#copyInto} queues the pieces of one range as soon as it is
+     * mapped with access again, so copies into the first ranges run while the later ones are
+     * mapped; {@link Restore#finish} waits for all.
      */
-    void copyIn(LongArrayList rangeVaAndBytes) {
-        if (pieces.isEmpty()) return;
-        long stream = transfers.createStream();
-        try {
+    Restore restore() {
+        return new Restore();
+    }
+
+    /** One resume's copies back. */
+    final class Restore {
+        private CopyStreams streams;
+
+        /** Queues a copy of every piece in {@code [va, va + bytes)} (mapped, with access again). */
+        void copyInto(long va, long bytes) {
             for (int i = 0; i < pieces.size(); i += 3) {
-                long va = pieces.getLong(i);
-                if (inAny(rangeVaAndBytes, va)) {
-                    transfers.copyToDevice(va, pieces.getLong(i + 2), pieces.getLong(i + 1), stream);
-                }
+                long at = pieces.getLong(i);
+                if (at - va < 0 || at - va >= bytes) continue;
+                if (streams == null) streams = new CopyStreams(transfers, events);
+                streams.toDevice(at, pieces.getLong(i + 2), pieces.getLong(i + 1));
             }
-            waitFor(stream);
-        } catch (RuntimeException e) {
-            settle(stream, e);
-            destroy(stream, e);
-            throw e;
         }
-        destroy(stream, null);
+
+        /** Waits until every queued copy has landed. */
+        void finish() {
+            if (streams != null) streams.finish();
+        }
+
+        /** After a failure: lets the copies already queued finish (a retry copies everything again). */
+        void abandon(RuntimeException cause) {
+            if (streams != null) streams.abandon(cause);
+        }
     }
 
     /** Forgets the pieces in {@code [from, to)}: their range stayed mapped, so the device holds the bytes. */
@@ -165,52 +171,12 @@ final class PinnedBackup {
     /** Gives every chunk back to the pool, for the next pause; the backup holds nothing after. */
     void giveBack() {
         pieces.clear();
-        for (int i = 0; i < chunks.size(); i += 2) pool.give(chunks.getLong(i), chunks.getLong(i + 1));
+        for (Chunk c : chunks) pool.give(c);
         chunks.clear();
-    }
-
-    private static boolean inAny(LongArrayList ranges, long va) {
-        for (int i = 0; i < ranges.size(); i += 2) {
-            if (va - ranges.getLong(i) >= 0 && va - ranges.getLong(i) < ranges.getLong(i + 1)) return true;
-        }
-        return false;
     }
 
     /** True when no chunk is held. */
     boolean isEmpty() {
         return chunks.isEmpty();
-    }
-
-    private void waitFor(long stream) {
-        long event = events.create();
-        try {
-            events.record(event, stream);
-            events.synchronize(event);
-        } finally {
-            events.destroy(event);
-        }
-    }
-
-    /** After a failure: lets the copies already queued finish before their buffers go. */
-    private void settle(long stream, RuntimeException cause) {
-        try {
-            waitFor(stream);
-        } catch (RuntimeException e) {
-            cause.addSuppressed(e);
-            try {
-                events.synchronizeDevice();
-            } catch (RuntimeException again) {
-                cause.addSuppressed(again);
-            }
-        }
-    }
-
-    private void destroy(long stream, RuntimeException cause) {
-        try {
-            transfers.destroyStream(stream);
-        } catch (RuntimeException e) {
-            if (cause != null) cause.addSuppressed(e);
-            // a stream that cannot be destroyed costs a few bytes; the copies are done
-        }
     }
 }

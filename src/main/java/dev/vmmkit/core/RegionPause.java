@@ -111,8 +111,8 @@ final class RegionPause {
     }
 
     /**
-     * Backs every released run with one new handle, maps it with access, and copies the kept bytes
-     * back; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
+     * Backs every released run with one new handle, maps it with access, and queues the copies of
+     * its kept bytes back before the next run is mapped; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
      * allocator caches and the handle is tried once more. Returns the backup whose bytes are home
      * again (its chunks for the caller to give back), or null when there was none. On failure the
      * runs mapped so far wait for their copies, the others stay released; the failure is thrown.
@@ -124,20 +124,50 @@ final class RegionPause {
         } finally {
             region.lock.unlock();
         }
+        PinnedBackup.Restore restore = backup == null ? null : backup.restore();
         try {
             releaseUnreleased();
-            while (!released.isEmpty()) {
-                mapAgain(released.getLong(0), released.getLong(1), releaseCachedMemory);
-                moveFirstPair(released, remapped);
+            // Runs a failed resume mapped wait for their copies; each run mapped now gets its copies
+            // at once, so they run while the next run is mapped.
+            if (restore != null) {
+                for (int i = 0; i < remapped.size(); i += 2) restore.copyInto(remapped.getLong(i), remapped.getLong(i + 1));
             }
-            if (backup != null) backup.copyIn(remapped);
+            while (!released.isEmpty()) {
+                long va = released.getLong(0);
+                long size = released.getLong(1);
+                mapAgain(va, size, releaseCachedMemory);
+                moveFirstPair(released, remapped);
+                if (restore != null) restore.copyInto(va, size);
+            }
+            if (restore != null) restore.finish();
             remapped.clear();
             PinnedBackup done = backup;
             backup = null;
             return done;
+        } catch (RuntimeException e) {
+            if (restore != null) restore.abandon(e);
+            throw e;
         } finally {
             endInFlight();
         }
+    }
+
+    /**
+     * The bytes a pause would copy now when the tag keeps its contents: the live blocks, with the
+     * gaps merged between them (what {@link #pause} copies). Allocations into the region may run
+     * meanwhile; the caller holds off pauses and resumes.
+     */
+    long bytesToKeep() {
+        LongArrayList spans = new LongArrayList();
+        region.lock.lock();
+        try {
+            liveSpans(spans);
+        } finally {
+            region.lock.unlock();
+        }
+        long sum = 0;
+        for (int i = 1; i < spans.size(); i += 2) sum += spans.getLong(i);
+        return sum;
     }
 
     /** Frees what a paused region holds off the device (the region closes). */

@@ -101,7 +101,8 @@ final class SlowPath {
             // Within the budget, map ahead up to one handle cap: later requests land there without
             // a driver call. Those pages get handles of their own, so they can still move while the
             // request lives.
-            long ahead = Math.min(room, region.handles.handleCap(counted));
+            // A tag's region maps nothing ahead: its pages would be handles of their own (HandleSupply#servesTag).
+            long ahead = region.handles.servesTag() ? 0 : Math.min(room, region.handles.handleCap(counted));
             placement = placer.take(bytes, stream, over, ahead);
             // A loading request backed from nothing gets one handle; so does a second block beside
             // one that waits for the device, which lives as that one does.

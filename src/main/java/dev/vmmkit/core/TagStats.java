@@ -6,12 +6,16 @@ import java.util.List;
  * The memory tags of an allocator: what pause and resume did.
  *
  * @param pausedBytes     physical bytes given back by paused tags now
- * @param hostBytesKept pinned host memory kept for the next pause's copies (freed by
- *                      {@link VmmManager#freeKeptHostMemory} or at close)
+ * @param hostBytesKept pinned host memory ready for the next pause's copies: pinned ahead, or kept
+ *                      by a resume (freed by {@link VmmManager#freeKeptHostMemory} or at close)
+ * @param hostBytesPinned every byte of pinned host memory held for tags now: ready, holding the
+ *                      contents of paused tags, or under a copy
+ * @param hostBytesPinnedAhead bytes pinned in the background while tags were allocated, in all
  * @param tags          each tag's figures, in the order the tags were first used
  */
-public record TagStats(long pausedBytes, long hostBytesKept, List<Tag> tags) {
-    public static final TagStats NONE = new TagStats(0, 0, List.of());
+public record TagStats(long pausedBytes, long hostBytesKept, long hostBytesPinned, long hostBytesPinnedAhead,
+                       List<Tag> tags) {
+    public static final TagStats NONE = new TagStats(0, 0, 0, 0, List.of());
 
     public TagStats {
         tags = List.copyOf(tags);

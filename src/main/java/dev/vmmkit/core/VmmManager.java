@@ -344,6 +344,21 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         tags.freeKeptHostMemory();
     }
 
+    /**
+     * Pins up to {@code limitBytes} of host memory (all chunks held for tags counted) in the
+     * background while tags that keep their contents are allocated, so that their first pause
+     * copies at the bus's speed; 0 (the default here; {@code VMM_PIN_AHEAD} under the shim) turns
+     * it off. See {@link PinAheadSetting}.
+     */
+    public void usePinAhead(long limitBytes) {
+        tags.pinAhead(limitBytes);
+    }
+
+    /** Waits until pinning ahead has nothing left to do (tests). */
+    void awaitPinAhead() throws InterruptedException {
+        tags.awaitPinAhead();
+    }
+
     @Override
     public MemoryTagControl tagControl() {
         return this;

@@ -39,6 +39,9 @@ public final class LibC {
     /** What mmap returns on failure: {@code (void *) -1}. */
     public static final long MAP_FAILED = -1L;
 
+    /** madvise: back the range with transparent huge pages where the kernel can. */
+    public static final int MADV_HUGEPAGE = 14;
+
     public static final int EPERM = 1;
     public static final int ESRCH = 3;
     public static final int EBADF = 9;
@@ -70,6 +73,8 @@ public final class LibC {
             FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG));
     private static final MethodHandle MUNMAP = bind("munmap",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG));
+    private static final MethodHandle MADVISE = bind("madvise",
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
     private static final MethodHandle MPROTECT = bind("mprotect",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
     private static final MethodHandle MEMFD_CREATE = bind("memfd_create",
@@ -140,6 +145,14 @@ public final class LibC {
             return (int) MUNMAP.invokeExact(CAPTURE.get(), address, length);
         } catch (Throwable t) {
             throw new AssertionError("munmap downcall failed", t);
+        }
+    }
+
+    public static int madvise(long address, long length, int advice) {
+        try {
+            return (int) MADVISE.invokeExact(CAPTURE.get(), address, length, advice);
+        } catch (Throwable t) {
+            throw new AssertionError("madvise downcall failed", t);
         }
     }
 

@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ByteSize;
+import dev.vmmkit.core.PinAheadSetting;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.driver.Drivers;
 
@@ -12,7 +13,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY}, {@code VMM_DEVICE_MEMORY} and {@code VMM_PROFILE}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_DEVICE_MEMORY}, {@code VMM_PROFILE}, {@code VMM_PIN_AHEAD} ({@link PinAheadSetting}) and {@code VMM_PINNED_HOST}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -20,6 +21,8 @@ public final class InterposeSettings {
     private static final Set<String> MODES = Set.of("vmm", "monitor");
     private static final Set<String> DRIVERS = Set.of("cuda", "host");
     private static final Set<String> SWITCHES = Set.of("0", "1");
+    /** How the CUDA driver pins host memory for paused tags' contents (CudaTransfers). */
+    private static final Set<String> PINNED_HOST = Set.of("alloc", "register");
     /** How much device memory vmmkit may use; {@code vmmkit run --device-memory} sets it. */
     static final String DEVICE_MEMORY = "VMM_DEVICE_MEMORY";
 
@@ -32,6 +35,7 @@ public final class InterposeSettings {
         oneOf(env, "VMM_MODE", MODES, problems);
         oneOf(env, "VMM_DRIVER", DRIVERS, problems);
         oneOf(env, "VMM_ZERO_COPY", SWITCHES, problems);
+        oneOf(env, "VMM_PINNED_HOST", PINNED_HOST, problems);
         String deviceMemory = env.get(DEVICE_MEMORY);
         if (deviceMemory != null && !deviceMemory.isBlank() && deviceMemoryBytes(env) <= 0) {
             problems.add(DEVICE_MEMORY + "=" + deviceMemory + ": must be a size above 0 (examples: 64M, 8G), "
@@ -39,6 +43,8 @@ public final class InterposeSettings {
         }
         String profile = PeakProfileStore.problem(env);
         if (profile != null) problems.add(profile);
+        String pinAhead = PinAheadSetting.problem(env);
+        if (pinAhead != null) problems.add(pinAhead);
         problems.addAll(VmmConfig.problems(env));
         return problems;
     }

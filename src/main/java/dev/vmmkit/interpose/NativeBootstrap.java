@@ -43,7 +43,8 @@ public final class NativeBootstrap {
             ADDRESS.withName("region_begin"),
             ADDRESS.withName("region_end"),
             ADDRESS.withName("pause"),
-            ADDRESS.withName("resume"));
+            ADDRESS.withName("resume"),
+            ADDRESS.withName("host_memory"));
 
     private NativeBootstrap() {
     }
@@ -93,6 +94,7 @@ public final class NativeBootstrap {
             setTo(TagCalls.class, table, "region_end", "regionEnd", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
             setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
             setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
+            setTo(TagCalls.class, table, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

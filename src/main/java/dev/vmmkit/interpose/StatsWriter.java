@@ -100,9 +100,12 @@ public final class StatsWriter {
                 zeroCopyJson(new ZeroCopyStats(remaps, remappedBytes, fellBack)), profile.statsJson(), each.toString());
     }
 
-    /** Memory tags: {@code "paused_bytes"}, and per tag its pauses and resumes (times in microseconds). */
+    /** Memory tags: {@code "paused_bytes"}, the pinned host memory held for them, and per tag its pauses and resumes (times in microseconds). */
     private static void appendTags(StringBuilder json, TagStats tags) {
-        json.append(",\"paused_bytes\":").append(tags.pausedBytes()).append(",\"tags\":[");
+        json.append(",\"paused_bytes\":").append(tags.pausedBytes())
+                .append(",\"host_bytes_pinned\":").append(tags.hostBytesPinned())
+                .append(",\"host_bytes_kept\":").append(tags.hostBytesKept())
+                .append(",\"host_bytes_pinned_ahead\":").append(tags.hostBytesPinnedAhead()).append(",\"tags\":[");
         boolean first = true;
         for (TagStats.Tag t : tags.tags()) {
             if (!first) json.append(',');

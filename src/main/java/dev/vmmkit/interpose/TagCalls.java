@@ -3,6 +3,7 @@ package dev.vmmkit.interpose;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.MemoryTagControl;
 import dev.vmmkit.core.TagPausedException;
+import dev.vmmkit.core.TagStats;
 import dev.vmmkit.core.TagTransitionException;
 
 import java.lang.foreign.MemorySegment;
@@ -90,6 +91,31 @@ public final class TagCalls {
             return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
         } catch (Throwable e) {
             InterposeLog.warnOnce("pause", (pause ? "vmmkit_pause" : "vmmkit_resume") + " failed inside vmmkit", e);
+            return -InterposedCalls.CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * Writes the pinned host memory held for tags, over every device's allocator, to
+     * {@code out[0]}, and what of it is ready for the next pause (pinned ahead or kept) to
+     * {@code out[1]}.
+     */
+    @SuppressWarnings("restricted") // two int64_t the caller passed
+    public static int hostMemory(long out) {
+        try {
+            long pinned = 0;
+            long ready = 0;
+            for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) {
+                TagStats tags = r.stats().tags();
+                pinned += tags.hostBytesPinned();
+                ready += tags.hostBytesKept();
+            }
+            MemorySegment values = MemorySegment.ofAddress(out).reinterpret(16);
+            values.set(java.lang.foreign.ValueLayout.JAVA_LONG, 0, pinned);
+            values.set(java.lang.foreign.ValueLayout.JAVA_LONG, 8, ready);
+            return 0;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("host-memory", "vmmkit_host_memory failed inside vmmkit", e);
             return -InterposedCalls.CUDA_ERROR_UNKNOWN;
         }
     }

@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.PinAheadSetting;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.DriverKind;
@@ -65,6 +66,7 @@ public final class VmmManagerFactory implements ResourceFactory {
             // Opting into zero-copy copies: every large buffer gets whole pages, so any whole-buffer
             // copy of one may become a remap (a little more memory; see docs/zero-copy.md).
             if ("1".equals(env.get("VMM_ZERO_COPY"))) manager.useWholePagesFrom(0);
+            manager.usePinAhead(PinAheadSetting.limitBytes(env));
             if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
             return manager;
         } catch (RuntimeException e) {

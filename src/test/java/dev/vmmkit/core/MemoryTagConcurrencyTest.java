@@ -2,7 +2,8 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.core.MemoryTagPauseTest.Block;
 import dev.vmmkit.driver.host.HostDriver;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -24,14 +25,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * One thread pauses and resumes a tag again and again while other threads allocate, fill, check
  * and free in other tags and untagged: neither side sees the other's bytes change, and the
- * paused tag's contents come back every time.
+ * paused tag's contents come back every time, with host memory pinned ahead for the kept tags
+ * meanwhile or not.
  */
 class MemoryTagConcurrencyTest {
 
-    @Test
-    void pausingOneTagWhileOtherThreadsAllocateOtherTags() throws Exception {
+    @ParameterizedTest(name = "pinning ahead: {0}")
+    @ValueSource(booleans = {false, true})
+    void pausingOneTagWhileOtherThreadsAllocateOtherTags(boolean pinAhead) throws Exception {
         HostDriver host = hostDriver(64 * MIB);
         try (VmmManager m = new VmmManager(host, smallConfig(64 * MIB))) {
+            // On: the background thread pins for the kept tags while the workers allocate and the pauses run.
+            if (pinAhead) m.usePinAhead(Long.MAX_VALUE);
             m.beginTagRegion("weights", true);
             List<Block> weights = MemoryTagPauseTest.allocateFilled(m, host, MemoryTagPauseTest.WEIGHTS, 900);
             m.endTagRegion();
@@ -81,7 +86,9 @@ class MemoryTagConcurrencyTest {
             stop.set(true);
             for (Thread t : threads) t.join();
             if (failure.get() != null) throw new AssertionError("a worker failed", failure.get());
+            m.awaitPinAhead();
             m.freeKeptHostMemory();
+            assertEquals(0, m.stats().tags().hostBytesPinned(), "every pinned chunk freed");
             TagStats.Tag w = m.stats().tags().tags().get(0);
             assertEquals(25, w.pauses());
             assertEquals(25, w.resumes());

@@ -37,17 +37,20 @@ class MemoryTagFaultTest {
     @EnumSource(value = DriverCall.class, names = {"DEVICE_SYNCHRONIZE", "PINNED_ALLOCATE", "PINNED_FREE", "STREAM_CREATE",
             "STREAM_DESTROY", "COPY_TO_HOST", "COPY_TO_DEVICE", "EVENT_CREATE", "EVENT_RECORD", "EVENT_SYNCHRONIZE",
             "EVENT_DESTROY", "UNMAP", "RELEASE", "CREATE", "MAP", "SET_ACCESS"})
-    void aFailureAnywhereInPauseOrResumeLeavesTheTagConsistentAndRetryable(DriverCall kind) {
+    void aFailureAnywhereInPauseOrResumeLeavesTheTagConsistentAndRetryable(DriverCall kind) throws InterruptedException {
         int injected = 0;
         for (int n = 1; n <= MAX_N; n++) {
-            for (boolean goBack : new boolean[]{false, true}) injected += runWithFault(kind, n, goBack);
+            for (boolean goBack : new boolean[]{false, true}) {
+                for (boolean pinAhead : new boolean[]{false, true}) injected += runWithFault(kind, n, goBack, pinAhead);
+            }
         }
         assertTrue(injected > 0, kind + ": no fault reached a pause or a resume");
     }
 
     /** Returns how many faults were injected. */
-    private static int runWithFault(DriverCall kind, int n, boolean goBack) {
-        String note = kind + " #" + n + (goBack ? ", then the other operation" : ", then the same again");
+    private static int runWithFault(DriverCall kind, int n, boolean goBack, boolean pinAhead) throws InterruptedException {
+        String note = kind + " #" + n + (goBack ? ", then the other operation" : ", then the same again")
+                + (pinAhead ? ", host memory pinned ahead" : "");
         HostDriver host = hostDriver(16 * MIB);
         FaultPlan plan = new FaultPlan(n);
         try (VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), smallConfig(16 * MIB))) {
@@ -69,6 +72,12 @@ class MemoryTagFaultTest {
             long cache = m.allocate(1 * MIB, 0);
             m.endTagRegion();
 
+            if (pinAhead) {
+                // The pause finds its host memory pinned already and pins nothing itself.
+                m.usePinAhead(Long.MAX_VALUE);
+                m.awaitPinAhead();
+                assertTrue(m.stats().tags().hostBytesKept() > 0, note + ": pinned ahead");
+            }
             int faults = 0;
             plan.failNth(kind, n, CudaResult.OUT_OF_MEMORY);
             try {

@@ -28,14 +28,21 @@ final class CudaTransfers implements HostTransfers {
     /** CU_MEMHOSTALLOC_PORTABLE: pinned for every context, as cudaHostAlloc(cudaHostAllocPortable). */
     private static final int CU_MEMHOSTALLOC_PORTABLE = 1;
 
+    /** {@code VMM_PINNED_HOST}: {@code alloc} (cuMemHostAlloc, the default) or {@code register} ({@link RegisteredHostMemory}). */
+    public static final String PINNED_HOST = "VMM_PINNED_HOST";
+
     private final CudaDriver driver;
+    /** Non-null when pinned memory is registered rather than allocated by the driver. */
+    private final RegisteredHostMemory registered;
 
     CudaTransfers(CudaDriver driver) {
         this.driver = driver;
+        this.registered = "register".equals(System.getenv(PINNED_HOST)) ? new RegisteredHostMemory(driver) : null;
     }
 
     @Override
     public long allocatePinned(long bytes) {
+        if (registered != null) return registered.allocate(bytes);
         driver.prepare("cuMemHostAlloc");
         return outValue(out -> (int) Calls.cuMemHostAlloc.invokeExact(out, bytes, CU_MEMHOSTALLOC_PORTABLE),
                 CallText.pinnedAllocate(bytes));
@@ -43,6 +50,10 @@ final class CudaTransfers implements HostTransfers {
 
     @Override
     public void freePinned(long address) {
+        if (registered != null && registered.owns(address)) {
+            registered.free(address);
+            return;
+        }
         driver.prepare("cuMemFreeHost");
         int result = call(Calls.cuMemFreeHost, address);
         if (result != CudaResult.SUCCESS) throw failure(result, CallText.pinnedFree(address));

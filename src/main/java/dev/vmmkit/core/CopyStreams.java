@@ -1,0 +1,89 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.HostTransfers;
+import dev.vmmkit.driver.StreamEvents;
+
+/**
+ * The streams of one pause's or resume's host copies. Copies alternate between {@link #STREAMS}
+ * streams of their own, so that the gap between one copy's end and the next one's start on a
+ * stream is covered by the other stream's copy, and two copy engines share the bus. Nothing waits
+ * between copies: {@link #finish} records one event per stream at the end and waits for both.
+ * Streams are made on the first copy and destroyed by {@link #finish} or {@link #abandon}.
+ */
+final class CopyStreams {
+    static final int STREAMS = 2;
+
+    private final HostTransfers transfers;
+    private final StreamEvents events;
+    private final long[] streams = new long[STREAMS];
+    private int made;
+    private int copies;
+
+    CopyStreams(HostTransfers transfers, StreamEvents events) {
+        this.transfers = transfers;
+        this.events = events;
+    }
+
+    /** Queues a copy of {@code bytes} from device {@code va} to pinned {@code host}. */
+    void toHost(long host, long va, long bytes) {
+        transfers.copyToHost(host, va, bytes, nextStream());
+    }
+
+    /** Queues a copy of {@code bytes} from pinned {@code host} to device {@code va}. */
+    void toDevice(long va, long host, long bytes) {
+        transfers.copyToDevice(va, host, bytes, nextStream());
+    }
+
+    private long nextStream() {
+        int i = copies % STREAMS;
+        if (i == made) streams[made++] = transfers.createStream();
+        copies++;
+        return streams[i];
+    }
+
+    /** Waits until every copy queued has landed, then destroys the streams. */
+    void finish() {
+        for (int i = 0; i < made; i++) waitFor(streams[i]);
+        destroyAll(null);
+    }
+
+    /** After a failure: lets the copies already queued finish before their buffers go, then destroys the streams. */
+    void abandon(RuntimeException cause) {
+        for (int i = 0; i < made; i++) {
+            try {
+                waitFor(streams[i]);
+            } catch (RuntimeException e) {
+                cause.addSuppressed(e);
+                try {
+                    events.synchronizeDevice();
+                } catch (RuntimeException again) {
+                    cause.addSuppressed(again);
+                }
+            }
+        }
+        destroyAll(cause);
+    }
+
+    private void waitFor(long stream) {
+        long event = events.create();
+        try {
+            events.record(event, stream);
+            events.synchronize(event);
+        } finally {
+            events.destroy(event);
+        }
+    }
+
+    private void destroyAll(RuntimeException cause) {
+        for (int i = 0; i < made; i++) {
+            try {
+                transfers.destroyStream(streams[i]);
+            } catch (RuntimeException e) {
+                // a stream that cannot be destroyed costs a few bytes; its copies are done
+                if (cause != null) cause.addSuppressed(e);
+            }
+        }
+        made = 0;
+        copies = 0;
+    }
+}

@@ -1,0 +1,64 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.host.HostDriver;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import static dev.vmmkit.core.AllocatorTestSupport.MIB;
+import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
+import static dev.vmmkit.core.AllocatorTestSupport.assertFullyIntact;
+import static dev.vmmkit.core.AllocatorTestSupport.fill;
+import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
+import static dev.vmmkit.core.AllocatorTestSupport.smallConfig;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/**
+ * A tag's memory is backed with one handle per request from its first allocation, whatever the
+ * other regions cache and wherever the budget stands, so that its first pause unmaps and releases
+ * as few handles as its second.
+ */
+class MemoryTagBackingTest {
+
+    private static long calls(VmmManager m, DriverCall call) {
+        return m.stats().driverCalls().getOrDefault(call, 0L);
+    }
+
+    @Test
+    void aTagsFirstBackingIsOneHandlePerRequestEvenWhenOtherRegionsCacheMemory() {
+        HostDriver host = hostDriver(512 * MIB);
+        try (VmmManager m = new VmmManager(host, smallConfig(1024 * MIB))) {
+            // Memory freed untagged stays cached (pending a device-wide wait): the budget has no room for the tag.
+            long untagged = m.allocate(64 * MIB, 0);
+            m.deallocate(untagged, VmmManager.DEVICE_WIDE_STREAM);
+
+            long[] sizes = {128 * MIB, 3 * PAGE, 20 * MIB, PAGE, 40 * MIB};
+            List<Long> addresses = new ArrayList<>();
+            long createsBefore = calls(m, DriverCall.CREATE);
+            m.beginTagRegion("weights", true);
+            for (int i = 0; i < sizes.length; i++) {
+                long a = m.allocate(sizes[i], 0);
+                fill(host, a, sizes[i], 40 + i);
+                addresses.add(a);
+            }
+            m.endTagRegion();
+            assertEquals(sizes.length, calls(m, DriverCall.CREATE) - createsBefore,
+                    "one new handle per request of whole pages, none taken from the untagged cache");
+            RegionHeap region = m.regionOf(addresses.get(0));
+            long from = addresses.get(0);
+            long to = addresses.get(sizes.length - 1) + sizes[sizes.length - 1];
+            assertEquals(sizes.length, region.pages.handlesIn(from, to), "the tag's range holds one handle per request");
+
+            long releasesBefore = calls(m, DriverCall.RELEASE);
+            long unmapsBefore = calls(m, DriverCall.UNMAP);
+            m.pause("weights");
+            assertEquals(sizes.length, calls(m, DriverCall.RELEASE) - releasesBefore, "the first pause releases each handle once");
+            long runs = calls(m, DriverCall.UNMAP) - unmapsBefore; // one unmap per run of mapped pages
+            m.resume("weights");
+            for (int i = 0; i < sizes.length; i++) assertFullyIntact(host, addresses.get(i), sizes[i], 40 + i, "block " + i);
+            assertEquals(runs, region.pages.handlesIn(from, to), "a resume backs each run with one handle");
+        }
+    }
+}
