@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Prints the fragmentation ratio and modelled driver time of every trace class on the host driver:
-# the synthetic classes (written by SyntheticTraces into target/synthetic-traces, seeded), the recorded
-# traces in traces/. Arguments go to
-# PolicyFrontier after the traces (default: --default-only, default settings alone; "hint" adds a run
-# with the trace's true peak as VMM_PEAK_HINT).
+# the synthetic classes (written by SyntheticTraces into target/synthetic-traces, seeded) and the
+# recorded traces in traces/. Default settings alone; --with-hint adds a run with each trace's true
+# peak as VMM_PEAK_HINT; arguments after -- are more settings for PolicyFrontier.
 # Usage: scripts/trace-table.sh [-- KEY=VALUE,...]   or   scripts/trace-table.sh --with-hint
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,6 @@
 package dev.vmmkit.bench;
 
+import dev.vmmkit.bench.TensorTrace.T;
 import dev.vmmkit.trace.TraceWriter;
 
 import java.io.IOException;
@@ -38,6 +39,13 @@ final class GenerateTrace {
      */
     record Shape(String name, int hidden, int layers, int heads, int kvHeads, int intermediate, int vocab,
                  int[] batches, int prompt, int newTokens, boolean sampled) {
+        @Override
+        public String toString() {
+            return String.format("%s: hidden %d, %d layers, %d heads (%d cached), intermediate %d, vocabulary %d;"
+                            + " batches %s, prompt %d, %d new tokens, %s", name, hidden, layers, heads, kvHeads, intermediate,
+                    vocab, java.util.Arrays.toString(batches), prompt, newTokens, sampled ? "sampled" : "greedy");
+        }
+
         /** The same model and calls with other batches, prompt and length. */
         Shape with(String newName, int[] newBatches, int newPrompt, int newTokensEach) {
             return new Shape(newName, hidden, layers, heads, kvHeads, intermediate, vocab, newBatches, newPrompt,
@@ -74,13 +82,12 @@ final class GenerateTrace {
 
     private final Shape shape;
     private final int headDim;
-    private final TraceWriter out;
+    private final TensorTrace tensors;
     private final SplittableRandom rng = new SplittableRandom(29);
-    private long nextKey = 1L << 32;
     private T blasWorkspace;
 
     private GenerateTrace(TraceWriter out, Shape shape) {
-        this.out = out;
+        this.tensors = new TensorTrace(out);
         this.shape = shape;
         this.headDim = shape.hidden / shape.heads;
     }
@@ -92,19 +99,13 @@ final class GenerateTrace {
         }
     }
 
-    /** A device tensor: its key in the trace and its bytes. */
-    private record T(long key, long bytes) {
-    }
 
     private T alloc(long bytes) throws IOException {
-        T t = new T(nextKey, bytes);
-        nextKey += (bytes + 511) & -512L;
-        out.alloc(t.key, t.bytes, 0);
-        return t;
+        return tensors.alloc(bytes);
     }
 
-    private void free(T... tensors) throws IOException {
-        for (T t : tensors) if (t != null) out.free(t.key, t.bytes, 0);
+    private void free(T... freed) throws IOException {
+        tensors.free(freed);
     }
 
     /** Allocates and frees {@code count} small temporaries of {@code bytes} each (index and mask bookkeeping). */
@@ -255,8 +256,8 @@ final class GenerateTrace {
         T q = alloc(bt * shape.hidden * BF16);
         T k = alloc(bt * kvRow * BF16);
         T v = alloc(bt * kvRow * BF16);
-        T qEmbedded = rotate(q.bytes);
-        T kEmbedded = rotate(k.bytes);
+        T qEmbedded = tensors.rotate(q.bytes());
+        T kEmbedded = tensors.rotate(k.bytes());
         free(q, k);
         long cacheBytes = (long) batch * kvRow * seq * BF16;
         T grownKeys = alloc(cacheBytes);
@@ -284,18 +285,6 @@ final class GenerateTrace {
         return projected;
     }
 
-    /** apply_rotary_pos_emb for one tensor: x*cos, rotate_half (slice, neg, cat), *sin, sum. */
-    private T rotate(long bytes) throws IOException {
-        T timesCos = alloc(bytes);
-        T negated = alloc(bytes / 2);
-        T rotated = alloc(bytes);
-        free(negated);
-        T timesSin = alloc(bytes);
-        free(rotated);
-        T sum = alloc(bytes);
-        free(timesCos, timesSin);
-        return sum;
-    }
 
     /** The logits processors (two that mask tokens; with sampling temperature, top-k, top-p): returns the processed scores. */
     private T processLogits(int batch, T logits) throws IOException {
