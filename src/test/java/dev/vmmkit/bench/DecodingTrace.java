@@ -1,5 +1,6 @@
 package dev.vmmkit.bench;
 
+import dev.vmmkit.bench.TensorTrace.T;
 import dev.vmmkit.trace.TraceWriter;
 
 import java.io.IOException;
@@ -49,12 +50,11 @@ final class DecodingTrace {
     private final int[][] calls;
     private final int topK = 50;
 
-    private final TraceWriter out;
+    private final TensorTrace tensors;
     private final SplittableRandom rng = new SplittableRandom(23);
-    private long nextKey = 1L << 32;
 
     private DecodingTrace(TraceWriter out, Shape shape) {
-        this.out = out;
+        this.tensors = new TensorTrace(out);
         this.hidden = shape.hidden;
         this.layers = shape.layers;
         this.heads = shape.heads;
@@ -72,19 +72,13 @@ final class DecodingTrace {
         }
     }
 
-    /** A device tensor: its key in the trace and its bytes. */
-    private record T(long key, long bytes) {
-    }
 
     private T alloc(long bytes) throws IOException {
-        T t = new T(nextKey, bytes);
-        nextKey += (bytes + 511) & -512L;
-        out.alloc(t.key, t.bytes, 0);
-        return t;
+        return tensors.alloc(bytes);
     }
 
-    private void free(T... tensors) throws IOException {
-        for (T t : tensors) if (t != null) out.free(t.key, t.bytes, 0);
+    private void free(T... freed) throws IOException {
+        tensors.free(freed);
     }
 
     private void run() throws IOException {
@@ -211,9 +205,9 @@ final class DecodingTrace {
         T k = alloc(bt * kvHeads * headDim * FP16);
         T v = alloc(bt * kvHeads * headDim * FP16);
         free(normed);
-        T qEmbedded = rotate(q.bytes);
+        T qEmbedded = tensors.rotate(q.bytes());
         free(q);
-        T kEmbedded = rotate(k.bytes);
+        T kEmbedded = tensors.rotate(k.bytes());
         free(k);
         long cacheBytes = (long) batch * kvHeads * seq * headDim * FP16;
         T grownKeys = alloc(cacheBytes);
@@ -247,18 +241,6 @@ final class DecodingTrace {
         return output;
     }
 
-    /** apply_rotary_pos_emb for one tensor: x*cos, rotate_half (slices, neg, cat), *sin, sum. */
-    private T rotate(long bytes) throws IOException {
-        T timesCos = alloc(bytes);
-        T negated = alloc(bytes / 2);
-        T rotated = alloc(bytes);
-        free(negated);
-        T timesSin = alloc(bytes);
-        free(rotated);
-        T sum = alloc(bytes);
-        free(timesCos, timesSin);
-        return sum;
-    }
 
     /** The logits processors and multinomial sampling of {@code generate(do_sample=True)}; frees the scores. */
     private T sample(int batch, T scores) throws IOException {

@@ -14,8 +14,8 @@ import java.util.SplittableRandom;
  * Writes five synthetic traces in vmmkit's format, so allocator settings are not tuned on the BERT
  * trace alone: {@code training.csv.gz} (persistent weights and optimizer state; each iteration
  * allocates activations in the forward pass and frees them in reverse in the backward pass, beside
- * gradients and temporaries), {@code generation.csv.gz} (weights; a KV cache that grows by
- * reallocation every few tokens; many small temporaries per token), {@code inference.csv.gz}
+ * gradients and temporaries), {@code generation.csv.gz} and the other generation classes
+ * (transformers' {@code generate()} tensor by tensor, as recorded: {@link GenerateTrace}), {@code inference.csv.gz}
  * (an encoder serving batches of varying size and sequence length: each batch's attention
  * tensors have a size of their own, as a BERT server's do), and {@code decoding.csv.gz} and
  * {@code decoding_long.csv.gz} (Llama-style HuggingFace generation, tensor by tensor, batched and
@@ -32,7 +32,7 @@ public final class SyntheticTraces {
     public static void main(String[] args) throws IOException {
         Path dir = Path.of(args.length > 0 ? args[0] : ".");
         new SyntheticTraces().training(dir.resolve("training.csv.gz"));
-        new SyntheticTraces().generation(dir.resolve("generation.csv.gz"));
+        for (GenerateTrace.Shape shape : GenerateTrace.FAMILY) GenerateTrace.write(dir.resolve(shape.name() + ".csv.gz"), shape);
         DecodingTrace.write(dir.resolve("decoding.csv.gz"), DecodingTrace.BATCHED);
         DecodingTrace.write(dir.resolve("decoding_long.csv.gz"), DecodingTrace.LONG_CONTEXT);
         new SyntheticTraces().inference(dir.resolve("inference.csv.gz"));
@@ -80,42 +80,6 @@ public final class SyntheticTraces {
                     free(a[0], a[1]);
                 }
                 for (long[] g : grads) free(g[0], g[1]);
-            }
-            for (long[] wt : weights) free(wt[0], wt[1]);
-        }
-    }
-
-    void generation(Path file) throws IOException {
-        SplittableRandom rng = new SplittableRandom(11);
-        try (TraceWriter w = TraceWriter.open(file, "synthetic generation-like trace")) {
-            out = w;
-            List<long[]> weights = new ArrayList<>();
-            for (int i = 0; i < 90; i++) {
-                long size = (1 + rng.nextInt(6)) * MIB;
-                weights.add(new long[]{alloc(size), size});
-            }
-            int layers = 24;
-            long[][] kv = new long[layers][];
-            for (int sequence = 0; sequence < 4; sequence++) {
-                for (int token = 0; token < 512; token++) {
-                    for (int l = 0; l < layers; l++) {
-                        if (token % 32 == 0) { // the cache grows: a larger copy, then the old one goes
-                            long size = (token + 32) * 8 * KIB;
-                            long[] grown = {alloc(size), size};
-                            if (kv[l] != null) free(kv[l][0], kv[l][1]);
-                            kv[l] = grown;
-                        }
-                        for (int t = 0; t < 6; t++) {
-                            long size = 512 + rng.nextInt(64) * 512L + (rng.nextInt(16) == 0 ? 2 * MIB : 0);
-                            long a = alloc(size);
-                            free(a, size);
-                        }
-                    }
-                }
-                for (int l = 0; l < layers; l++) {
-                    free(kv[l][0], kv[l][1]);
-                    kv[l] = null;
-                }
             }
             for (long[] wt : weights) free(wt[0], wt[1]);
         }

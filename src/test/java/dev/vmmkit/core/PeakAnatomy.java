@@ -44,13 +44,21 @@ public final class PeakAnatomy {
         try (HostDriver driver = HostDriver.open()) {
             VmmManager m = new VmmManager(driver, config);
             Long2LongHashMap addresses = new Long2LongHashMap(-1);
-            for (int i = 0; i <= peakOp; i++) step(m, trace, i, addresses);
+            Long2LongHashMap allocatedAt = new Long2LongHashMap(-1); // address -> op that allocated it
+            for (int i = 0; i <= peakOp; i++) {
+                step(m, trace, i, addresses);
+                if (trace.kind(i) == AllocationTrace.ALLOC) allocatedAt.put(addresses.get(trace.key(i)), i);
+            }
+            Long2LongHashMap freedAt = freeOps(trace, peakOp, addresses, allocatedAt);
             RegionHeap[] heaps = m.regionsForTest();
             List<BlockMap.Region> regions = m.blockMap().regions();
             for (int k = 0; k < heaps.length; k++) {
                 if (listBlocks) {
                     for (BlockMap.Block b : regions.get(k).blocks()) {
-                        System.out.printf("  %s %x %.3f MiB%n", b.kind(), b.address(), b.size() / MIB);
+                        long at = allocatedAt.get(b.address());
+                        String when = b.kind() == BlockMap.Kind.LIVE && at >= 0
+                                ? String.format(" allocated at op %d, freed at op %d", at, freedAt.get(b.address())) : "";
+                        System.out.printf("  %s %x %.3f MiB%s%n", b.kind(), b.address(), b.size() / MIB, when);
                     }
                 }
                 describe(heaps[k], regions.get(k));
@@ -110,6 +118,18 @@ public final class PeakAnatomy {
                 wholeFreePages / MIB, freeBlocks);
         System.out.printf("  %d handles (MiB -> count %s): whole free handles %.1f MiB, free in handles with live %.1f MiB%n",
                 handles.size(), handleSizes, wholeFreeHandles / MIB, freeInLiveHandles / MIB);
+    }
+
+    /** For each allocation live after {@code peakOp}: the op that frees it (-1: never), by address. */
+    private static Long2LongHashMap freeOps(AllocationTrace t, int peakOp, Long2LongHashMap addresses,
+                                            Long2LongHashMap allocatedAt) {
+        Long2LongHashMap freed = new Long2LongHashMap(-1);
+        for (int i = peakOp + 1; i < t.ops(); i++) {
+            if (t.kind(i) == AllocationTrace.ALLOC) continue;
+            long address = addresses.get(t.key(i));
+            if (address != -1 && allocatedAt.get(address) != -1 && freed.get(address) == -1) freed.put(address, i);
+        }
+        return freed;
     }
 
     private static void step(VmmManager m, AllocationTrace t, int i, Long2LongHashMap addresses) {
