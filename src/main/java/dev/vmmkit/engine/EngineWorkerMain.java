@@ -37,6 +37,8 @@ public final class EngineWorkerMain {
     /** What the engine allocates through its own CUDA calls (the shim serves them from {@link #device}). */
     private OwnCudaMemory ownCuda;
     private ExecutorService concurrentCalls;
+    private long heldAtLastReading = -1;
+    private long lastDriverUsed = -1;
     /** Streamed calls run here, so the main loop keeps reading CANCEL frames while one generates. */
     private final ExecutorService streamCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-stream-", 0).factory());
     /** Calls asked to stop, until they end. */
@@ -261,11 +263,20 @@ public final class EngineWorkerMain {
         return ownCuda == null ? 0 : ownCuda.bytes();
     }
 
-    private long driverUsedBytes() {
+    /**
+     * The driver's use, read again only when what the worker holds changed since the last answer:
+     * a generation that allocates nothing (the common call) then makes no driver call (a memory
+     * query goes to the kernel driver) on its way back to the host.
+     */
+    private synchronized long driverUsedBytes() {
         if (driver == null) return 0;
+        long held = heldBytes();
+        if (held == heldAtLastReading && lastDriverUsed >= 0) return lastDriverUsed;
         try {
             VmmDriver.MemoryInfo info = driver.memoryInfo();
-            return info.totalBytes() - info.freeBytes();
+            heldAtLastReading = held;
+            lastDriverUsed = info.totalBytes() - info.freeBytes();
+            return lastDriverUsed;
         } catch (RuntimeException e) {
             return 0;
         }
