@@ -59,15 +59,7 @@ class VmmManagerDeviceWideFreeTest {
 
     @AfterEach
     void closeAndCheckNothingLeaks() {
-        gate.open();
-        assertTimeoutPreemptively(TIMEOUT, () -> {
-            if (m != null) {
-                m.close();
-                assertTrue(host.usage().isEmpty(), "after close the driver holds nothing: " + host.usage());
-                assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore), "close stops the fence's thread");
-            }
-            if (host != null) host.close();
-        });
+        gate.openAndCloseCleanly(m, host, fenceThreadsBefore);
     }
 
     private static boolean overlaps(long a, long aSize, long b, long bSize) {

@@ -54,15 +54,7 @@ class VmmManagerRotationTest {
 
     @AfterEach
     void closeAndCheckNothingLeaks() {
-        gate.open();
-        assertTimeoutPreemptively(TIMEOUT, () -> {
-            if (m != null) {
-                m.close();
-                assertTrue(host.usage().isEmpty(), "after close the driver holds nothing: " + host.usage());
-                assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore), "close stops the fence's thread");
-            }
-            if (host != null) host.close();
-        });
+        gate.openAndCloseCleanly(m, host, fenceThreadsBefore);
     }
 
     private long creates() {
