@@ -152,7 +152,11 @@ replay() { # replay NAME ARGS...: one replay under a time limit, its JSON in NAM
 driver_time() { grep -h 'in the driver' "$out/$1.log" 2>/dev/null | tail -1 | sed 's/^vmmkit replay: //'; }
 if [ -f "$bert" ]; then
   async_us="?"
-  if [ "$driver" = cuda ]; then replay bert-async --backend cuda-malloc-async; async_us="$(bert_us "$out/bert-async.json")"; fi
+  if [ "$driver" = cuda ]; then
+    export VMM_CUDART="${VMM_CUDART:-$cudart}" # the runtime the cudaMallocAsync backend opens
+    replay bert-async --backend cuda-malloc-async
+    async_us="$(bert_us "$out/bert-async.json")"
+  fi
   replay bert-vmmkit --driver "$driver" --backend vmm
   peak="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_live_bytes"])' "$out/bert-vmmkit.json" 2>/dev/null || echo 0)"
   replay bert-profile --driver "$driver" --backend vmm --peak-hint "$peak"
