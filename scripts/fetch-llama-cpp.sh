@@ -30,7 +30,9 @@ check_abi() {
   fi
 }
 
-if [ ! -f "$dest/.complete" ]; then
+# The folder's layout: a folder made by an older layout of this script is made again.
+layout=2   # 2: source.tar.xz holds scripts/ (llama-server's build reads scripts/ui-assets.cmake)
+if [ "$(cat "$dest/.complete" 2>/dev/null)" != "$layout" ]; then
   if ! command -v npm >/dev/null 2>&1; then
     say "npm is not installed (Debian: apt-get install npm); the llama engine is not built and its tests will be skipped"
     exit 0
@@ -50,12 +52,12 @@ if [ ! -f "$dest/.complete" ]; then
   cp -r "$work/src/gguf-py" "$dest/gguf-py"
   cp -P "$work"/bins/package/bins/linux-x64/lib*.so "$dest/lib/"
   rm -f "$dest"/lib/libllama-common.so   # the C++ helpers of llama.cpp's own tools: not used
-  (cd "$work/src" && git archive --format=tar HEAD CMakeLists.txt cmake common ggml include src tools vendor gguf-py LICENSE licenses) \
+  (cd "$work/src" && git archive --format=tar HEAD CMakeLists.txt cmake common ggml include src tools vendor gguf-py scripts LICENSE licenses) \
     | xz -T2 -6 > "$dest/source.tar.xz"
   (cd "$work/src" && git rev-parse HEAD) > "$dest/COMMIT"
   cat "$work/bins/package/bins/linux-x64/_nlcBuildMetadata.json" > "$dest/BUILD.json"
   check_abi || { rm -rf "$dest"; exit 0; }
-  touch "$dest/.complete"
+  echo "$layout" > "$dest/.complete"
   say "llama.cpp $version in $dest ($(du -sh "$dest" | cut -f1))"
 fi
 

@@ -9,10 +9,18 @@ import numpy as np
 import gguf
 
 
-def vocabulary(size):
-    """<unk> <s> </s>, the 256 byte-fallback tokens, then word pieces ('▁a', 'a', '▁ab', ...)."""
+# ChatML, as chat models publish it in tokenizer_config.json; llama.cpp knows it by "<|im_start|>".
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+CHATML_TOKENS = ["<|im_start|>", "<|im_end|>"]
+
+
+def vocabulary(size, special=()):
+    """<unk> <s> </s>, the 256 byte-fallback tokens, word pieces ('▁a', 'a', '▁ab', ...), then the
+    special tokens given, in the last ids (so the other ids stay those of a vocabulary without them)."""
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
+    size -= len(special)
     alphabet = string.ascii_lowercase + string.digits + ".,!?'"
     pieces = ["▁"]
     for length in itertools.count(1):
@@ -26,8 +34,9 @@ def vocabulary(size):
     pieces = pieces[: size - len(tokens)]
     # SentencePiece merges the pair whose piece scores highest first: longer pieces win.
     scores = [0.0] * len(tokens) + [float(len(p)) for p in pieces]
-    tokens += pieces
-    types += [gguf.TokenType.NORMAL] * len(pieces)
+    tokens += pieces + list(special)
+    types += [gguf.TokenType.NORMAL] * len(pieces) + [gguf.TokenType.CONTROL] * len(special)
+    scores += [0.0] * len(special)
     return tokens, scores, types
 
 
@@ -43,6 +52,9 @@ def main():
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--type", choices=["f32", "f16"], default="f32")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--chat-template", metavar="chatml|TEXT",
+                        help="tokenizer.chat_template: chatml (ChatML, with <|im_start|> and <|im_end|> as the "
+                             "vocabulary's last two tokens), or this text as it is")
     args = parser.parse_args()
     if args.embd % args.heads or args.heads % args.kv_heads or args.vocab < 300:
         parser.error("embd must divide by heads, heads by kv-heads; vocab at least 300")
@@ -61,7 +73,8 @@ def main():
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if args.type == "f16" else gguf.LlamaFileType.ALL_F32)
 
-    tokens, scores, types = vocabulary(args.vocab)
+    chatml = args.chat_template == "chatml"
+    tokens, scores, types = vocabulary(args.vocab, CHATML_TOKENS if chatml else ())
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
@@ -71,6 +84,8 @@ def main():
     writer.add_eos_token_id(2)
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
+    if args.chat_template is not None:
+        writer.add_chat_template(CHATML if chatml else args.chat_template)
 
     def weight(rows, columns, scale=1.0):
         # numpy's (rows, columns) is ggml's [columns, rows]: rows outputs, each over columns inputs.

@@ -218,6 +218,30 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
     }
     return 0;
 }
+
+#ifdef ECHO_CHAT_TEMPLATE
+/*
+ * The optional chat template, in a build for the host's tests (-DECHO_CHAT_TEMPLATE): each message
+ * as "[role] content\n", then "[assistant] ". A message whose content is "none", "fail" or "grow"
+ * makes it answer ENGINE_CHAT_TEMPLATE_NONE, an error, or a length that never fits the buffer.
+ */
+ENGINE_API int64_t engine_apply_chat_template(const EngineChatMessage* messages, size_t count, int32_t add_assistant,
+                                              char* out, size_t out_size) {
+    static const char reply[] = "[assistant] ";
+    size_t length = add_assistant ? strlen(reply) : 0;
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(messages[i].content, "none") == 0) return ENGINE_CHAT_TEMPLATE_NONE;
+        if (strcmp(messages[i].content, "fail") == 0) return -7;
+        if (strcmp(messages[i].content, "grow") == 0) return (int64_t)out_size;
+        length += strlen(messages[i].role) + strlen(messages[i].content) + 4;   /* "[" "] " "\n" */
+    }
+    if (length >= out_size) return (int64_t)length;
+    char* at = out;
+    for (size_t i = 0; i < count; i++) at += sprintf(at, "[%s] %s\n", messages[i].role, messages[i].content);
+    strcpy(at, add_assistant ? reply : "");
+    return (int64_t)length;
+}
+#endif
 #endif
 
 ENGINE_API void engine_shutdown(void) {

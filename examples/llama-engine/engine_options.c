@@ -38,10 +38,22 @@ static int read_int(const char* json, const char* key, long min, long max, int* 
     return 0;
 }
 
+/* top_p: a fraction of the probability, 0 to 1 (0 keeps only the most likely token). */
+static int read_top_p(const char* json, float* out, char* error, size_t size) {
+    double value;
+    int found = number(json, "top_p", &value);
+    if (found < 0 || (found && !(value >= 0 && value <= 1))) {
+        snprintf(error, size, "\"top_p\" must be a number from 0 to 1");
+        return -1;
+    }
+    if (found) *out = (float)value;
+    return 0;
+}
+
 int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t size) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (EngineOptions){
-        .max_tokens = 32, .temperature = 0.0f, .seed = 42, .top_k = 5, .context_size = 2048,
+        .max_tokens = 32, .temperature = 0.0f, .top_p = 1.0f, .seed = 42, .top_k = 5, .context_size = 2048,
         .threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus), .gpu_layers = -1,
     };
     if (read_int(json, "max_tokens", 1, 1 << 20, &o->max_tokens, error, size)
@@ -58,6 +70,7 @@ int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t
         return -1;
     }
     if (found) o->temperature = (float)value;
+    if (read_top_p(json, &o->top_p, error, size)) return -1;
     found = number(json, "seed", &value);
     if (found < 0 || (found && !(value >= 0 && value <= 9007199254740992.0 && value == (double)(uint64_t)value))) {
         snprintf(error, size, "option \"seed\" must be a whole number from 0 to 2^53");
@@ -68,7 +81,8 @@ int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t
 }
 
 int engine_request_parse(const char* json, const EngineOptions* defaults, EngineRequest* r, char* error, size_t size) {
-    *r = (EngineRequest){.max_tokens = defaults->max_tokens, .temperature = defaults->temperature, .seed = defaults->seed};
+    *r = (EngineRequest){.max_tokens = defaults->max_tokens, .temperature = defaults->temperature, .top_p = defaults->top_p,
+                         .seed = defaults->seed};
     double value;
     int found = number(json, "max_tokens", &value);
     if (found < 0 || (found && !(value >= 0 && value <= 1073741824.0 && value == (double)(long)value))) {
@@ -82,6 +96,7 @@ int engine_request_parse(const char* json, const EngineOptions* defaults, Engine
         return -1;
     }
     if (found) r->temperature = (float)value;
+    if (read_top_p(json, &r->top_p, error, size)) return -1;
     found = number(json, "seed", &value);
     if (found < 0 || (found && !(value >= -9007199254740992.0 && value <= 9007199254740992.0))) {
         snprintf(error, size, "\"seed\" must be a whole number");

@@ -8,6 +8,7 @@
 typedef struct {
     int max_tokens;     /* "max_tokens": tokens decoded per request, at most (default 32) */
     float temperature;  /* "temperature": 0 = greedy (default); > 0 samples from softmax(logits / t) */
+    float top_p;        /* "top_p": samples only from the most likely tokens that make up this much probability (default 1: all) */
     uint64_t seed;      /* "seed": the sampler's seed, the same for every request (default 42) */
     int top_k;          /* "top_k": log-probabilities per token, the k largest (default 5); 0 = all, indexed by token id */
     int context_size;   /* "context_size": tokens of context (default 2048, at most the model's) */
@@ -19,6 +20,7 @@ typedef struct {
 typedef struct {
     long max_tokens;    /* "max_tokens" (default: the options' max_tokens) */
     float temperature;  /* "temperature" */
+    float top_p;        /* "top_p" */
     uint64_t seed;      /* "seed" */
 } EngineRequest;
 

@@ -3,15 +3,19 @@
  *
  * engine_generate_stream (ABI version 2) tokenizes the prompt, decodes it, then decodes up to the
  * request's max_tokens more tokens (the manifest's by default; never past the context), greedily
- * unless a temperature is set, and stops after an end-of-generation token, handing each token's
- * text piece and log-probabilities to the host's callback as soon as it is chosen. The request's
- * max_tokens, temperature and seed override the manifest's options; top_p is not implemented
- * (ignored), stop strings are left to the host. Built with -DENGINE_ABI_VERSION=1 it exports the
- * version 1 engine_generate instead (all tokens at once, the manifest's options only). Each token
- * carries the log-softmax of the logits: the top_k largest values in descending order (the first
+ * unless a temperature is set (then drawn with a seeded generator, from the nucleus when top_p is
+ * below 1: sampling.c), and stops after an end-of-generation token, handing each token's text
+ * piece and log-probabilities to the host's callback as soon as it is chosen. The request's
+ * max_tokens, temperature, top_p and seed override the manifest's options; stop strings are left
+ * to the host. The prompt's text for a special token (e.g. "<|im_start|>") is read as that token,
+ * as llama.cpp's server reads it, so a prompt rendered by engine_apply_chat_template (the model's
+ * own chat template, through llama_chat_apply_template) reaches the model as the template means.
+ * Built with -DENGINE_ABI_VERSION=1 it exports the version 1 engine_generate instead (all tokens
+ * at once, the manifest's options only, no chat template). Each token carries the log-softmax of the logits: the top_k largest values in descending order (the first
  * is the chosen token's under greedy decoding), or the whole distribution indexed by token id
- * when top_k is 0. Each request starts from an empty KV cache and a freshly seeded sampler, so the
- * same prompt gives the same tokens.
+ * when top_k is 0. Each request decodes as if from an empty KV cache, with a freshly seeded
+ * sampler, so the same prompt gives the same tokens; the same prompt twice in a row reuses the
+ * first one's keys, values and logits (prompt_cache.c) and starts generating at once.
  *
  * Where memory lives: on a host without CUDA (EngineConfig.device == -1) the weights go into a
  * buffer type over alloc_device (host_buffer.c), so vmmkit holds and counts them. In the CUDA
@@ -27,6 +31,8 @@
 #include "engine_options.h"
 #include "host_buffer.h"
 #include "logits.h"
+#include "prompt_cache.h"
+#include "sampling.h"
 #include "llama.h"
 
 #include <dlfcn.h>
@@ -164,35 +170,29 @@ int engine_load_model(const char* model_path) {
     return 0;
 }
 
-/* splitmix64: a small seeded generator, so sampling is reproducible request by request. */
-static uint64_t next_random(uint64_t* state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* The next token: the most likely one, or a sample from softmax(logits / temperature). */
-static int choose(const float* logits, int best, uint64_t* random) {
-    if (options.temperature <= 0) return best;
-    return logits_sample(logits, vocab_size, logits[best], options.temperature,
-                         (double)(next_random(random) >> 11) / 9007199254740992.0);
-}
-
+/*
+ * The prompt's tokens, special tokens' text read as those tokens (parse_special, as llama.cpp's
+ * server does). A prompt that begins with the BOS token's text where the model adds one anyway
+ * keeps one BOS.
+ */
 static int tokenize(const char* prompt) {
     int length = (int)strlen(prompt);
     bool add_bos = llama_vocab_get_add_bos(vocab);
-    int count = llama_tokenize(vocab, prompt, length, prompt_tokens, prompt_capacity, add_bos, false);
+    int count = llama_tokenize(vocab, prompt, length, prompt_tokens, prompt_capacity, add_bos, true);
     if (count < 0) {
         llama_token* grown = realloc(prompt_tokens, (size_t)-count * sizeof *grown);
         if (!grown) return ERR_NO_MEMORY;
         prompt_tokens = grown;
         prompt_capacity = -count;
-        count = llama_tokenize(vocab, prompt, length, prompt_tokens, prompt_capacity, add_bos, false);
+        count = llama_tokenize(vocab, prompt, length, prompt_tokens, prompt_capacity, add_bos, true);
     }
     if (count <= 0) {
         say(3, "llama: the prompt gives no tokens");
         return ERR_PROMPT;
+    }
+    llama_token bos = llama_vocab_bos(vocab);
+    if (add_bos && count >= 2 && prompt_tokens[0] == bos && prompt_tokens[1] == bos) {
+        memmove(prompt_tokens, prompt_tokens + 1, (size_t)--count * sizeof *prompt_tokens);
     }
     return count;
 }
@@ -216,6 +216,7 @@ static int take_logits(const float* logits, float* row) {
 }
 
 static int decode_failed(int produced) {
+    prompt_cache_forget();   /* what a failed decode left in the memory is unknown */
     say(3, "llama: decoding failed after %d tokens%s%s", produced, last_error[0] ? ": " : "", last_error);
     return ERR_DECODE;
 }
@@ -230,17 +231,15 @@ int engine_generate(const char* prompt, TokenResult** out) {
         say(3, "llama: the prompt's %d tokens and %d new ones do not fit the context of %u", count, options.max_tokens, room);
         return ERR_PROMPT;
     }
-    llama_memory_clear(llama_get_memory(context), true);
-    uint64_t random = options.seed;
-    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
+    Sampling sampling = {.temperature = options.temperature, .top_p = options.top_p, .random = options.seed};
+    const float* logits = prompt_start(context, prompt_tokens, count, vocab_size);
     int produced = 0;
     for (;;) {
-        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
-        const float* logits = llama_get_logits_ith(context, -1);
         if (!logits) return decode_failed(produced);
         float* row = logprobs + (size_t)produced * (size_t)logprobs_width;
         int best = take_logits(logits, row);
-        llama_token token = choose(logits, best, &random);
+        llama_token token = sampling_choose(&sampling, logits, vocab_size, best);
+        if (token < 0) return ERR_NO_MEMORY;
         float max = logits[best];
         results[produced] = (TokenResult){.token_id = (uint32_t)token, .logprobs = row, .logprobs_len = (size_t)logprobs_width};
         produced++;
@@ -254,6 +253,7 @@ int engine_generate(const char* prompt, TokenResult** out) {
         float shift = max + logits_log_sum_exp(all, vocab_size, max);
         for (int i = 0; i < logprobs_width; i++) row[i] -= shift;
         if (!more) break;
+        logits = llama_get_logits_ith(context, -1);   /* llama_decode only queues the work on a GPU: this waits for it */
     }
     *out = results;
     return produced;
@@ -287,20 +287,15 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
     long limit = request.max_tokens < (long)(room - (uint32_t)count) ? request.max_tokens : (long)(room - (uint32_t)count);
     result->finish_reason = ENGINE_FINISH_LENGTH;
     if (limit == 0) return 0;
-    llama_memory_clear(llama_get_memory(context), true);
-    uint64_t random = request.seed;
-    if (llama_decode(context, llama_batch_get_one(prompt_tokens, count)) != 0) return decode_failed(0);
+    Sampling sampling = {.temperature = request.temperature, .top_p = request.top_p, .random = request.seed};
+    const float* logits = prompt_start(context, prompt_tokens, count, vocab_size);
     float* row = logprobs;   /* one row, reused: the host copies each token out in on_token */
     long produced = 0;
     for (;;) {
-        /* llama_decode only queues the work on a GPU; reading the logits waits for it. */
-        const float* logits = llama_get_logits_ith(context, -1);
         if (!logits) return decode_failed((int)produced);
         int best = take_logits(logits, row);
-        float saved_temperature = options.temperature;
-        options.temperature = request.temperature;
-        llama_token token = choose(logits, best, &random);
-        options.temperature = saved_temperature;
+        llama_token token = sampling_choose(&sampling, logits, vocab_size, best);
+        if (token < 0) return ERR_NO_MEMORY;
         float max = logits[best];
         produced++;
         int end = llama_vocab_is_eog(vocab, token);
@@ -329,7 +324,33 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
             return 0;
         }
         if (!more) return 0;
+        logits = llama_get_logits_ith(context, -1);   /* llama_decode only queues the work on a GPU: this waits for it */
     }
+}
+
+/*
+ * The model's own chat template (tokenizer.chat_template in the GGUF) applied by llama.cpp, which
+ * knows the common templates by their marks rather than running Jinja. A model without one, or with
+ * one llama.cpp does not know, answers ENGINE_CHAT_TEMPLATE_NONE and the host renders the chat.
+ */
+ENGINE_API int64_t engine_apply_chat_template(const EngineChatMessage* messages, size_t count, int32_t add_assistant,
+                                              char* out, size_t out_size) {
+    static int said_unknown;
+    if (!model) return ERR_CONTEXT;
+    const char* template = llama_model_chat_template(model, NULL);   /* NULL: the model has none */
+    if (!template || count == 0) return ENGINE_CHAT_TEMPLATE_NONE;
+    struct llama_chat_message* chat = malloc(count * sizeof *chat);
+    if (!chat) return ERR_NO_MEMORY;
+    for (size_t i = 0; i < count; i++) chat[i] = (struct llama_chat_message){messages[i].role, messages[i].content};
+    int32_t room = out_size > INT32_MAX ? INT32_MAX : (int32_t)out_size;
+    int32_t length = llama_chat_apply_template(template, chat, count, add_assistant != 0, out, room);
+    free(chat);
+    if (length < 0) {
+        if (!said_unknown++) say(2, "llama: the model's chat template is not one llama.cpp knows; chats are rendered plainly");
+        return ENGINE_CHAT_TEMPLATE_NONE;
+    }
+    if ((size_t)length < out_size) out[length] = 0;   /* llama.cpp copies with strncpy, which stops short of the NUL */
+    return length;
 }
 #endif
 
@@ -343,6 +364,8 @@ void engine_shutdown(void) {
     free(prompt_tokens);
     free(scratch);
     free(top_ids);
+    prompt_cache_free();
+    sampling_free();
     scratch = NULL;
     top_ids = NULL;
     results = NULL;

@@ -7,8 +7,8 @@
  *
  * Version 1 exports engine_get_info, engine_init, engine_load_model, engine_generate and
  * engine_shutdown (build with -DENGINE_ABI_VERSION=1 to get the version 1 header). Version 2
- * replaces engine_generate by engine_generate_stream (items 9 to 12 below); everything else holds
- * for both.
+ * replaces engine_generate by engine_generate_stream (items 9 to 12 below) and may export
+ * engine_apply_chat_template (item 13); everything else holds for both.
  *
  * Contract:
  *
@@ -62,7 +62,7 @@
  *     {"max_tokens": N, "temperature": T, "top_p": P, "seed": S, "stop": ["..."], "top_logprobs": K}.
  *     Keys the engine does not know are ignored; a missing key means the engine's default (the
  *     manifest's "options", then its own). The host checks the values before the call (max_tokens
- *     >= 0, top_logprobs 0..20, temperature >= 0, top_p in (0, 1]).
+ *     >= 0, top_logprobs 0..20, temperature 0..2, top_p 0..1).
  *
  * 10. The callback. The engine calls on_token(user, &token) once per generated token, in order, on
  *     the thread that called engine_generate_stream, before the call returns; never after it
@@ -86,6 +86,25 @@
  *     (the prompt's token count); or a negative error code (ENGINE_FINISH_ERROR in result, tokens
  *     delivered so far stand). Stop strings are enforced by the host too, across pieces, so an
  *     engine may leave them to the host.
+ *
+ * 13. The chat template (optional; a version 2 plugin without it loads and serves as before).
+ *     engine_apply_chat_template(messages, count, add_assistant, out, out_size) renders a chat as
+ *     the loaded model's own prompt format, e.g. with llama.cpp's llama_chat_apply_template; with
+ *     add_assistant non-zero the text ends where the assistant's reply begins. The host calls it for
+ *     chat requests, after engine_load_model, under the same thread rules as engine_generate_stream
+ *     (item 3), then passes the text as that request's prompt. messages[i].role is one of "system",
+ *     "user", "assistant", "tool", "developer"; role and content are UTF-8, NUL-terminated, and
+ *     like messages valid only during the call. out is the host's memory, out_size bytes, valid only
+ *     during the call. The return value, as snprintf's:
+ *       >= 0  the rendered text's length in bytes (no NUL counted). When it is less than out_size,
+ *             the engine wrote the text and a NUL into out; otherwise out was too small, its bytes
+ *             mean nothing, and the host calls again with out_size greater than that length (the
+ *             same messages must give the same length);
+ *       ENGINE_CHAT_TEMPLATE_NONE  the model has no template, or one the engine cannot apply: the
+ *             host renders the chat in its own plain form (docs/engine.md) and generates from that;
+ *       any other negative value  an error (the host answers HTTP 500 and keeps serving).
+ *     The rendered text may contain the model's special tokens as text (e.g. "<|im_start|>"): the
+ *     engine reads them back as those tokens when the prompt comes to engine_generate_stream.
  */
 #ifndef VMMKIT_ENGINE_API_H
 #define VMMKIT_ENGINE_API_H
@@ -152,6 +171,15 @@ typedef struct {
     int32_t prompt_tokens;        /* tokens in the prompt, as the engine tokenised it */
 } EngineGenerateResult;
 
+/* Version 2, optional: one message of a chat, for engine_apply_chat_template. */
+typedef struct {
+    const char* role;             /* "system", "user", "assistant", "tool" or "developer" */
+    const char* content;          /* UTF-8, NUL-terminated */
+} EngineChatMessage;
+
+/* engine_apply_chat_template's answer when the model has no template the engine can apply. */
+#define ENGINE_CHAT_TEMPLATE_NONE (-1)
+
 ENGINE_API EngineInfo* engine_get_info(void);
 ENGINE_API int  engine_init(EngineConfig* config);                 /* 0 = ok */
 ENGINE_API int  engine_load_model(const char* model_path);         /* 0 = ok */
@@ -160,6 +188,9 @@ ENGINE_API int  engine_generate(const char* prompt, TokenResult** results);  /* 
 #else
 ENGINE_API int  engine_generate_stream(const char* prompt, const char* request_json, EngineTokenCallback on_token,
                                        void* user, EngineGenerateResult* result);  /* 0 = ok; < 0: error */
+/* Optional (item 13): >= 0 the text's length (written when < out_size); ENGINE_CHAT_TEMPLATE_NONE; < 0 error. */
+ENGINE_API int64_t engine_apply_chat_template(const EngineChatMessage* messages, size_t count, int32_t add_assistant,
+                                              char* out, size_t out_size);
 #endif
 ENGINE_API void engine_shutdown(void);
 

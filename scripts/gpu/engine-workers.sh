@@ -5,11 +5,16 @@
 #  2. --isolation worker: the same figures, and the isolation's cost per generate (the difference
 #     of the medians); how long each worker took to be ready (the host logs it; model load excluded);
 #  3. a worker killed with SIGKILL: the request after it loads the model again, and the device
-#     memory the host reports returns to what it was before the model loaded.
+#     memory the host reports returns to what it was before the model loaded;
+#  4. an engine that calls CUDA itself (the test fixture engine built here against libcudart, which
+#     cudaMallocs 256 MiB in engine_load_model): its worker runs under vmmkit's shim, so /metrics
+#     counts the 256 MiB for its model (served by vmmkit, else they would not be counted), the
+#     host's device figure and nvidia-smi see the same growth, and an unload gives it all back.
 #   bash scripts/gpu/engine-workers.sh                    # on the GPU machine (--driver cuda)
 #   ENGINE_DRIVER=host bash scripts/gpu/engine-workers.sh # here, on the host emulation (cpu backend)
-# Needs runtime/bin/java or a JDK 25 (through ./vmmkit), target/ built (vmmkit.jar and
-# target/test-native/engines/echo), python3. Prints lines starting "engine-workers:"; exits non-zero
+# Needs runtime/bin/java or a JDK 25 (through ./vmmkit), target/ built (vmmkit.jar, the shim in
+# target/native and target/test-native/engines/echo), gcc, libcudart (CUDA_HOME; the stand-in in
+# target/test-native on the host emulation), nvidia-smi on the GPU, python3. Prints lines starting "engine-workers:"; exits non-zero
 # when a request fails or the memory does not come back. Takes about a minute.
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" engine-workers
@@ -27,6 +32,19 @@ for backend in cpu cuda; do
 done
 mkdir -p "$work/models"
 for name in m1 m2 m3; do truncate -s 64M "$work/models/$name.bin"; done
+# The CUDA-calling engine: the fixture engine, built against the CUDA runtime (the stand-in on the host emulation).
+find_cudart engine-workers "$driver"
+cuda_backend=cuda
+[ "$driver" = host ] && cuda_backend=cpu
+mkdir -p "$work/engines/cudafix/$cuda_backend"
+gcc -O2 -fPIC -shared -Iinclude -DENGINE_ABI_VERSION=1 -DFIXTURE_NAME=cudafix -DFIXTURE_CUDA \
+  -o "$work/engines/cudafix/$cuda_backend/engine.so" src/test/c/engines/fixture_engine.c "$cudart" -Wl,-rpath,"$cudart_dir" \
+  || { echo "engine-workers: cannot build the CUDA-calling fixture engine"; exit 2; }
+cat > "$work/engines/cudafix/$cuda_backend/manifest.json" <<JSON
+{"id":"cudafix","version":"1.0.0","abi_version":"1","gpu_backend":"$cuda_backend","architectures":[],
+ "formats":["cf"],"binary":"engine.so","options":{"cuda_load_mib":256}}
+JSON
+truncate -s 4K "$work/models/c1.cf"
 extra=()
 [ "$driver" = host ] && extra=(--device-memory 2GiB)
 
@@ -101,6 +119,58 @@ def throughput(port):
         failures.append(f"{failed[0]} failed requests with 8 clients")
     return sum(counts) / seconds
 
+def used_back_to(port, before, loaded):
+    """The device bytes in use once they are back at before (a worker's exit is seen within moments), or after 20 s."""
+    deadline, after = time.time() + 20, loaded
+    while time.time() < deadline:
+        after = used_bytes(port)
+        if after <= before:
+            break
+        time.sleep(0.1)
+    return after
+
+def smi_used_mib():
+    if driver != "cuda":
+        return None
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                              capture_output=True, text=True, timeout=30).stdout
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+def model_bytes(port, model):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    _, text = request(conn, "GET", "/metrics")
+    conn.close()
+    found = re.search(r'^vmmkit_model_device_bytes\{model="' + model + r'"[^}]*\} (\d+)$', text, re.M)
+    return int(found.group(1)) if found else -1
+
+def cuda_calling_engine(conn, port):
+    """The fixture engine's own cudaMalloc of 256 MiB: served by the worker's vmmkit allocator and counted."""
+    mib = 1 << 20
+    before, smi_before = used_bytes(port), smi_used_mib()
+    status, answer = request(conn, "POST", "/api/generate", {"model": "c1", "prompt": "hello", "stream": False})
+    if status != 200:
+        failures.append(f"the CUDA-calling engine: {status} {answer}")
+        return
+    loaded, smi_loaded, counted = used_bytes(port), smi_used_mib(), model_bytes(port, "c1")
+    expected = 256 * mib + 4096 + 4096  # its cudaMalloc, and weights + scratch through alloc_device
+    smi = "" if smi_before is None else f", nvidia-smi +{smi_loaded - smi_before} MiB"
+    print(f"engine-workers: CUDA-calling engine: /metrics counts {counted / mib:.2f} MiB for its model "
+          f"(expected {expected / mib:.2f}: 256 MiB by its own cudaMalloc), device used +{(loaded - before) >> 20} MiB{smi}")
+    if counted != expected:
+        failures.append(f"the engine's own cudaMalloc was not counted for its model ({counted} bytes, expected {expected})")
+    if smi_before is not None and abs((loaded - before) / mib - (smi_loaded - smi_before)) > 64:
+        failures.append("the host's device figure and nvidia-smi disagree about the CUDA-calling engine")
+    request(conn, "DELETE", "/api/models/c1")
+    after = used_back_to(port, before, loaded)
+    smi_after = smi_used_mib()
+    smi = "" if smi_after is None else f", nvidia-smi {smi_after - smi_before:+d} MiB against before"
+    print(f"engine-workers: CUDA-calling engine unloaded: device used {(after - before) >> 20:+d} MiB against before{smi}")
+    if after > before:
+        failures.append("device memory did not come back after the CUDA-calling engine was unloaded")
+
 results = {}
 for mode in ("in-process", "worker"):
     proc, port, log_path = serve(mode)
@@ -123,12 +193,7 @@ for mode in ("in-process", "worker"):
             _, models = request(conn, "GET", "/api/models")
             pid = next(m["worker_pid"] for m in models if m["name"] == "m3")
             os.kill(pid, 9)
-            deadline, after = time.time() + 20, loaded
-            while time.time() < deadline:
-                after = used_bytes(port)
-                if after <= before:
-                    break
-                time.sleep(0.1)
+            after = used_back_to(port, before, loaded)
             status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
             if status != 200:
                 failures.append(f"m3 after its worker was killed: {status} {answer}")
@@ -136,6 +201,7 @@ for mode in ("in-process", "worker"):
                   f"{after >> 20} MiB after the kill ({'back' if after <= before else 'NOT back'}); next request HTTP {status}")
             if after > before:
                 failures.append("device memory did not come back after the worker was killed")
+            cuda_calling_engine(conn, port)
         conn.close()
     finally:
         proc.terminate()

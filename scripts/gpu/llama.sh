@@ -16,6 +16,10 @@
 # Carry: .deps/llama.cpp/3.22.1/source.tar.xz (7.2 MiB; scripts/fetch-llama-cpp.sh makes it from
 # the npm package), runtime/ and target/ (the jar). No network. Needs nvcc, cmake, ninja, python3
 # with numpy and yaml. LLAMA_CUDA_FA=ON compiles the FlashAttention kernels too (minutes longer).
+# LLAMA_CUDA_BUILD=FILE.tar.xz: unpack llama.cpp's CUDA build from FILE when it exists, else build
+# and keep the build there for the next run.
+# LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
+# memory figures only).
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
 # and no llama-bench (a check of the script itself).
 # Prints "llama-figure: NAME VALUE" lines; exits non-zero when a request fails or memory does not
@@ -24,6 +28,7 @@ set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" llama
 version=3.22.1
 mode="${LLAMA_GPU:-cuda}"
+anchors="${LLAMA_ANCHORS:-1}"
 work="$(mktemp -d /tmp/vmmkit-llama.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/engines" "$work/models"
@@ -35,17 +40,49 @@ if [ "$mode" = cuda ]; then
   [ -f "$archive" ] || { echo "llama: no $archive (scripts/fetch-llama-cpp.sh makes it; carry it)"; exit 2; }
   mkdir -p "$work/src" "$work/include" "$work/lib"
   tar -xJf "$archive" -C "$work/src"
-  echo "llama: building llama.cpp (CUDA, sm_90) from $archive; log in $out/build.log"
-  # GGML_CUDA_NO_VMM: ggml's pool takes its memory with cudaMalloc, which vmmkit's shim serves.
-  cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NO_VMM=ON -DGGML_CUDA_NCCL=OFF \
-      -DGGML_CUDA_FA="${LLAMA_CUDA_FA:-OFF}" -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF >"$out/build.log" 2>&1 \
-    && ninja -C "$work/build" -j16 llama ggml llama-bench >>"$out/build.log" 2>&1 \
-    || { tail -n 30 "$out/build.log"; echo "llama: the llama.cpp build failed"; exit 1; }
-  echo "llama: built in $(elapsed)"
-  ninja -C "$work/build" -j16 llama-server >>"$out/build.log" 2>&1 \
-    && echo "llama: llama-server built ($(elapsed))" || echo "llama: llama-server did not build (see $out/build.log); no comparison with it"
+  echo "llama: llama.cpp (CUDA, sm_90) from $archive; build log in $out/build.log"
+  # ggml's CUDA backend links cuBLAS. Where the CUDA toolkit lacks it (only the compiler is installed
+  # and cuBLAS comes as a Python wheel, libcublas.so.13 with no unversioned name, which CMake's
+  # FindCUDAToolkit does not find), name the library and its headers to CMake.
+  cublas_args=()
+  if ! ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libcublas.so >/dev/null 2>&1; then
+    cublas="$(find "${CUDA_HOME:-/usr/local/cuda}/" /usr/lib/x86_64-linux-gnu \
+                $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+                -name 'libcublas.so*' 2>/dev/null | sort | head -n 1)"
+    [ -n "$cublas" ] || { echo "llama: no cuBLAS library found (ggml's CUDA backend needs it)"; exit 1; }
+    cublas_dir="$(dirname "$cublas")"
+    cublas_include="$(dirname "$cublas_dir")/include"
+    echo "llama: cuBLAS from $cublas_dir (headers in $cublas_include)"
+    cublas_args=(-DCUDA_cublas_LIBRARY="$cublas" -DCUDA_cublasLt_LIBRARY="$(ls "$cublas_dir"/libcublasLt.so* | head -n 1)"
+                 -DCMAKE_CUDA_FLAGS="-I$cublas_include" -DCMAKE_CXX_FLAGS="-I$cublas_include")
+    export LD_LIBRARY_PATH="$cublas_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  prebuilt="${LLAMA_CUDA_BUILD:-}"
+  if [ -n "$prebuilt" ] && [ -f "$prebuilt" ]; then
+    # A build an earlier run of this script left (build/bin of the same source), to skip the compile.
+    mkdir -p "$work/build" && tar -xJf "$prebuilt" -C "$work/build" \
+      || { echo "llama: cannot unpack $prebuilt"; exit 1; }
+    echo "llama: llama.cpp's CUDA build unpacked from $prebuilt"
+  else
+    # GGML_CUDA_NO_VMM: ggml's pool takes its memory with cudaMalloc, which vmmkit's shim serves.
+    cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NO_VMM=ON -DGGML_CUDA_NCCL=OFF \
+        -DGGML_CUDA_FA="${LLAMA_CUDA_FA:-OFF}" -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${cublas_args[@]}" >"$out/build.log" 2>&1 \
+      && ninja -C "$work/build" -j"$(nproc)" llama ggml $([ "$anchors" = 1 ] && echo llama-bench) >>"$out/build.log" 2>&1 \
+      || { tail -n 30 "$out/build.log"; echo "llama: the llama.cpp build failed"; exit 1; }
+    echo "llama: built in $(elapsed)"
+    if [ "$anchors" = 1 ]; then
+      ninja -C "$work/build" -j"$(nproc)" llama-server >>"$out/build.log" 2>&1 \
+        && echo "llama: llama-server built ($(elapsed))" || echo "llama: llama-server did not build (see $out/build.log); no comparison with it"
+    fi
+    if [ -n "$prebuilt" ]; then   # keep it for the next run (LLAMA_CUDA_BUILD names where)
+      (cd "$work/build" && find bin -maxdepth 1 \( -name 'lib*.so*' -o -name llama-bench -o -name llama-server \) -print0 \
+         | tar --null -T - -cf - | xz -T0 -6 > "$prebuilt") && echo "llama: build kept in $prebuilt ($(du -h "$prebuilt" | cut -f1))"
+    fi
+  fi
+  # The build's binaries find their libraries by a run path into the folder they were built in.
+  export LD_LIBRARY_PATH="$work/build/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   cp "$work"/src/include/llama.h "$work"/src/ggml/include/*.h "$work"/src/ggml/src/ggml-backend-impl.h "$work/include/"
   find "$work/build/bin" -maxdepth 1 -name 'lib*.so*' ! -name 'libllama-common*' ! -name 'libmtmd*' -exec cp -P {} "$work/lib/" \;
   make -s -C examples/llama-engine install BACKEND=cuda LLAMA_DIR="$work" LLAMA_LIB="$work/lib" \
@@ -81,7 +118,7 @@ echo "llama: model of $model_mib MiB written ($(elapsed))"
 echo "llama-figure: model_mib $model_mib"
 
 bench_ts=0
-if [ "$mode" = cuda ]; then
+if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
   "$work/build/bin/llama-bench" -m "$work/models/big.gguf" -ngl 99 -p 0 -n $tokens -r 5 -fa off -t 8 -o json \
       >"$out/llama-bench.json" 2>"$out/llama-bench.log" || { tail "$out/llama-bench.log"; echo "llama: llama-bench failed"; exit 1; }
   bench_ts=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['avg_ts'])" "$out/llama-bench.json")
@@ -261,6 +298,24 @@ if cuda and os.path.exists(llama_server) and vmmkit_stream[0] is not None:
         print(f"llama: llama-server did not come up (log in {out}/llama-server.log); no comparison")
     native.terminate()
     native.wait(30)
+if cuda and os.environ.get("LLAMA_ANCHORS", "1") == "1":
+    # The same figures with the engine in the host's own process: what the worker isolation costs.
+    inproc = ServeProcess("llama-in-process", ["--engines", work + "/engines", "--models", work + "/models", "--isolation", "in-process",
+                                                "--no-watch"] + driver_args, os.path.join(out, "serve-in-process.log"), 120)
+    inproc.call("POST", "/api/generate", {"model": "big", "prompt": "hello world", "stream": False})   # load
+    rates = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        status, answer = inproc.call("POST", "/api/generate", {"model": "big", "prompt": "hello world", "stream": False})
+        if status == 200:
+            rates.append(len(answer["tokens"]) / (time.perf_counter() - t0))
+    if rates:
+        print(f"llama-figure: in_process_served_tg{tokens}_tokens_per_s {sorted(rates)[len(rates) // 2]:.1f}")
+    ttft, rate, count = streamed(inproc.base, dict(stream_body, model="big"))
+    if ttft is not None:
+        print(f"llama-figure: in_process_streamed_ttft_ms {ttft:.2f}")
+        print(f"llama-figure: in_process_streamed_tokens_per_s {rate:.1f} ({count} tokens)")
+    inproc.end()
 for failure in failures:
     print("FAIL:", failure)
 print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")

@@ -29,8 +29,8 @@ class ServeProcess:
         self.base = line[len("listening on "):]
         print(f"{name}:", line, flush=True)
 
-    def stop(self, code):
-        """Ends the server and exits with code."""
+    def end(self):
+        """Ends the server."""
         self.process.terminate()
         try:
             self.process.wait(30)
@@ -38,6 +38,10 @@ class ServeProcess:
             self.process.kill()
         self.log.close()
         print(f"{self.name}: server log in", self.log_path)
+
+    def stop(self, code):
+        """Ends the server and exits with code."""
+        self.end()
         sys.exit(code)
 
     def call(self, method, path, body=None, timeout=300):

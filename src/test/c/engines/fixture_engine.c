@@ -6,6 +6,12 @@
  *   FIXTURE_FAIL_LOAD                   engine_load_model returns an error code
  *   FIXTURE_NAME slow FIXTURE_DELAY_MS 300   the slow one
  *   FIXTURE_NAME faulty                 the one the isolation tests make crash (options below)
+ *   FIXTURE_INFO_FAULT                  segfaults in engine_get_info (the probe must not take the host down)
+ *   FIXTURE_CUDA                        also allocates with the CUDA runtime itself (linked with -lcudart):
+ *                                       option "cuda_load_mib": N takes N MiB with cudaMalloc in
+ *                                       engine_load_model (freed by engine_shutdown); the prompt "cuda:N"
+ *                                       takes N MiB more in engine_generate (never freed by the engine);
+ *                                       a cudaMalloc that fails makes the call fail (-6)
  * FIXTURE_NAME sets engine_id (default fixture). Option "delay_ms": N (manifest "options") sets
  * the time every engine_generate takes, in ms (default FIXTURE_DELAY_MS, else 0).
  *
@@ -20,7 +26,8 @@
  *
  * Behaviour the tests rely on:
  *   - engine_load_model takes device memory the size of the model file plus a 4 KiB scratch
- *     buffer, and fills the weights with a byte pattern;
+ *     buffer, and fills the weights with a byte pattern (checked by engine_generate) when that
+ *     memory is host-addressable (config->device -1: the host emulation);
  *   - engine_generate returns 2 tokens: [calls so far in this instance, major version], each with
  *     logprobs {-0.5, -1.5}; the prompt "fail" returns -3 (an engine error);
  *   - engine_shutdown gives back the scratch buffer only: the host must free the weights itself.
@@ -55,6 +62,13 @@
 #endif
 
 static EngineInfo info = {FIXTURE_ABI, FIXTURE_ID, FIXTURE_VERSION};
+#ifdef FIXTURE_CUDA
+/* The two runtime functions used, declared as libcudart exports them (no CUDA headers needed). */
+int cudaMalloc(void** ptr, size_t size);
+int cudaFree(void* ptr);
+static void* cuda_weights;
+static long cuda_load_mib;
+#endif
 static EngineConfig host;
 static unsigned char* weights;
 static void* scratch;
@@ -112,6 +126,10 @@ static int hook(const char* name, const char* suffix, char direction) {
 }
 
 EngineInfo* engine_get_info(void) {
+#ifdef FIXTURE_INFO_FAULT
+    volatile int* nowhere = NULL;
+    *nowhere = 1;
+#endif
     return &info;
 }
 
@@ -125,6 +143,10 @@ int engine_init(EngineConfig* config) {
     option_string(config->options_json, "\"fault\"", fault, sizeof fault);
     option_string(config->options_json, "\"fault_in\"", fault_in, sizeof fault_in);
     option_string(config->options_json, "\"hook_dir\"", hook_dir, sizeof hook_dir);
+#ifdef FIXTURE_CUDA
+    const char* mib = config->options_json ? strstr(config->options_json, "\"cuda_load_mib\"") : NULL;
+    if (mib && strchr(mib, ':')) cuda_load_mib = strtol(strchr(mib, ':') + 1, NULL, 10);
+#endif
     maybe_fault("init");
     host.log(host.ctx, 1, "fixture " FIXTURE_VERSION " initialised");
     return 0;
@@ -146,7 +168,15 @@ int engine_load_model(const char* model_path) {
         host.log(host.ctx, 2, "fixture: out of device memory");
         return -2;
     }
-    memset(weights, 0xA5, weights_bytes);
+    if (host.device < 0) memset(weights, 0xA5, weights_bytes); /* on a CUDA device it is not CPU memory */
+#ifdef FIXTURE_CUDA
+    if (cuda_load_mib > 0) {
+        if (cudaMalloc(&cuda_weights, (size_t)cuda_load_mib << 20) != 0) {
+            host.log(host.ctx, 2, "fixture: cudaMalloc failed in engine_load_model");
+            return -6;
+        }
+    }
+#endif
     return 0;
 #endif
 }
@@ -155,6 +185,12 @@ int engine_load_model(const char* model_path) {
 int engine_generate(const char* prompt, TokenResult** out) {
     if (strcmp(prompt, "fail") == 0) return -3;
     if (strcmp(prompt, "crash") == 0) maybe_fault("generate");
+#ifdef FIXTURE_CUDA
+    if (strncmp(prompt, "cuda:", 5) == 0) {
+        void* more;
+        if (cudaMalloc(&more, (size_t)strtol(prompt + 5, NULL, 10) << 20) != 0) return -6;
+    }
+#endif
     int held = strncmp(prompt, "hold:", 5) == 0;
     if (held) {
         int now = __atomic_add_fetch(&inside, 1, __ATOMIC_SEQ_CST);
@@ -165,7 +201,7 @@ int engine_generate(const char* prompt, TokenResult** out) {
         __atomic_sub_fetch(&inside, 1, __ATOMIC_SEQ_CST);
         if (failed) return -5;
     }
-    if (weights_bytes > 0 && weights[weights_bytes - 1] != 0xA5) return -4;
+    if (host.device < 0 && weights_bytes > 0 && weights[weights_bytes - 1] != 0xA5) return -4;
     if (delay_ms > 0) {
         struct timespec pause = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
         nanosleep(&pause, NULL);
@@ -204,4 +240,8 @@ void engine_shutdown(void) {
     maybe_fault("shutdown");
     if (scratch) host.free_device(host.ctx, scratch);
     scratch = NULL;
+#ifdef FIXTURE_CUDA
+    if (cuda_weights) cudaFree(cuda_weights);
+    cuda_weights = NULL;
+#endif
 }

@@ -17,11 +17,21 @@ final class Completion {
     static final int MAX_TOKENS_LIMIT = 1 << 30;
     private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();
 
+    /** What the engine continues: text as it is, or a chat rendered for the engine that serves it ({@link ChatPrompt}). */
+    interface Prompt {
+        /** The prompt's text for {@code engine}; the caller has entered its gate. */
+        String render(RunningEngine engine);
+
+        static Prompt text(String text) {
+            return engine -> text;
+        }
+    }
+
     /**
      * @param maxTokens   -1 for the engine's default
      * @param topLogprobs alternatives per token to report, 0 for none
      */
-    record Request(String model, String prompt, int maxTokens, Double temperature, Double topP, Long seed,
+    record Request(String model, Prompt prompt, int maxTokens, Double temperature, Double topP, Long seed,
                    List<String> stop, int topLogprobs) {
         /** The ABI's request_json. */
         String requestJson() {
@@ -80,9 +90,10 @@ final class Completion {
         try (ModelRegistry.Lease lease = host.registry().acquire(request.model())) {
             engine = lease.instance().manifest().id();
             engineVersion = lease.instance().manifest().version();
-            leased.run();
             try {
-                outcome = lease.instance().stream(request.prompt(), request.requestJson(), token -> {
+                String prompt = request.prompt().render(lease.instance());
+                leased.run();
+                outcome = lease.instance().stream(prompt, request.requestJson(), token -> {
                     if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - start;
                     tokens.add(token);
                     String delta = text.add(token.text());

@@ -1,6 +1,6 @@
 package dev.vmmkit.engine;
 
-import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.DriverException;
@@ -25,7 +25,7 @@ final class DeviceMemory implements AutoCloseable {
         this.manager = new VmmManager(driver, VmmConfig.DEFAULTS);
     }
 
-    DeviceMemoryResource resource() {
+    ManagedMemoryResource resource() {
         return manager;
     }
 

@@ -31,6 +31,10 @@ final class EngineAbi {
     static final String GENERATE = "engine_generate";
     static final String SHUTDOWN = "engine_shutdown";
     static final String GENERATE_STREAM = "engine_generate_stream";
+    /** Version 2, optional: the model's chat template applied to a chat. */
+    static final String APPLY_CHAT_TEMPLATE = "engine_apply_chat_template";
+    /** engine_apply_chat_template's answer when the model has no template the engine can apply. */
+    static final long CHAT_TEMPLATE_NONE = -1;
 
     static final int FINISH_LENGTH = 0;
     static final int FINISH_STOP = 1;
@@ -59,6 +63,9 @@ final class EngineAbi {
     static final StructLayout GENERATE_RESULT = MemoryLayout.structLayout(
             JAVA_INT.withName("finish_reason"), JAVA_INT.withName("prompt_tokens"));
 
+    static final StructLayout CHAT_MESSAGE = MemoryLayout.structLayout(
+            ADDRESS.withName("role"), ADDRESS.withName("content"));
+
     static final VarHandle INFO_ABI = field(ENGINE_INFO, "abi_version");
     static final VarHandle INFO_ID = field(ENGINE_INFO, "engine_id");
     static final VarHandle INFO_VERSION = field(ENGINE_INFO, "version");
@@ -81,6 +88,8 @@ final class EngineAbi {
     static final VarHandle EVENT_TOP_LEN = field(ENGINE_TOKEN, "top_len");
     static final VarHandle RESULT_FINISH = field(GENERATE_RESULT, "finish_reason");
     static final VarHandle RESULT_PROMPT_TOKENS = field(GENERATE_RESULT, "prompt_tokens");
+    static final VarHandle MESSAGE_ROLE = field(CHAT_MESSAGE, "role");
+    static final VarHandle MESSAGE_CONTENT = field(CHAT_MESSAGE, "content");
 
     static final FunctionDescriptor GET_INFO_FN = FunctionDescriptor.of(ADDRESS);
     static final FunctionDescriptor INIT_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS);
@@ -90,6 +99,8 @@ final class EngineAbi {
     static final FunctionDescriptor GENERATE_STREAM_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS, ADDRESS);
     /** The host's per-token callback (version 2): (user, const EngineToken*) -> 0 go on, else stop. */
     static final FunctionDescriptor ON_TOKEN_FN = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS);
+    /** (messages, count, add_assistant, out, out_size) -> the text's length, CHAT_TEMPLATE_NONE, or an error. */
+    static final FunctionDescriptor APPLY_CHAT_TEMPLATE_FN = FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG);
 
     /** Callbacks the host gives the engine in EngineConfig. */
     static final FunctionDescriptor ALLOC_DEVICE_FN = FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG);

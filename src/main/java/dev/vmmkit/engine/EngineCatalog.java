@@ -9,21 +9,25 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
 
 /**
  * The plugins installed under {@code engines/{id}/{backend}/}, each checked on discovery: manifest
- * parsed, binary staged and its engine_get_info() verified. A refused plugin is listed with its
+ * parsed, binary staged and its engine_get_info() verified (by a {@link PluginProbe}). A refused plugin is listed with its
  * reason and an alert log line; it never stops the host. Also chooses the engine for a model.
  */
 final class EngineCatalog {
     private final Path enginesDir;
     private final Path privateDir;
     private final System.Logger logger;
+    /** A probe for each discovery pass and each reload: in a worker, or in process (see {@link EngineLauncher#probe}). */
+    private final Supplier<PluginProbe> probes;
     /** Keyed "id/backend", sorted, so listings and choices are stable. */
     private final Map<String, EngineEntry> entries = new ConcurrentSkipListMap<>();
 
-    EngineCatalog(Path enginesDir, Path privateDir, System.Logger logger) {
+    EngineCatalog(Path enginesDir, Path privateDir, System.Logger logger, Supplier<PluginProbe> probes) {
+        this.probes = probes;
         this.enginesDir = enginesDir;
         this.privateDir = privateDir;
         this.logger = logger;
@@ -32,21 +36,23 @@ final class EngineCatalog {
     /** Adds and checks every plugin directory not seen before; returns the ones added. */
     synchronized List<EngineEntry> discover() {
         List<EngineEntry> added = new ArrayList<>();
-        for (Path backendDir : backendDirs()) {
-            String id = backendDir.getParent().getFileName().toString();
-            String backend = backendDir.getFileName().toString();
-            String key = id + "/" + backend;
-            if (entries.containsKey(key)) continue;
-            EngineEntry entry = new EngineEntry(id, backend, backendDir);
-            try {
-                PluginSnapshot snapshot = stage(entry);
-                entry.accept(snapshot);
-                logger.log(System.Logger.Level.INFO, "engine " + key + " " + snapshot.info().version() + " available");
-            } catch (PluginLibrary.RefusedException e) {
-                entry.refuse(e.getMessage());
+        try (PluginProbe probe = probes.get()) {
+            for (Path backendDir : backendDirs()) {
+                String id = backendDir.getParent().getFileName().toString();
+                String backend = backendDir.getFileName().toString();
+                String key = id + "/" + backend;
+                if (entries.containsKey(key)) continue;
+                EngineEntry entry = new EngineEntry(id, backend, backendDir);
+                try {
+                    PluginSnapshot snapshot = stage(entry, probe);
+                    entry.accept(snapshot);
+                    logger.log(System.Logger.Level.INFO, "engine " + key + " " + snapshot.info().version() + " available");
+                } catch (PluginLibrary.RefusedException e) {
+                    entry.refuse(e.getMessage());
+                }
+                entries.put(key, entry);
+                added.add(entry);
             }
-            entries.put(key, entry);
-            added.add(entry);
         }
         return added;
     }
@@ -56,9 +62,15 @@ final class EngineCatalog {
      * A refusal is logged as an alert naming the plugin; the entry itself is not changed.
      */
     PluginSnapshot stage(EngineEntry entry) throws PluginLibrary.RefusedException {
+        try (PluginProbe probe = probes.get()) {
+            return stage(entry, probe);
+        }
+    }
+
+    private PluginSnapshot stage(EngineEntry entry, PluginProbe probe) throws PluginLibrary.RefusedException {
         try {
             EngineManifest manifest = EngineManifest.read(entry.dir());
-            return PluginSnapshot.take(manifest, privateDir);
+            return PluginSnapshot.take(manifest, privateDir, probe);
         } catch (EngineManifest.InvalidManifestException | PluginLibrary.RefusedException e) {
             logger.log(System.Logger.Level.ERROR, "ALERT engine " + entry.id() + "/" + entry.backend()
                     + " refused: " + e.getMessage());

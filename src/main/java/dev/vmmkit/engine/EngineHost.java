@@ -70,10 +70,10 @@ public final class EngineHost implements AutoCloseable {
         this.device = new DeviceMemory(driver);
         this.deviceReader = deviceReader != null ? deviceReader : device::figures;
         this.ramReader = ramReader != null ? ramReader : new HostRamReader();
-        this.catalog = new EngineCatalog(settings.enginesDir(), privateDir, LOGGER);
+        EngineLauncher launcher = new EngineLauncher(settings.isolation(), settings.requestTimeout(), privateDir, device);
+        this.catalog = new EngineCatalog(settings.enginesDir(), privateDir, LOGGER, launcher::probe);
         this.modelDirectory = new ModelDirectory(settings.modelsDir());
-        this.registry = new ModelRegistry(catalog, modelDirectory, device, metrics, LOGGER,
-                new EngineLauncher(settings.isolation(), settings.requestTimeout(), privateDir, device));
+        this.registry = new ModelRegistry(catalog, modelDirectory, device, metrics, LOGGER, launcher);
         this.reloader = new EngineReloader(catalog, registry, metrics, LOGGER);
         this.monitor = new ResourceMonitor(this.deviceReader, this.ramReader, new MemoryRelief() {
             @Override

@@ -12,6 +12,7 @@ import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -147,6 +148,17 @@ final class EngineInstance implements RunningEngine {
             Generation.Finish finish = Generation.Finish.of((int) EngineAbi.RESULT_FINISH.get(result, 0L));
             if (upcall.stopped && finish != Generation.Finish.CANCELLED) finish = Generation.Finish.CANCELLED;
             return new Generation.Outcome(finish, (int) EngineAbi.RESULT_PROMPT_TOKENS.get(result, 0L));
+        } finally {
+            if (callLock != null) callLock.unlock();
+        }
+    }
+
+    @Override
+    public Optional<String> chatTemplate(List<ChatMessage> messages) {
+        if (!library.hasChatTemplate()) return Optional.empty();
+        if (callLock != null) callLock.lock();
+        try {
+            return ChatTemplateCall.apply(library, messages, name);
         } finally {
             if (callLock != null) callLock.unlock();
         }

@@ -3,7 +3,10 @@ package dev.vmmkit.engine;
 import java.nio.file.Path;
 import java.time.Duration;
 
-/** Starts engine instances where the host's {@link Isolation} says: a worker process each, or in process. */
+/**
+ * Starts engine instances where the host's {@link Isolation} says: a worker process each, or in
+ * process; and probes plugins the same way.
+ */
 final class EngineLauncher {
     private final Isolation isolation;
     private final Duration requestTimeout;
@@ -24,6 +27,14 @@ final class EngineLauncher {
      * @throws EngineInstance.OutOfMemoryOnLoad when the load found no device memory
      * @throws RequestFailure 500 for an engine error; with workers, 502 when the worker died, 504 past the timeout
      */
+    /** A probe for one discovery pass or reload: in a worker of its own, or in process, as instances run. */
+    PluginProbe probe() {
+        return switch (isolation) {
+            case WORKER -> new WorkerProbe(privateDir, device.driverKind(), requestTimeout);
+            case IN_PROCESS -> PluginProbe.IN_PROCESS;
+        };
+    }
+
     RunningEngine start(PluginSnapshot snapshot, ModelDirectory.ModelFile file, WorkerEngine.Deaths deaths)
             throws EngineInstance.OutOfMemoryOnLoad {
         return switch (isolation) {

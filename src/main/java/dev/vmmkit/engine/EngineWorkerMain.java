@@ -1,5 +1,6 @@
 package dev.vmmkit.engine;
 
+import dev.vmmkit.core.ProcessAllocators;
 import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.LibC;
@@ -13,6 +14,7 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
@@ -32,6 +34,8 @@ public final class EngineWorkerMain {
     private VmmDriver driver;
     private DeviceMemory device;
     private EngineInstance instance;
+    /** What the engine allocates through its own CUDA calls (the shim serves them from {@link #device}). */
+    private OwnCudaMemory ownCuda;
     private ExecutorService concurrentCalls;
     /** Streamed calls run here, so the main loop keeps reading CANCEL frames while one generates. */
     private final ExecutorService streamCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-stream-", 0).factory());
@@ -52,6 +56,8 @@ public final class EngineWorkerMain {
         FileOutputStream out = new FileOutputStream("/proc/self/fd/" + channelFd);
         LibC.close(channelFd);
         watchParent();
+        // The shim (preloaded by the host) serves only the allocator this worker lends it, once it has one.
+        ProcessAllocators.claim();
         EngineWorkerMain worker = new EngineWorkerMain(new WorkerChannel(new FileInputStream(java.io.FileDescriptor.in), out));
         worker.channel.write(WorkerChannel.READY, 0, data -> data.writeLong(ProcessHandle.current().pid()));
         int status = worker.serve();
@@ -70,6 +76,7 @@ public final class EngineWorkerMain {
             }
             switch (frame.type()) {
                 case WorkerChannel.LOAD -> load(frame.call(), frame.payload());
+                case WorkerChannel.PROBE -> probe(frame.call(), frame.payload());
                 case WorkerChannel.GENERATE -> {
                     String prompt = WorkerChannel.readString(frame.payload());
                     if (concurrentCalls != null) concurrentCalls.execute(() -> generate(frame.call(), prompt));
@@ -79,6 +86,10 @@ public final class EngineWorkerMain {
                     String prompt = WorkerChannel.readString(frame.payload());
                     String request = WorkerChannel.readString(frame.payload());
                     streamCalls.execute(() -> stream(frame.call(), prompt, request));
+                }
+                case WorkerChannel.CHAT_TEMPLATE -> {
+                    List<ChatMessage> messages = WorkerChannel.readMessages(frame.payload());
+                    streamCalls.execute(() -> chatTemplate(frame.call(), messages));
                 }
                 case WorkerChannel.CANCEL -> cancelled.add(frame.call());
                 case WorkerChannel.SHUTDOWN -> {
@@ -114,12 +125,36 @@ public final class EngineWorkerMain {
         try {
             driver = Drivers.open(DriverKind.parse(driverKind), driverDevice, hostCapacity);
             device = new DeviceMemory(driver);
+            ownCuda = new OwnCudaMemory(device.resource());
+            ProcessAllocators.lend(driverDevice, ownCuda);
             instance = EngineInstance.start(snapshot, privateDir, device.resource(), engineDevice, LOGGER, modelName, modelPath);
             if (concurrent) concurrentCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-call-", 0).factory());
             reply(WorkerChannel.DONE, call, null);
         } catch (EngineInstance.OutOfMemoryOnLoad e) {
-            failed(call, true, e.neededBytes(), e.getMessage());
+            failed(call, true, e.neededBytes() + ownCudaBytes(), e.getMessage());
         } catch (RuntimeException e) {
+            // An engine whose own cudaMalloc found no memory fails its load with its own error: out of memory all the same.
+            long needed = ownCuda == null ? 0 : ownCuda.neededWhenOutOfMemory();
+            failed(call, needed > 0, needed, e.getMessage() == null ? e.toString() : e.getMessage());
+        }
+    }
+
+    /** Loads a staged binary, reads and checks its engine_get_info(), unloads it; answers with the info. */
+    private void probe(int call, DataInputStream in) throws IOException {
+        Path staged = Path.of(WorkerChannel.readString(in));
+        Path libraryDir = Path.of(WorkerChannel.readString(in));
+        String id = WorkerChannel.readString(in);
+        String version = WorkerChannel.readString(in);
+        int abi = in.readInt();
+        EngineManifest manifest = new EngineManifest(id, version, abi, "", List.of(), List.of(), staged, "{}", false);
+        try (PluginLibrary library = PluginLibrary.open(staged, libraryDir, manifest)) {
+            PluginLibrary.Info info = library.info();
+            reply(WorkerChannel.DONE, call, out -> {
+                out.writeInt(info.abiVersion());
+                WorkerChannel.writeString(out, info.engineId());
+                WorkerChannel.writeString(out, info.version());
+            });
+        } catch (PluginLibrary.RefusedException | RuntimeException e) {
             failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         }
     }
@@ -162,6 +197,18 @@ public final class EngineWorkerMain {
         }
     }
 
+    private void chatTemplate(int call, List<ChatMessage> messages) {
+        try {
+            Optional<String> text = instance.chatTemplate(messages);
+            reply(WorkerChannel.DONE, call, out -> {
+                out.writeBoolean(text.isPresent());
+                WorkerChannel.writeString(out, text.orElse(null));
+            });
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        }
+    }
+
     private void shutdown() {
         streamCalls.shutdown();
         if (concurrentCalls != null) concurrentCalls.shutdown();
@@ -175,7 +222,7 @@ public final class EngineWorkerMain {
 
     /** DONE or FAILED always lead with the memory figures: the instance's bytes and the driver's use. */
     private void reply(int type, int call, WorkerChannel.Payload rest) {
-        long instanceBytes = instance == null ? 0 : instance.deviceBytes();
+        long instanceBytes = heldBytes();
         long driverUsed = driverUsedBytes();
         try {
             channel.write(type, call, out -> {
@@ -190,7 +237,7 @@ public final class EngineWorkerMain {
 
     /** FAILED: out of memory or not, the memory figures, the message, and the least bytes the load needs (0: unknown). */
     private void failed(int call, boolean outOfMemory, long neededBytes, String message) {
-        long instanceBytes = instance == null ? 0 : instance.deviceBytes();
+        long instanceBytes = heldBytes();
         long driverUsed = driverUsedBytes();
         try {
             channel.write(WorkerChannel.FAILED, call, out -> {
@@ -203,6 +250,15 @@ public final class EngineWorkerMain {
         } catch (IOException e) {
             Runtime.getRuntime().halt(72);
         }
+    }
+
+    /** The model's device memory: what the engine took through alloc_device and through its own CUDA calls. */
+    private long heldBytes() {
+        return (instance == null ? 0 : instance.deviceBytes()) + ownCudaBytes();
+    }
+
+    private long ownCudaBytes() {
+        return ownCuda == null ? 0 : ownCuda.bytes();
     }
 
     private long driverUsedBytes() {

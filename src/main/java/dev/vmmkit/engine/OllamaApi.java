@@ -39,8 +39,10 @@ final class OllamaApi {
     void generate(JsonNode raw, boolean chat, Responder reply) {
         JsonNode body = RequestFields.object(raw, chat ? "{\"model\", \"messages\"}" : "{\"model\", \"prompt\"}");
         String model = RequestFields.text(body, "model");
-        String prompt = chat ? RequestFields.chatPrompt(body) : RequestFields.text(body, "prompt");
-        if (!chat && body.hasNonNull("system")) prompt = RequestFields.text(body, "system") + "\n" + prompt;
+        Completion.Prompt prompt;
+        if (chat) prompt = new ChatPrompt(RequestFields.chatMessages(body));
+        else if (body.hasNonNull("system")) prompt = Completion.Prompt.text(RequestFields.text(body, "system") + "\n" + RequestFields.text(body, "prompt"));
+        else prompt = Completion.Prompt.text(RequestFields.text(body, "prompt"));
         JsonNode options = body.path("options");
         if (!options.isMissingNode() && !options.isNull() && !options.isObject()) throw RequestFailure.badRequest("\"options\" must be an object");
         // num_predict -1 is Ollama's "no limit": the engine's default here

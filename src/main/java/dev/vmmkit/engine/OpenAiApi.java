@@ -46,7 +46,8 @@ final class OpenAiApi {
     void complete(JsonNode raw, boolean chat, Responder reply) {
         JsonNode body = RequestFields.object(raw, chat ? "{\"model\", \"messages\"}" : "{\"model\", \"prompt\"}");
         String model = RequestFields.text(body, "model");
-        String prompt = chat ? RequestFields.chatPrompt(body) : RequestFields.text(body, "prompt");
+        Completion.Prompt prompt = chat ? new ChatPrompt(RequestFields.chatMessages(body))
+                : Completion.Prompt.text(RequestFields.text(body, "prompt"));
         int maxTokens = RequestFields.maxTokens(body, body.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
         int top = topLogprobs(body, chat);
         Completion.Request request = new Completion.Request(model, prompt, maxTokens,

@@ -11,7 +11,7 @@ import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * One loaded copy of a plugin binary and its five functions. {@link #open} copies the binary to a
+ * One loaded copy of a plugin binary and its functions (five, and the optional chat template). {@link #open} copies the binary to a
  * private file first and loads that, so global state is per copy and overwriting the installed
  * file never touches a running copy; the private file is deleted as soon as it is loaded (the
  * mapping keeps it alive). Closing unloads the library (dlclose).
@@ -37,6 +37,8 @@ final class PluginLibrary implements AutoCloseable {
     private final MethodHandle loadModel;
     private final MethodHandle generate;
     private final MethodHandle generateStream;
+    /** engine_apply_chat_template, or null where the plugin has none (optional in version 2). */
+    private final MethodHandle applyChatTemplate;
     private final MethodHandle shutdown;
 
     private PluginLibrary(Arena arena, Info info, SymbolLookup symbols) throws RefusedException {
@@ -47,6 +49,8 @@ final class PluginLibrary implements AutoCloseable {
         boolean streaming = info.abiVersion() == EngineAbi.VERSION;
         this.generate = streaming ? null : function(symbols, EngineAbi.GENERATE, EngineAbi.GENERATE_FN);
         this.generateStream = streaming ? function(symbols, EngineAbi.GENERATE_STREAM, EngineAbi.GENERATE_STREAM_FN) : null;
+        this.applyChatTemplate = streaming ? symbols.find(EngineAbi.APPLY_CHAT_TEMPLATE)
+                .map(address -> LINKER.downcallHandle(address, EngineAbi.APPLY_CHAT_TEMPLATE_FN)).orElse(null) : null;
         this.shutdown = function(symbols, EngineAbi.SHUTDOWN, EngineAbi.SHUTDOWN_FN);
     }
 
@@ -58,7 +62,8 @@ final class PluginLibrary implements AutoCloseable {
      * @throws RefusedException naming what was wrong (both versions, for a version mismatch)
      */
     static PluginLibrary open(Path binary, Path privateDir, EngineManifest manifest) throws RefusedException {
-        Path copy = privateDir.resolve(COPIES.incrementAndGet() + "-" + binary.getFileName());
+        // The pid too: workers share the host's private directory, and each counts from 1.
+        Path copy = privateDir.resolve(ProcessHandle.current().pid() + "-" + COPIES.incrementAndGet() + "-" + binary.getFileName());
         try {
             Files.copy(binary, copy);
         } catch (IOException e) {
@@ -123,6 +128,19 @@ final class PluginLibrary implements AutoCloseable {
     int generateStream(MemorySegment prompt, MemorySegment requestJson, MemorySegment onToken, MemorySegment result) {
         try {
             return (int) generateStream.invokeExact(prompt, requestJson, onToken, MemorySegment.NULL, result);
+        } catch (Throwable t) {
+            throw rethrown(t);
+        }
+    }
+
+    /** True where the plugin exports engine_apply_chat_template. */
+    boolean hasChatTemplate() {
+        return applyChatTemplate != null;
+    }
+
+    long applyChatTemplate(MemorySegment messages, long count, boolean addAssistant, MemorySegment out, long outSize) {
+        try {
+            return (long) applyChatTemplate.invokeExact(messages, count, addAssistant ? 1 : 0, out, outSize);
         } catch (Throwable t) {
             throw rethrown(t);
         }

@@ -18,20 +18,20 @@ record PluginSnapshot(EngineManifest manifest, Path staged, PluginLibrary.Info i
     private static final AtomicLong STAGED = new AtomicLong();
 
     /**
-     * Copies the manifest's binary, loads the copy once to read and check engine_get_info() and
-     * the symbols, and unloads it again.
+     * Copies the manifest's binary and has {@code probe} load the copy once to read and check
+     * engine_get_info() and the symbols.
      *
      * @throws PluginLibrary.RefusedException when the binary cannot be used; nothing is left behind
      */
-    static PluginSnapshot take(EngineManifest manifest, Path privateDir) throws PluginLibrary.RefusedException {
+    static PluginSnapshot take(EngineManifest manifest, Path privateDir, PluginProbe probe) throws PluginLibrary.RefusedException {
         Path staged = privateDir.resolve("staged-" + STAGED.incrementAndGet() + "-" + manifest.binary().getFileName());
         try {
             Files.copy(manifest.binary(), staged);
         } catch (IOException e) {
             throw new PluginLibrary.RefusedException("cannot copy " + manifest.binary() + ": " + e);
         }
-        try (PluginLibrary probe = PluginLibrary.open(staged, privateDir, manifest)) {
-            return new PluginSnapshot(manifest, staged, probe.info());
+        try {
+            return new PluginSnapshot(manifest, staged, probe.probe(staged, privateDir, manifest));
         } catch (PluginLibrary.RefusedException | RuntimeException e) {
             deleteQuietly(staged);
             throw e;

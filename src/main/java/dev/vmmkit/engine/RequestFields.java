@@ -77,14 +77,11 @@ final class RequestFields {
         return node.asBoolean();
     }
 
-    /**
-     * A chat's messages as one prompt, in a plain role-tagged form. Engines of ABI version 2 see
-     * the same text whatever the dialect.
-     */
-    static String chatPrompt(JsonNode body) {
+    /** A chat's messages, each with a known role and text content (the text parts of a list of parts, joined). */
+    static List<ChatMessage> chatMessages(JsonNode body) {
         JsonNode messages = body.get("messages");
         if (messages == null || !messages.isArray() || messages.isEmpty()) throw RequestFailure.badRequest("\"messages\" must be a non-empty list");
-        StringBuilder prompt = new StringBuilder();
+        List<ChatMessage> chat = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             JsonNode message = messages.get(i);
             if (!message.isObject()) throw RequestFailure.badRequest("messages[" + i + "] must be an object {\"role\", \"content\"}");
@@ -102,8 +99,8 @@ final class RequestFields {
                 text = parts.toString();
             } else throw RequestFailure.badRequest("messages[" + i + "].content must be a string");
             if (text.indexOf('\0') >= 0) throw RequestFailure.badRequest("messages[" + i + "].content must not contain NUL characters");
-            prompt.append(role.asText()).append(": ").append(text).append('\n');
+            chat.add(new ChatMessage(role.asText(), text));
         }
-        return prompt.append("assistant:").toString();
+        return chat;
     }
 }

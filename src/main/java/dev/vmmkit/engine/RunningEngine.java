@@ -1,6 +1,7 @@
 package dev.vmmkit.engine;
 
 import java.util.List;
+import java.util.Optional;
 
 /**
  * One running engine holding one model, wherever it runs: in the host's process
@@ -29,6 +30,15 @@ interface RunningEngine extends AutoCloseable {
      * @throws RequestFailure as {@link #generate}
      */
     Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink);
+
+    /**
+     * The chat as the model's own template renders it (engine_apply_chat_template), ending where the
+     * assistant's reply begins; empty where the engine has no such call or the model no template it
+     * can apply. The caller has entered the {@link #gate()}.
+     *
+     * @throws RequestFailure as {@link #generate}
+     */
+    Optional<String> chatTemplate(List<ChatMessage> messages);
 
     InFlightGate gate();
 

@@ -30,6 +30,10 @@ final class WorkerChannel implements AutoCloseable {
     static final int GENERATE_STREAM = 4;
     /** Host to worker: stop the call with this number at its next token (no answer of its own). */
     static final int CANCEL = 5;
+    /** Host to worker: load a staged binary, read and check its engine_get_info(), unload it (answered with the info). */
+    static final int PROBE = 6;
+    /** Host to worker: engine_apply_chat_template with a chat's messages (DONE: whether rendered, then the text). */
+    static final int CHAT_TEMPLATE = 7;
     /** Worker to host, first frame: the worker is up (its pid). */
     static final int READY = 64;
     /** Worker to host: a call succeeded (memory figures, then the call's results). */
@@ -71,6 +75,20 @@ final class WorkerChannel implements AutoCloseable {
         byte[] payload = new byte[length - 5];
         in.readFully(payload);
         return new Frame(type, call, new DataInputStream(new ByteArrayInputStream(payload)));
+    }
+
+    /**
+     * Spins up to {@code nanos} until a frame has begun to arrive; false when none did (the caller
+     * then blocks in {@link #read}). A blocked reader is woken by the kernel, tens of microseconds
+     * on a virtual machine; a reader that spins sees the bytes at once.
+     */
+    boolean spinUntilReadable(long nanos) throws IOException {
+        long until = System.nanoTime() + nanos;
+        do {
+            if (in.available() > 0) return true;
+            Thread.onSpinWait();
+        } while (System.nanoTime() - until < 0);
+        return false;
     }
 
     /** What a frame carries, written by the caller. */
@@ -129,6 +147,23 @@ final class WorkerChannel implements AutoCloseable {
             out.writeLong(i < token.topIds().length ? token.topIds()[i] : -1);
             out.writeFloat(token.topLogprobs()[i]);
         }
+    }
+
+    /** A CHAT_TEMPLATE frame's payload: the count, then each message's role and content. */
+    static void writeMessages(DataOutputStream out, java.util.List<ChatMessage> messages) throws IOException {
+        out.writeInt(messages.size());
+        for (ChatMessage message : messages) {
+            writeString(out, message.role());
+            writeString(out, message.content());
+        }
+    }
+
+    static java.util.List<ChatMessage> readMessages(DataInputStream in) throws IOException {
+        int count = in.readInt();
+        if (count < 0 || count > MAX_FRAME / 8) throw new GarbageException("a chat of " + count + " messages");
+        java.util.List<ChatMessage> messages = new java.util.ArrayList<>(count);
+        for (int i = 0; i < count; i++) messages.add(new ChatMessage(readString(in), readString(in)));
+        return messages;
     }
 
     static Generation.Token readToken(DataInputStream in) throws IOException {

@@ -6,6 +6,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * An engine instance that runs in a worker process of its own ({@link EngineWorkerMain}). A crash,
@@ -15,9 +16,6 @@ import java.util.List;
  * The worker's device memory comes from vmmkit's allocator inside the worker and goes with it.
  */
 final class WorkerEngine implements RunningEngine {
-    /** How long a worker's JVM may take to start; it is not a call, so the request timeout does not apply. */
-    private static final Duration START_TIMEOUT = Duration.ofSeconds(120);
-
     /** Told when a worker ends other than by a clean shutdown. */
     interface Deaths {
         void died(WorkerEngine engine, WorkerProcess.Death death);
@@ -42,7 +40,7 @@ final class WorkerEngine implements RunningEngine {
         this.device = device;
         this.timeout = timeout;
         this.name = name;
-        this.worker = WorkerProcess.start(name, privateDir, START_TIMEOUT, this::ended);
+        this.worker = WorkerProcess.start(name, privateDir, device.driverKind(), WorkerProcess.START_TIMEOUT, this::ended);
     }
 
     /**
@@ -163,6 +161,26 @@ final class WorkerEngine implements RunningEngine {
             return new Generation.Outcome(Generation.Finish.of(in.readInt()), in.readInt());
         } catch (IOException e) {
             throw unreadable("engine_generate_stream", e);
+        }
+    }
+
+    @Override
+    public Optional<String> chatTemplate(List<ChatMessage> messages) {
+        WorkerProcess.Answer answer;
+        try {
+            answer = worker.call(WorkerChannel.CHAT_TEMPLATE, EngineAbi.APPLY_CHAT_TEMPLATE,
+                    out -> WorkerChannel.writeMessages(out, messages), timeout);
+        } catch (WorkerProcess.WorkerDied e) {
+            throw died(name + ": " + EngineAbi.APPLY_CHAT_TEMPLATE, e.death);
+        }
+        try {
+            DataInputStream in = succeeded(answer);
+            boolean rendered = in.readBoolean();
+            String text = WorkerChannel.readString(in);
+            if (rendered && text == null) throw new WorkerChannel.GarbageException("a rendered chat without its text");
+            return rendered ? Optional.of(text) : Optional.empty();
+        } catch (IOException e) {
+            throw unreadable(EngineAbi.APPLY_CHAT_TEMPLATE, e);
         }
     }
 

@@ -5,7 +5,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -41,9 +40,18 @@ final class WorkerProcess implements AutoCloseable {
         }
     }
 
+    /** How long a worker's JVM may take to start; it is not a call, so the request timeout does not apply. */
+    static final Duration START_TIMEOUT = Duration.ofSeconds(120);
     private static final AtomicInteger WORKERS = new AtomicInteger();
     /** How long a worker whose channel ended may take to exit before it counts as having closed it on purpose. */
     private static final long CLOSED_CHANNEL_GRACE_SECONDS = 5;
+    /**
+     * While a call is out, the reader and the caller spin this long for the answer before they
+     * block: two kernel wake-ups less per call, which is most of what a worker costs over a call in
+     * the host's own process. Only where there are cores to spare; a short call is the common case
+     * and a long one (a GPU generation) blocks after the spin.
+     */
+    static final long ANSWER_SPIN_NANOS = Runtime.getRuntime().availableProcessors() >= 4 ? 100_000 : 0;
 
     private final Process process;
     private final WorkerChannel channel;
@@ -70,45 +78,33 @@ final class WorkerProcess implements AutoCloseable {
      * Starts a worker and waits for its first frame.
      *
      * @param privateDir where the JVM's error report goes if the worker crashes
+     * @param driverKind the host's driver kind, which the shim in the worker is told
      * @param onDeath    told once when the worker ends, whatever the reason
      * @throws WorkerDied when the worker ended before it was ready, or did not get ready within {@code timeout}
      */
-    static WorkerProcess start(String name, Path privateDir, Duration timeout, Consumer<Death> onDeath)
+    static WorkerProcess start(String name, Path privateDir, String driverKind, Duration timeout, Consumer<Death> onDeath)
             throws IOException, WorkerDied {
         Path errorFile = privateDir.resolve("worker-" + WORKERS.incrementAndGet() + "-hs_err.log");
-        return start(javaCommand(errorFile), name, errorFile, timeout, onDeath);
+        ProcessBuilder builder = new ProcessBuilder(WorkerCommand.java(errorFile));
+        WorkerCommand.environment(builder.environment(), driverKind);
+        return start(builder, name, errorFile, timeout, onDeath);
     }
 
     /** Starts {@code command} as a worker (tests start programs that break the framing). */
     static WorkerProcess start(List<String> command, String name, Path errorFile, Duration timeout, Consumer<Death> onDeath)
             throws IOException, WorkerDied {
-        ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
+        return start(new ProcessBuilder(command), name, errorFile, timeout, onDeath);
+    }
+
+    private static WorkerProcess start(ProcessBuilder builder, String name, Path errorFile, Duration timeout, Consumer<Death> onDeath)
+            throws IOException, WorkerDied {
+        builder.redirectError(ProcessBuilder.Redirect.INHERIT);
         long started = System.nanoTime();
         WorkerProcess worker = new WorkerProcess(builder.start(), name, errorFile, onDeath);
         worker.awaitReady(timeout);
         EngineHost.LOGGER.log(System.Logger.Level.INFO, "engine worker for " + name + " (pid " + worker.pid() + ") ready in "
                 + (System.nanoTime() - started) / 1_000_000 + " ms");
         return worker;
-    }
-
-    /** The same JVM and class path as the host's, running {@link EngineWorkerMain}. */
-    private static List<String> javaCommand(Path errorFile) {
-        List<String> command = new ArrayList<>();
-        command.add(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()));
-        command.add("--enable-native-access=ALL-UNNAMED");
-        command.add("-XX:+UseSerialGC");
-        command.add("-XX:TieredStopAtLevel=1");
-        command.add("-Xss4m");
-        command.add("-XX:-CreateCoredumpOnCrash");
-        command.add("-XX:+DisplayVMOutputToStderr");
-        command.add("-XX:ErrorFile=" + errorFile);
-        command.add("-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"));
-        String log = System.getProperty("vmmkit.log");
-        if (log != null) command.add("-Dvmmkit.log=" + log);
-        command.add("-cp");
-        command.add(System.getProperty("java.class.path"));
-        command.add(EngineWorkerMain.class.getName());
-        return command;
     }
 
     long pid() {
@@ -147,6 +143,8 @@ final class WorkerProcess implements AutoCloseable {
             } catch (IOException e) {
                 throw new WorkerDied(awaitDeath("its channel failed while sending " + what + ": " + e.getMessage()));
             }
+            long spinUntil = System.nanoTime() + ANSWER_SPIN_NANOS;
+            while (!answer.isDone() && System.nanoTime() - spinUntil < 0) Thread.onSpinWait();
             try {
                 return answer.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
             } catch (TimeoutException e) {
@@ -229,6 +227,7 @@ final class WorkerProcess implements AutoCloseable {
             if (first.type() != WorkerChannel.READY) throw new WorkerChannel.GarbageException("frame type " + first.type() + " before READY");
             ready.complete(first.payload().readLong());
             for (;;) {
+                if (ANSWER_SPIN_NANOS > 0 && !pending.isEmpty()) channel.spinUntilReadable(ANSWER_SPIN_NANOS);
                 WorkerChannel.Frame frame = channel.read();
                 if (frame.type() == WorkerChannel.TOKEN) {
                     token(frame);

@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.ProcessAllocators;
 import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.ipc.IpcExports;
 import dev.vmmkit.ipc.IpcImports;
@@ -18,7 +19,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 /**
  * Everything one interposed process needs, made once when the shim starts Java: the mode, the
  * per-device allocators (vmm mode), the ledger (monitor mode), the trace recorder and the stats file.
- * Settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
+ * In a process that lent its own allocators ({@link ProcessAllocators}: an engine worker) those
+ * serve, and a device without one passes through. Otherwise settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
  * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_DEVICE_MEMORY},
  * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}).
  */
@@ -58,11 +60,15 @@ final class InterposeSession {
 
     static InterposeSession fromEnvironment(boolean monitorMode, Map<String, String> env)
             throws ReflectiveOperationException {
+        // A process that runs vmmkit itself and claimed the shim (an engine worker) lends its own
+        // allocators: no second one, and no profile (its allocator's settings are the process's).
+        boolean lent = !monitorMode && ProcessAllocators.claimed();
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
-        PeakProfileUse profile = monitorMode ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
+        PeakProfileUse profile = monitorMode || lent ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
         NotServedWatch notServed = new NotServedWatch();
-        FirstLargeAllocation firstLarge = !monitorMode && VmmLog.isInfo() ? new FirstLargeAllocation() : null;
+        FirstLargeAllocation firstLarge = !monitorMode && !lent && VmmLog.isInfo() ? new FirstLargeAllocation() : null;
         ResourceFactory factory = monitorMode ? device -> null
+                : lent ? ProcessAllocators::lent
                 : VmmManagerFactory.orSystemProperty(profile, notServed, firstLarge);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);

@@ -1,5 +1,7 @@
 package dev.vmmkit.tools;
 
+import dev.vmmkit.driver.AotCache;
+import dev.vmmkit.driver.NativeShim;
 import dev.vmmkit.interpose.InterposeSettings;
 import dev.vmmkit.interpose.StatsWriter;
 import dev.vmmkit.tools.run.ProfileSummary;
@@ -9,8 +11,6 @@ import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-import java.io.File;
-import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -33,10 +33,6 @@ import java.util.concurrent.Callable;
         description = {"Run a CUDA program with vmmkit's allocator (LD_PRELOAD).",
                 "Example: vmmkit run --stats stats.json -- python3 train.py"})
 public final class RunCommand implements Callable<Integer> {
-    static final String SHIM = "libvmmkit_preload.so";
-    /** The AOT cache scripts/build-aot-cache.sh trains for a runtime image, kept in that image's home. */
-    static final String AOT_CACHE = "vmmkit.aot";
-
     @Option(names = "--mode", description = "vmm (vmmkit serves allocations, default) or monitor (everything "
             + "passes through; only records). Sets VMM_MODE.")
     String mode;
@@ -79,8 +75,7 @@ public final class RunCommand implements Callable<Integer> {
             System.err.println("vmmkit run: --driver must be cuda or host, not " + driver);
             return 2;
         }
-        Path home = installation();
-        Path shim = Path.of(System.getenv().getOrDefault("VMMKIT_PRELOAD", home.resolve("native").resolve(SHIM).toString()));
+        Path shim = NativeShim.path(System.getenv());
         if (!Files.isReadable(shim)) {
             System.err.println("vmmkit run: native shim not found at " + shim + " (build with ./mvnw package)");
             return 2;
@@ -190,10 +185,9 @@ public final class RunCommand implements Callable<Integer> {
     }
 
     /** The variables to add to {@code current} for the program. */
-    Map<String, String> environment(Map<String, String> current, Path shim) throws URISyntaxException {
+    Map<String, String> environment(Map<String, String> current, Path shim) {
         Map<String, String> env = new HashMap<>();
-        String preload = current.getOrDefault("LD_PRELOAD", "");
-        env.put("LD_PRELOAD", shim.toAbsolutePath() + (preload.isBlank() ? "" : ":" + preload));
+        env.put("LD_PRELOAD", NativeShim.preloadList(shim.toAbsolutePath(), current.get("LD_PRELOAD")));
         if (mode != null) env.put("VMM_MODE", mode);
         if (driver != null) env.put("VMM_DRIVER", driver);
         if (deviceMemory.given()) env.put(DeviceMemoryOption.ENVIRONMENT, Long.toString(deviceMemory.bytes()));
@@ -206,24 +200,12 @@ public final class RunCommand implements Callable<Integer> {
         }
         // A VMMKIT_JAR already set wins: it lets tests and developers choose what the embedded JVM loads.
         String jar = current.get("VMMKIT_JAR");
-        env.put("VMMKIT_JAR", jar != null && !jar.isBlank() ? jar : codeSource().toString());
+        env.put("VMMKIT_JAR", jar != null && !jar.isBlank() ? jar : NativeShim.codeSource().toString());
         env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
         // The AOT cache trained on this very runtime (scripts/build-runtime.sh), unless one is chosen already.
-        Path runtimeCache = Path.of(System.getProperty("java.home"), AOT_CACHE);
-        if (!current.containsKey("VMMKIT_AOT_CACHE") && Files.isReadable(runtimeCache)) {
-            env.put("VMMKIT_AOT_CACHE", runtimeCache.toString());
+        if (!current.containsKey(AotCache.SETTING)) {
+            AotCache.ofThisRuntime().ifPresent(cache -> env.put(AotCache.SETTING, cache.toString()));
         }
         return env;
-    }
-
-    /** Where vmmkit's classes were loaded from: target/vmmkit.jar, or target/classes in a build. */
-    private static Path codeSource() throws URISyntaxException {
-        return Path.of(RunCommand.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-    }
-
-    /** The folder holding the jar (or classes folder) and native/: target/. */
-    private static Path installation() throws URISyntaxException {
-        Path parent = codeSource().toAbsolutePath().getParent();
-        return parent != null ? parent : Path.of(File.separator);
     }
 }

@@ -1,22 +1,19 @@
 package dev.vmmkit.trace;
 
-import dev.vmmkit.core.AllocatorStats;
+import dev.vmmkit.core.ForwardingResource;
 import dev.vmmkit.core.ManagedMemoryResource;
-import dev.vmmkit.core.PeerAccess;
-import dev.vmmkit.core.SharedPages;
 
 /**
  * An adaptor that records every request it forwards (as RMM's logging_resource_adaptor does):
  * each allocation after it succeeded, each free of a live allocation before it happens (another
  * thread may get the address back right after the free). A double free is the program's error,
- * not a request, so it is not recorded.
+ * not a request, so it is not recorded. Closing closes the resource; the recorder belongs to the caller.
  */
-public final class RecordingResource implements ManagedMemoryResource {
-    private final ManagedMemoryResource resource;
+public final class RecordingResource extends ForwardingResource {
     private final AllocationRecorder recorder;
 
     public RecordingResource(ManagedMemoryResource resource, AllocationRecorder recorder) {
-        this.resource = resource;
+        super(resource);
         this.recorder = recorder;
     }
 
@@ -51,51 +48,5 @@ public final class RecordingResource implements ManagedMemoryResource {
             recorder.allocated(moved, newSize, stream);
         }
         return moved;
-    }
-
-    @Override
-    public boolean remapCopy(long dst, long src, long count, long stream) {
-        return resource.remapCopy(dst, src, count, stream);
-    }
-
-    @Override
-    public boolean owns(long address) {
-        return resource.owns(address);
-    }
-
-    @Override
-    public long sizeOf(long address) {
-        return resource.sizeOf(address);
-    }
-
-    @Override
-    public long liveAllocationHolding(long address) {
-        return resource.liveAllocationHolding(address);
-    }
-
-    @Override
-    public PeerAccess peerAccess() {
-        return resource.peerAccess();
-    }
-
-    @Override
-    public SharedPages sharedPages() {
-        return resource.sharedPages();
-    }
-
-    @Override
-    public dev.vmmkit.core.MemoryTagControl tagControl() {
-        return resource.tagControl();
-    }
-
-    @Override
-    public AllocatorStats stats() {
-        return resource.stats();
-    }
-
-    /** Closes the resource; the recorder belongs to the caller. */
-    @Override
-    public void close() {
-        resource.close();
     }
 }

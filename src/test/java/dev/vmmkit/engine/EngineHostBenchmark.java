@@ -74,7 +74,7 @@ public final class EngineHostBenchmark {
         long[] ready = new long[7];
         for (int i = 0; i < ready.length; i++) {
             long t0 = System.nanoTime();
-            WorkerProcess worker = WorkerProcess.start("bench", privateDir, java.time.Duration.ofSeconds(60), death -> { });
+            WorkerProcess worker = WorkerProcess.start("bench", privateDir, "host", java.time.Duration.ofSeconds(60), death -> { });
             ready[i] = System.nanoTime() - t0;
             worker.close();
         }
@@ -105,7 +105,7 @@ public final class EngineHostBenchmark {
         System.out.println("== per generate (fixture plugin, 2 tokens), mean over the phase");
         EngineManifest manifest = EngineManifest.read(bed.engines.resolve("fixture/cpu"));
         Path privateDir = Files.createTempDirectory("vmmkit-engine-bench-direct");
-        PluginSnapshot snapshot = PluginSnapshot.take(manifest, privateDir);
+        PluginSnapshot snapshot = PluginSnapshot.take(manifest, privateDir, PluginProbe.IN_PROCESS);
         try (HostDriver driver = HostDriver.open(); DeviceMemory device = new DeviceMemory(driver);
              Arena arena = Arena.ofConfined()) {
             // The plugin on its own: a private copy, initialised and loaded by hand, called through FFM.

@@ -30,7 +30,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * or the gguf writer cannot run.
  */
 class LlamaEngineTest {
-    private static final Path PLUGIN = Path.of("target", "engines", "llama", "cpu").toAbsolutePath();
+    static final Path PLUGIN = Path.of("target", "engines", "llama", "cpu").toAbsolutePath();
     private static final int MIB = 1 << 20;
     /** The tiny model's end-of-sequence token (scripts/tiny_gguf.py: &lt;unk&gt; &lt;s&gt; &lt;/s&gt;). */
     private static final long END = 2;
@@ -47,7 +47,7 @@ class LlamaEngineTest {
         wide = write(dir.resolve("wide.gguf"), "--embd", "256", "--ff", "512", "--vocab", "1024");
     }
 
-    private static Path write(Path out, String... dims) throws Exception {
+    static Path write(Path out, String... dims) throws Exception {
         List<String> command = new ArrayList<>(List.of("bash", "scripts/tiny-gguf.sh", out.toString()));
         command.addAll(List.of(dims));
         Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
@@ -111,6 +111,22 @@ class LlamaEngineTest {
             long held = bed.loadedModel("tiny").get("device_bytes").asLong();
             assertTrue(held >= 500_000, "the weights live in vmmkit's memory: " + held);
             assertEquals(held, bed.metric("vmmkit_model_device_bytes{model=\"tiny\",engine=\"llama\",version=\"3.22.1\"}"));
+        }
+    }
+
+    @Test
+    void theSamePromptAgainReusesItsDecodeAndGivesTheSameTokensAndLogprobs(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = bed(root, "", "tiny")) {
+            bed.start();
+            JsonNode first = bed.generate("tiny", "hello world").json().get("tokens");
+            assertEquals(first, bed.generate("tiny", "hello world").json().get("tokens"),
+                    "at once again (its prompt kept): the same tokens and log-probabilities");
+            JsonNode other = bed.generate("tiny", "hello world, and more").json().get("tokens");
+            assertNotEquals(first, other, "a longer prompt is not answered from the kept one");
+            assertEquals(first, bed.generate("tiny", "hello world").json().get("tokens"),
+                    "after another prompt (decoded afresh): the same again");
+            assertEquals(other, bed.generate("tiny", "hello world, and more").json().get("tokens"),
+                    "the longer prompt, kept in turn");
         }
     }
 
@@ -180,6 +196,76 @@ class LlamaEngineTest {
             List<Long> sampled = ids(bed.generate("tiny", "hello"));
             assertEquals(sampled, ids(bed.generate("tiny", "hello")), "the same seed, the same tokens");
             assertNotEquals(greedy, sampled, "a temperature of 1.5 leaves the greedy path");
+        }
+    }
+
+    /** vmmkit's tokens of a /v1/completions answer for "hello" with these request fields (JSON members). */
+    private static JsonNode sampled(EngineTestBed bed, String fields) {
+        EngineTestBed.Answer answer = bed.post("/v1/completions", "{\"model\":\"tiny\",\"prompt\":\"hello\",\"max_tokens\":16" + fields + "}");
+        assertEquals(200, answer.status(), answer.text());
+        return answer.json().get("vmmkit").get("tokens");
+    }
+
+    private static List<Long> sampledIds(EngineTestBed bed, String fields) {
+        List<Long> ids = new ArrayList<>();
+        for (JsonNode token : sampled(bed, fields)) ids.add(token.get("id").asLong());
+        return ids;
+    }
+
+    @Test
+    void topPOfOneIsNoTopPAndTheSameSeedRepeats(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = bed(root, "", "tiny")) {
+            bed.start();
+            List<Long> whole = sampledIds(bed, ",\"temperature\":1.5,\"seed\":7");
+            assertEquals(whole, sampledIds(bed, ",\"temperature\":1.5,\"seed\":7,\"top_p\":1"), "top_p 1 keeps every token");
+            List<Long> nucleus = sampledIds(bed, ",\"temperature\":1.5,\"seed\":7,\"top_p\":0.5");
+            assertEquals(nucleus, sampledIds(bed, ",\"temperature\":1.5,\"seed\":7,\"top_p\":0.5"), "the same seed, the same tokens");
+            assertNotEquals(nucleus, sampledIds(bed, ",\"temperature\":1.5,\"seed\":8,\"top_p\":0.5"), "another seed, other tokens");
+        }
+    }
+
+    @Test
+    void aTinyTopPLeavesOnlyTheMostLikelyTokenSoSamplingIsGreedy(@TempDir Path root) throws Exception {
+        // The most likely token's probability is at least 1/512 (the vocabulary's size), far above
+        // 1e-6: the nucleus is that one token, whatever the seed draws.
+        try (EngineTestBed bed = bed(root, "", "tiny")) {
+            bed.start();
+            List<Long> greedy = sampledIds(bed, "");
+            boolean leftGreedy = false;
+            for (int seed = 1; seed <= 3; seed++) {
+                assertEquals(greedy, sampledIds(bed, ",\"temperature\":1.5,\"top_p\":0.000001,\"seed\":" + seed), "seed " + seed);
+                leftGreedy |= !greedy.equals(sampledIds(bed, ",\"temperature\":1.5,\"seed\":" + seed));
+            }
+            assertTrue(leftGreedy, "without top_p the same seeds leave the greedy path");
+        }
+    }
+
+    @Test
+    void everySampledTokenLiesInTheNucleus(@TempDir Path root) throws Exception {
+        // top_k 0: each token carries the whole log-softmax, by id. At temperature t the sampling
+        // distribution is p_i = exp(lp_i / t) / sum_j exp(lp_j / t); a token is in the nucleus of
+        // top_p when the tokens more likely than it hold less than top_p of that distribution.
+        double t = 1.5;
+        double topP = 0.5;
+        try (EngineTestBed bed = bed(root, ",\"top_k\":0", "tiny")) {
+            bed.start();
+            int notTheMostLikely = 0;
+            for (int seed = 1; seed <= 3; seed++) {
+                for (JsonNode token : sampled(bed, ",\"temperature\":" + t + ",\"top_p\":" + topP + ",\"seed\":" + seed)) {
+                    JsonNode logprobs = token.get("logprobs");
+                    double chosen = logprobs.get(token.get("id").asInt()).asDouble();
+                    double total = 0;
+                    double above = 0;
+                    for (JsonNode lp : logprobs) {
+                        double p = Math.exp(lp.asDouble() / t);
+                        total += p;
+                        if (lp.asDouble() > chosen) above += p;
+                    }
+                    assertTrue(above / total < topP + 1e-5, "token " + token.get("id") + " lies outside the nucleus: " + above / total);
+                    if (above > 0) notTheMostLikely++;
+                }
+            }
+            assertTrue(notTheMostLikely > 0, "the nucleus held more than the most likely token at some step");
         }
     }
 
