@@ -55,9 +55,7 @@ fi
 echo "libcudart: ${VMM_CUDART:-not found}"
 
 # 1. AOT cache for runtime/ at this checkout's path.
-if [ -x runtime/bin/java ] && { [ ! -f runtime/vmmkit.aot ] || [ "$(cat runtime/vmmkit.aot.jar 2>/dev/null)" != "$root/target/vmmkit.jar" ]; }; then
-  step aot 60 bash scripts/build-aot-cache.sh runtime
-fi
+ensure_aot_cache allocator-speed
 
 # 2. Replays, vmmkit then cudaMallocAsync, in the same run, trace by trace.
 table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | with profile: ratio | us/op | cudaMallocAsync ratio | cudaMallocAsync us/op")

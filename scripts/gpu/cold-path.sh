@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# The cold path on the GPU: what a program pays when it starts, native against `vmmkit run`. Run from
-# the repository root on a machine with an NVIDIA GPU, CUDA 13 and gcc, with runtime/
-# (scripts/build-runtime.sh) and target/ built:
+# The cold path on the GPU: what a program pays when it starts, native against `vmmkit run`, and
+# where vmmkit's microseconds go. Run from the repository root on a machine with an NVIDIA GPU,
+# CUDA 13 and gcc, carrying runtime/ (scripts/build-runtime.sh; its AOT cache runtime/vmmkit.aot is
+# trained here when missing or made for another path) and target/:
 #   bash scripts/gpu/cold-path.sh
 # Builds src/test/c/bench_cold.c and bench_pair.c against libcudart, then (native first, each step in
 # a fresh process under a time limit; logs in $OUT/cold-path/ when OUT is set):
 #   1. first   the first cudaMalloc of each of SIZES_GIB (1 4 16) GiB, after a 4 KiB warm-up pair that
-#              starts the runtime (and vmmkit's JVM): native, and under
-#              `vmmkit run --driver cuda --profile off` (a first run: no peak profile), with the handles
-#              vmmkit created (its stats file)
+#              starts the runtime (and vmmkit's JVM): native; under
+#              `vmmkit run --driver cuda --profile off` (a first run: no peak profile); and the same
+#              with VMM_WARM_UP=0 (no start-up warm-up: what it saves). vmmkit runs at VMM_LOG=info,
+#              which prints the breakdown of the first large allocation (Java before, between and
+#              after each driver call, and each call's time); the median run's breakdown is printed
 #   2. pair    cudaMalloc + cudaFree of the same size in a loop, median, at 2 MiB and 64 MiB (PAIR_SIZES,
-#              bytes), native and vmmkit; cudaFree waits for a device synchronisation in both
+#              bytes), native and vmmkit, with the blocks vmmkit rotates over (handles created) and the
+#              device synchronisations its fence made per pair
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
-# Prints one line per figure ("cold-path | test | native | vmmkit | ratio | handles") and exits
-# non-zero if a step failed. About 1-2 minutes. Figures are printed, not asserted. Knobs: SIZES_GIB,
-# PAIR_SIZES, REPS (3: step 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
+#   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
+#              default and with the trace's peak as its hint (a second run's peak profile), wall us/op,
+#              each with where vmmkit's driver time went by kind of call (VMM_LOG=info)
+# Prints one line per figure ("cold-path | test | native | vmmkit | ratio | notes") and exits
+# non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: SIZES_GIB,
+# PAIR_SIZES, REPS (3: steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
 # use small SIZES_GIB there, e.g. "0.25 0.5").
 set -uo pipefail
@@ -25,8 +32,10 @@ sizes_gib="${SIZES_GIB:-1 4 16}"
 pair_sizes="${PAIR_SIZES:-2097152 67108864}"
 reps="${REPS:-3}"
 rows=()
+breakdowns=()
 echo "cold-path: logs in $out"
 rm -f "$out/failed-steps"
+ensure_aot_cache cold-path
 
 if [ ! -f target/vmmkit.jar ]; then
   echo "cold-path: target/vmmkit.jar is missing; build it (./mvnw -DskipTests package) and carry target/" >&2
@@ -41,12 +50,16 @@ for p in bench_cold bench_pair; do
   fi
 done
 
-# run NAME native|vmmkit PROGRAM ARGS...: one process under a time limit; output in NAME.log, vmmkit's
-# stats in NAME.json. Prints the program's JSON line.
+# run NAME native|vmmkit|vmmkit-cold PROGRAM ARGS...: one process under a time limit; output in
+# NAME.log, vmmkit's stats in NAME.json (vmmkit-cold: without the start-up warm-up). Prints the
+# program's JSON line.
 run() {
   local name="$1" how="$2"; shift 2
   local cmd=("$@")
-  [ "$how" = vmmkit ] && cmd=(./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@")
+  case "$how" in
+    vmmkit) cmd=(env VMM_LOG=info ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
+    vmmkit-cold) cmd=(env VMM_LOG=info VMM_WARM_UP=0 ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
+  esac
   timeout 180 "${cmd[@]}" > "$out/$name.log" 2>&1
   local rc=$?
   if [ $rc -ne 0 ]; then
@@ -59,8 +72,20 @@ field() { # field JSON-LINE KEY
   "$py" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2" 2>/dev/null || echo "?"
 }
 
-creates() { # creates STATS-FILE: handles vmmkit created on device 0
-  "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["devices"][0]["driver_calls"].get("create", 0))' "$1" 2>/dev/null || echo "?"
+creates() { # creates STATS-FILE [CALL]: vmmkit's calls of one kind (create) on device 0
+  "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["devices"][0]["driver_calls"].get(sys.argv[2], 0))' "$1" "${2:-create}" 2>/dev/null || echo "?"
+}
+
+breakdown() { # breakdown LOG: the first large allocation's breakdown vmmkit printed at exit
+  grep -h 'first large allocation' "$1" 2>/dev/null | tail -1 | sed 's/^vmmkit: //'
+}
+
+median_run() { # median_run VALUE NAME-PREFIX: the run (1..REPS) whose figure is VALUE
+  local r
+  for r in $(seq "$reps"); do
+    [ "$(field "$(grep '^{' "$out/$2-$r.log" 2>/dev/null | tail -1)" first_malloc_us)" = "$1" ] && { echo "$r"; return; }
+  done
+  echo 1
 }
 
 median() { # median VALUES...
@@ -73,18 +98,25 @@ ratio() { # ratio VMMKIT NATIVE
 
 row() { rows+=("cold-path | $1 | $2 | $3 | $(ratio "$3" "$2") | $4"); }
 
-# 1. First cudaMalloc of each size, native first.
+# 1. First cudaMalloc of each size, native first; vmmkit with and without its start-up warm-up.
 for g in $sizes_gib; do
   bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
-  nat=(); vmm=(); handles=()
+  nat=(); vmm=(); cold=(); handles=()
   for r in $(seq "$reps"); do
     nat+=("$(field "$(run "first-${g}G-native-$r" native "$out/bench_cold" first "$bytes")" first_malloc_us)")
     vmm+=("$(field "$(run "first-${g}G-vmmkit-$r" vmmkit "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    cold+=("$(field "$(run "first-${g}G-nowarm-$r" vmmkit-cold "$out/bench_cold" first "$bytes")" first_malloc_us)")
     handles+=("$(creates "$out/first-${g}G-vmmkit-$r.json")")
   done
   # The warm-up pair made one 4 KiB page's handle: the rest is the large request's.
-  row "first cudaMalloc ${g} GiB (us, median of $reps)" "$(median "${nat[@]}")" "$(median "${vmm[@]}")" \
-    "handles created ${handles[*]} (one is the warm-up's)"
+  m_nat="$(median "${nat[@]}")"; m_vmm="$(median "${vmm[@]}")"; m_cold="$(median "${cold[@]}")"
+  row "first cudaMalloc ${g} GiB (us, median of $reps)" "$m_nat" "$m_vmm" \
+    "handles created ${handles[*]} (one is the warm-up pair's); runs ${vmm[*]}"
+  row "first cudaMalloc ${g} GiB, VMM_WARM_UP=0 (us, median of $reps)" "$m_nat" "$m_cold" "runs ${cold[*]}"
+  r="$(median_run "$m_vmm" "first-${g}G-vmmkit")"
+  breakdowns+=("${g} GiB, warm-up on (run $r, program saw $m_vmm us): $(breakdown "$out/first-${g}G-vmmkit-$r.log")")
+  r="$(median_run "$m_cold" "first-${g}G-nowarm")"
+  breakdowns+=("${g} GiB, VMM_WARM_UP=0 (run $r, program saw $m_cold us): $(breakdown "$out/first-${g}G-nowarm-$r.log")")
 done
 
 # 2. cudaMalloc + cudaFree pair, median, native first.
@@ -93,8 +125,10 @@ for s in $pair_sizes; do
   vmm="$(run "pair-$s-vmmkit" vmmkit env BENCH_PAIR_WARMUP=20000 "$out/bench_pair" "$s" 20000)"
   nat_us="$("$py" -c 'import sys; print(round(float(sys.argv[1]) / 1000, 2))' "$(field "$nat" pair_median_ns)" 2>/dev/null || echo "?")"
   vmm_us="$("$py" -c 'import sys; print(round(float(sys.argv[1]) / 1000, 2))' "$(field "$vmm" pair_median_ns)" 2>/dev/null || echo "?")"
+  syncs="$(creates "$out/pair-$s-vmmkit.json" device_synchronize)"
+  per_pair="$("$py" -c 'import sys; print(round(int(sys.argv[1]) / 60001, 3))' "$syncs" 2>/dev/null || echo "?")"
   row "cudaMalloc+cudaFree pair $((s >> 20)) MiB (us, median; p99 native $(field "$nat" pair_p99_ns) ns, vmmkit $(field "$vmm" pair_p99_ns) ns)" \
-    "$nat_us" "$vmm_us" "handles created $(creates "$out/pair-$s-vmmkit.json")"
+    "$nat_us" "$vmm_us" "handles created $(creates "$out/pair-$s-vmmkit.json") (blocks rotated over, +1 warm-up page); device syncs $syncs ($per_pair per pair)"
 done
 
 # 3. The first classic grow, 512 MiB -> 1 GiB, native first.
@@ -107,7 +141,35 @@ done
 row "first grow 512 MiB -> 1 GiB, malloc+copy+free (us, median of $reps)" "$(median "${nat[@]}")" "$(median "${vmm[@]}")" \
   "handles created ${handles[*]}"
 
+# 4. BERT replay on the driver: cudaMallocAsync first, then vmmkit by default and with a peak profile.
+bert=traces/bert_infer.csv.gz
+bert_us() { "$py" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["wall_ns_per_op"]/1000, 2))' "$1" 2>/dev/null || echo "?"; }
+replay() { # replay NAME ARGS...: one replay under a time limit, its JSON in NAME.json
+  local name="$1"; shift
+  VMM_LOG=info timeout 180 ./vmmkit replay "$bert" --json "$out/$name.json" "$@" > "$out/$name.log" 2>&1 \
+    || { echo "$name" >> "$out/failed-steps"; echo "=== $name FAILED" >&2; tail -5 "$out/$name.log" >&2; }
+}
+driver_time() { grep -h 'in the driver' "$out/$1.log" 2>/dev/null | tail -1 | sed 's/^vmmkit replay: //'; }
+if [ -f "$bert" ]; then
+  async_us="?"
+  if [ "$driver" = cuda ]; then
+    export VMM_CUDART="${VMM_CUDART:-$cudart}" # the runtime the cudaMallocAsync backend opens
+    replay bert-async --backend cuda-malloc-async
+    async_us="$(bert_us "$out/bert-async.json")"
+  fi
+  replay bert-vmmkit --driver "$driver" --backend vmm
+  peak="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_live_bytes"])' "$out/bert-vmmkit.json" 2>/dev/null || echo 0)"
+  replay bert-profile --driver "$driver" --backend vmm --peak-hint "$peak"
+  rows+=("cold-path | BERT replay, wall us/op (native column: cudaMallocAsync) | $async_us | $(bert_us "$out/bert-vmmkit.json") | $(ratio "$(bert_us "$out/bert-vmmkit.json")" "$async_us") | default")
+  rows+=("cold-path | BERT replay with its peak profile, wall us/op | $async_us | $(bert_us "$out/bert-profile.json") | $(ratio "$(bert_us "$out/bert-profile.json")" "$async_us") | --peak-hint $peak")
+  breakdowns+=("BERT default: $(driver_time bert-vmmkit)")
+  breakdowns+=("BERT with profile: $(driver_time bert-profile)")
+fi
+
 echo
-echo "cold-path | test | native | vmmkit | vmmkit/native | vmmkit handles"
+echo "cold-path | test | native | vmmkit | vmmkit/native | notes"
 printf '%s\n' "${rows[@]}" | tee "$out/summary.txt"
+echo
+echo "cold-path: where vmmkit's time went"
+printf '  %s\n' "${breakdowns[@]}" | tee -a "$out/summary.txt"
 if [ -s "$out/failed-steps" ]; then echo "cold-path: failed steps: $(tr '\n' ' ' < "$out/failed-steps")"; exit 1; fi

@@ -231,16 +231,17 @@ final class PageTable {
         return handleOfPage[page(va)];
     }
 
+    // Arrays.fill, not a loop: the JDK's own start-up has compiled it, so a first large mapping
+    // (8,192 pages for 16 GiB) does not walk its pages in the interpreter.
     private void record(long va, long bytes, long handle) {
         int first = page(va);
-        for (int p = first, last = page(va + bytes - 1); p <= last; p++) {
-            handleOfPage[p] = handle;
-            handleStartPage[p] = first;
-        }
+        int end = page(va + bytes - 1) + 1;
+        java.util.Arrays.fill(handleOfPage, first, end, handle);
+        java.util.Arrays.fill(handleStartPage, first, end, first);
     }
 
     private void forget(long va, long bytes) {
-        for (int p = page(va), last = page(va + bytes - 1); p <= last; p++) handleOfPage[p] = NO_HANDLE;
+        java.util.Arrays.fill(handleOfPage, page(va), page(va + bytes - 1) + 1, NO_HANDLE);
     }
 
     private int page(long va) {

@@ -167,7 +167,7 @@ final class RegionHeap {
             if (aliases.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
-            blocks.freeSequence[id] = freeLists.nextFreeSequence();
+            blocks.freeSequence[id] = freeLists.nextFreeSequence(stream);
             freeLists.add(id);
             return requested;
         } finally {

@@ -62,6 +62,20 @@ final class SizeTree {
         return best;
     }
 
+    /** How many blocks are of {@code min} to {@code max} bytes, counting no further than {@code most}. */
+    int countSized(long min, long max, int most) {
+        return countSized(root, min, max, most);
+    }
+
+    private int countSized(int node, long min, long max, int most) {
+        if (node == NONE || most <= 0) return 0;
+        long size = blocks.size[node];
+        int n = size >= min ? countSized(left[node], min, max, most) : 0;
+        if (n < most && size >= min && size <= max) n++;
+        if (n < most && size <= max) n += countSized(right[node], min, max, most - n);
+        return n;
+    }
+
     /** The largest block (the highest address among equals), or NONE when empty. */
     int largest() {
         int node = root;

@@ -16,6 +16,10 @@ import static dev.vmmkit.core.BlockTable.NONE;
 final class SlowPath {
     /** The longest an allocation waits for pending frees before it maps more memory instead. */
     static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
+    /** The most same-size blocks a malloc/free loop rotates over while their frees wait ({@link #waitingBlock}). */
+    static final int ROTATION_BLOCKS = 8;
+    /** The most bytes of such blocks counted beside a request (at least one block is). */
+    static final long ROTATION_BYTES = 512L << 20;
 
     private final RegionHeap region;
     private final RegionHeap.OtherRegions others;
@@ -59,22 +63,28 @@ final class SlowPath {
     }
 
     /**
-     * A block of the request's size (to the page) that waits for device work (a cudaFree's device
-     * synchronisation, another stream's event) is still in use by the device, so the budget counts
-     * it beside the request: returns {@code requested} when there is one, else 0. A same-size
-     * malloc/free loop then alternates between two blocks instead of waiting for the device at
-     * every turn. One block is counted however many wait, so a third is made only where the budget
-     * has room anyway; larger waiting blocks are not counted, so a program whose frees all wait
-     * (cudaFree) does not map a second copy of its large free blocks for every smaller request.
+     * Blocks of the request's size (to the page) that wait for device work (a cudaFree's device
+     * synchronisation, another stream's event) are still in use by the device, so the budget counts
+     * them beside the request: returns {@code requested} times their number, at most
+     * {@value #ROTATION_BLOCKS} of them and {@value #ROTATION_BYTES} bytes (always one). A same-size
+     * malloc/free loop then rotates over a few blocks instead of waiting for the device at every
+     * turn: it grows by one block only when every block it has is still waiting, so it settles on as
+     * many as cover the synchronisation's latency. Larger waiting blocks are not counted, so a
+     * program whose frees all wait (cudaFree) does not map copies of its large free blocks for
+     * smaller requests. The extra blocks are cache like any other once their frees complete:
+     * trimmed back to the budget by the next slow path, released at out-of-memory.
      */
     private long waitingBlock(long bytes, long requested, long stream) {
+        long sameSize = region.roundUpToPage(bytes) + region.pageBytes;
+        int most = (int) Math.max(1, Math.min(ROTATION_BLOCKS, ROTATION_BYTES / sameSize));
+        int waiting;
         region.lock.lock();
         try {
-            long sameSize = region.roundUpToPage(bytes) + region.pageBytes;
-            return region.freeLists.hasWaitingFit(bytes, sameSize, stream) ? requested : 0;
+            waiting = region.freeLists.waitingFits(bytes, sameSize, stream, most);
         } finally {
             region.lock.unlock();
         }
+        return requested * waiting;
     }
 
     /**

@@ -53,6 +53,13 @@ final class StreamFreeLists {
         return ++freeSequence;
     }
 
+    /** As {@link #nextFreeSequence()}, for a free on {@code stream}; a device-wide one asks for its synchronisation now. */
+    long nextFreeSequence(long stream) {
+        long sequence = ++freeSequence;
+        if (stream == VmmManager.DEVICE_WIDE_STREAM) waitList.freedDeviceWide(sequence);
+        return sequence;
+    }
+
     /** The smallest FREE block of at least {@code bytes} that {@code stream} may use now, or NONE. */
     int bestFit(long bytes, long stream) {
         SizeTree own = reusesOwnFreesAtOnce(stream) ? treeOf(stream, false) : null;
@@ -64,19 +71,19 @@ final class StreamFreeLists {
     }
 
     /**
-     * True when a FREE block of {@code bytes} up to {@code maxBytes} exists that {@code stream} may
-     * not use yet: its free waits for work on another stream, or for a device synchronisation
-     * (cudaFree). Slow path only: it looks at every stream's tree.
+     * How many FREE blocks of {@code bytes} up to {@code maxBytes} exist that {@code stream} may not
+     * use yet (their free waits for work on another stream, or for a device synchronisation: a
+     * cudaFree), counting no further than {@code most}. Slow path only: it looks at every stream's tree.
      */
-    boolean hasWaitingFit(long bytes, long maxBytes, long stream) {
+    int waitingFits(long bytes, long maxBytes, long stream, int most) {
         boolean ownUsable = reusesOwnFreesAtOnce(stream);
-        for (Long2ObjectHashMap<SizeTree>.KeyIterator it = byStream.keySet().iterator(); it.hasNext(); ) {
+        int n = 0;
+        for (Long2ObjectHashMap<SizeTree>.KeyIterator it = byStream.keySet().iterator(); it.hasNext() && n < most; ) {
             long tag = it.nextLong();
             if (tag == stream && ownUsable) continue;
-            int fit = byStream.get(tag).bestFit(bytes);
-            if (fit != NONE && blocks.size[fit] <= maxBytes) return true;
+            n += byStream.get(tag).countSized(bytes, maxBytes, most - n);
         }
-        return false;
+        return n;
     }
 
     /**

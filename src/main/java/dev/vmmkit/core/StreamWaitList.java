@@ -13,8 +13,13 @@ import org.agrona.collections.Long2ObjectHashMap;
  * for a device synchronisation that the manager's {@link DeviceWideFence} runs on its own thread
  * and that started after the free.
  *
- * <p>Events are recorded, and device synchronisations requested, lazily on the slow path, so
- * {@code deallocate} never calls the driver and never waits.
+ * <p>Events are recorded lazily on the slow path, so {@code deallocate} never calls the driver and
+ * never waits. A device-wide free asks the fence for a synchronisation at once
+ * ({@link #freedDeviceWide}: a lock-free ticket, no driver call), so that by the time the memory is
+ * wanted again the synchronisation has usually finished: a cudaMalloc + cudaFree loop of one size
+ * then finds its earlier blocks reusable instead of waiting. Frees made while a requested
+ * synchronisation has not started yet share it. At most two tickets are in flight: the fence
+ * serves them in order.
  *
  * <p>Not thread-safe: each region owns one and uses it under the region's lock.
  */
@@ -22,18 +27,32 @@ final class StreamWaitList {
     /** Tag of free memory that no queued work can touch any more. */
     static final long NO_PENDING_WORK = Long.MIN_VALUE;
     private static final long NO_TICKET = 0;
+    /** How long a wait for an event polls before it sleeps between queries. */
+    static final long EVENT_SPIN_NANOS = 50_000;
 
     private final StreamEvents events;
     private final DeviceWideFence deviceFence;
     private final Long2ObjectHashMap<Pending> pendingByStream = new Long2ObjectHashMap<>();
 
-    // The fence ticket in flight for device-wide frees, and the free sequence it covers.
-    private long deviceWideTicket = NO_TICKET;
-    private long deviceWideTicketSequence = -1;
+    // Fence tickets in flight for device-wide frees, older first, each with the free sequence it
+    // covers; and the newest sequence known complete.
+    private long olderTicket = NO_TICKET;
+    private long olderSequence = -1;
+    private long newerTicket = NO_TICKET;
+    private long newerSequence = -1;
+    private long deviceWideCompleted = -1;
+    /** Where frees ask for a synchronisation themselves; not with a fence that synchronises on the calling thread. */
+    private final boolean requestAtFree;
 
     StreamWaitList(StreamEvents events, DeviceWideFence deviceFence) {
         this.events = events;
         this.deviceFence = deviceFence;
+        this.requestAtFree = deviceFence.servesInBackground();
+    }
+
+    /** A device-wide free of sequence number {@code sequence} was made: a synchronisation started after now will cover it. */
+    void freedDeviceWide(long sequence) {
+        if (requestAtFree) requestCovering(sequence, false);
     }
 
     /**
@@ -67,9 +86,10 @@ final class StreamWaitList {
      */
     void synchronize(long stream, long currentSequence) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
-            requestDeviceSynchronisation(currentSequence);
-            deviceFence.await(deviceWideTicket);
-            deviceWideTicket = NO_TICKET;
+            long ticket = deviceFence.request();
+            deviceFence.await(ticket);
+            deviceWideCompleted = Math.max(deviceWideCompleted, currentSequence);
+            collapseCompleted();
             return;
         }
         Pending p = pending(stream);
@@ -87,10 +107,9 @@ final class StreamWaitList {
      */
     long waitToken(long stream, long currentSequence, boolean fresh) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
-            if (fresh || deviceWideTicket == NO_TICKET || deviceWideTicketSequence < currentSequence) {
-                requestDeviceSynchronisation(currentSequence);
-            }
-            return deviceWideTicket;
+            collapseCompleted();
+            if (fresh || trackedSequence() < currentSequence) requestCovering(currentSequence, fresh);
+            return newerTicket != NO_TICKET ? newerTicket : deviceFence.completedTicket();
         }
         Pending p = pending(stream);
         if (fresh || p.recordedAtSequence < currentSequence) {
@@ -118,10 +137,14 @@ final class StreamWaitList {
             events.synchronize(token);
             return true;
         }
-        long deadline = System.nanoTime() + timeoutNanos;
+        // Poll without sleeping first: an event recorded on an idle stream completes within
+        // microseconds, and the shortest park is tens of them (timer slack).
+        long start = System.nanoTime();
         while (!events.isComplete(token)) {
-            if (System.nanoTime() - deadline >= 0) return false;
-            java.util.concurrent.locks.LockSupport.parkNanos(10_000);
+            long waited = System.nanoTime() - start;
+            if (waited >= timeoutNanos) return false;
+            if (waited < EVENT_SPIN_NANOS) Thread.onSpinWait();
+            else java.util.concurrent.locks.LockSupport.parkNanos(10_000);
         }
         return true;
     }
@@ -155,27 +178,54 @@ final class StreamWaitList {
         pendingByStream.clear();
     }
 
-    /** As {@link #completedUpTo}, with a fence ticket in the role of the event. */
+    /** As {@link #completedUpTo}, with fence tickets in the role of the event. */
     private long deviceWideCompletedUpTo(long currentSequence) {
-        long done = -1;
-        if (deviceWideTicket != NO_TICKET) {
-            if (deviceFence.completedTicket() < deviceWideTicket) return -1;
-            done = deviceWideTicketSequence;
-            deviceWideTicket = NO_TICKET;
-            if (done == currentSequence) return done;
+        collapseCompleted();
+        // Frees the fence was not asked about at free time (a calling-thread fence, a resize's tail).
+        if (trackedSequence() < currentSequence) {
+            requestCovering(currentSequence, false);
+            collapseCompleted(); // a calling-thread fence has synchronised already
         }
-        requestDeviceSynchronisation(currentSequence);
-        if (deviceFence.completedTicket() >= deviceWideTicket) {
-            // Already done: only with a fence that synchronises on the calling thread (tests).
-            deviceWideTicket = NO_TICKET;
-            return currentSequence;
-        }
-        return done;
+        return deviceWideCompleted;
     }
 
-    private void requestDeviceSynchronisation(long currentSequence) {
-        deviceWideTicket = deviceFence.request();
-        deviceWideTicketSequence = currentSequence;
+    /** The newest free sequence a ticket in flight (or a completed one) covers. */
+    private long trackedSequence() {
+        return newerTicket != NO_TICKET ? newerSequence : deviceWideCompleted;
+    }
+
+    /**
+     * Makes sure a ticket whose synchronisation starts after now covers {@code sequence}: the newer
+     * ticket when its synchronisation has not started (and {@code fresh} is false), else a new
+     * one. The older ticket, if still in flight, then folds into the newer (completing the newer
+     * completes it too: the fence completes tickets in order).
+     */
+    private void requestCovering(long sequence, boolean fresh) {
+        collapseCompleted();
+        if (!fresh && newerTicket != NO_TICKET && deviceFence.startedTicket() < newerTicket) {
+            newerSequence = Math.max(newerSequence, sequence);
+            return;
+        }
+        if (newerTicket != NO_TICKET) {
+            olderTicket = newerTicket;
+            olderSequence = newerSequence;
+        }
+        newerTicket = deviceFence.request();
+        newerSequence = sequence;
+        collapseCompleted();
+    }
+
+    /** Moves what the fence has completed out of the tickets in flight. */
+    private void collapseCompleted() {
+        long done = deviceFence.completedTicket();
+        if (newerTicket != NO_TICKET && done >= newerTicket) {
+            deviceWideCompleted = Math.max(deviceWideCompleted, newerSequence);
+            newerTicket = NO_TICKET;
+            olderTicket = NO_TICKET;
+        } else if (olderTicket != NO_TICKET && done >= olderTicket) {
+            deviceWideCompleted = Math.max(deviceWideCompleted, olderSequence);
+            olderTicket = NO_TICKET;
+        }
     }
 
     private Pending pending(long stream) {

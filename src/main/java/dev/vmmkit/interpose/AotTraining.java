@@ -53,7 +53,13 @@ public final class AotTraining {
             recordFree.invokeExact(4096L + i, 0L);
         }
         trainAllocator();
+        trainWarmUp();
         trainPeakProfile();
+    }
+
+    /** The start-up warm-up's code (and, where libcuda is, every downcall linked), so it starts from the cache too. */
+    private static void trainWarmUp() {
+        StartUpWarmUp.exercise(true, VmmConfig.DEFAULTS);
     }
 
     /** A peak profile written and read back, as a run does at its exit and its successor at its start. */
@@ -70,6 +76,8 @@ public final class AotTraining {
     private static void trainAllocator() {
         try (VmmDriver driver = Drivers.open(DriverKind.AUTO, 0, Drivers.WHOLE_DEVICE);
              VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+            long first = manager.allocate(256L << 20, 0); // a first large request: one handle, backed from nothing
+            manager.deallocate(first, VmmManager.DEVICE_WIDE_STREAM);
             long[] held = new long[16];
             for (int round = 0; round < 200; round++) {
                 for (int i = 0; i < held.length; i++) held[i] = manager.allocate(512L << (i % 14), round & 1);

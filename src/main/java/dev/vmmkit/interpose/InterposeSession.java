@@ -2,6 +2,7 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.ProcessAllocators;
+import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.ipc.IpcExports;
 import dev.vmmkit.ipc.IpcImports;
 import dev.vmmkit.trace.AllocationRecorder;
@@ -32,18 +33,21 @@ final class InterposeSession {
     final IpcImports imports = new IpcImports();
     final PeakProfileUse profile;
     final NotServedWatch notServed;
+    /** The breakdown of the first large allocation ({@code VMM_LOG=info}), else null. */
+    final FirstLargeAllocation firstLarge;
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
     /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
-        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE, new NotServedWatch());
+        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE, new NotServedWatch(), null);
     }
 
     /** That, with the program's peak profile (read by {@code factory}'s allocators, saved at a successful exit). */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile,
-                     PeakProfileUse profile, NotServedWatch notServed) {
+                     PeakProfileUse profile, NotServedWatch notServed, FirstLargeAllocation firstLarge) {
         this.monitorMode = monitorMode;
+        this.firstLarge = firstLarge;
         this.profile = profile;
         this.notServed = notServed;
         this.managers = new DeviceManagers(device -> {
@@ -62,13 +66,14 @@ final class InterposeSession {
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode || lent ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
         NotServedWatch notServed = new NotServedWatch();
+        FirstLargeAllocation firstLarge = !monitorMode && !lent && VmmLog.isInfo() ? new FirstLargeAllocation() : null;
         ResourceFactory factory = monitorMode ? device -> null
                 : lent ? ProcessAllocators::lent
-                : VmmManagerFactory.orSystemProperty(profile, notServed);
+                : VmmManagerFactory.orSystemProperty(profile, notServed, firstLarge);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
         return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,
-                profile, notServed);
+                profile, notServed, firstLarge);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
@@ -121,11 +126,13 @@ final class InterposeSession {
      */
     void finish(long passthroughCalls, int exitStatus) {
         if (!finished.compareAndSet(false, true)) return;
+        StartUpWarmUp.stop();
         try {
             recorder.close();
         } catch (Throwable e) {
             InterposeLog.warnOnce("trace-close", "cannot finish the trace", e);
         }
+        if (firstLarge != null) firstLarge.report();
         List<StatsWriter.DeviceFigures> devices = monitorMode ? List.of() : managers.stats();
         profile.save(devices, exitStatus);
         sayWhatWasNotServed();

@@ -13,7 +13,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY}, {@code VMM_DEVICE_MEMORY}, {@code VMM_PROFILE}, {@code VMM_PIN_AHEAD} ({@link PinAheadSetting}) and {@code VMM_PINNED_HOST}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_WARM_UP}, {@code VMM_DEVICE_MEMORY}, {@code VMM_PROFILE}, {@code VMM_PIN_AHEAD} ({@link PinAheadSetting}) and {@code VMM_PINNED_HOST}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -36,6 +36,7 @@ public final class InterposeSettings {
         oneOf(env, "VMM_DRIVER", DRIVERS, problems);
         oneOf(env, "VMM_ZERO_COPY", SWITCHES, problems);
         oneOf(env, "VMM_PINNED_HOST", PINNED_HOST, problems);
+        oneOf(env, StartUpWarmUp.SETTING, SWITCHES, problems);
         String deviceMemory = env.get(DEVICE_MEMORY);
         if (deviceMemory != null && !deviceMemory.isBlank() && deviceMemoryBytes(env) <= 0) {
             problems.add(DEVICE_MEMORY + "=" + deviceMemory + ": must be a size above 0 (examples: 64M, 8G), "

@@ -65,6 +65,17 @@ public final class InterposedCalls {
 
     /** The address of {@code size} bytes on {@code device}; 0 for size 0; else -cudaError or {@link #PASS_THROUGH}. */
     public static long allocate(long size, int device, long stream) {
+        FirstLargeAllocation first = session.firstLarge;
+        if (first == null || !first.wants(size)) return allocateOnce(size, device, stream);
+        first.begin(device);
+        try {
+            return allocateOnce(size, device, stream);
+        } finally {
+            first.end(size);
+        }
+    }
+
+    private static long allocateOnce(long size, int device, long stream) {
         try {
             InterposeSession s = session;
             ManagedMemoryResource resource = s.managers.forDevice(device);

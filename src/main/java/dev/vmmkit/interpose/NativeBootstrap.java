@@ -95,6 +95,8 @@ public final class NativeBootstrap {
             setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
             setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
             setTo(TagCalls.class, table, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+            // A process that lends its own allocators (an engine worker) runs vmmkit's code already.
+            if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) StartUpWarmUp.startAndWait(System.getenv());
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

@@ -22,14 +22,17 @@ public final class VmmManagerFactory implements ResourceFactory {
     private final Map<String, String> env;
     private final PeakProfileUse profile;
     private final NotServedWatch notServed;
+    private final FirstLargeAllocation firstLarge;
 
     public VmmManagerFactory() {
-        this(System.getenv(), PeakProfileUse.NONE, null);
+        this(System.getenv(), PeakProfileUse.NONE, null, null);
     }
 
     /** With {@code notServed} (or null), which then watches the device memory each device uses beyond vmmkit's. */
-    VmmManagerFactory(Map<String, String> env, PeakProfileUse profile, NotServedWatch notServed) {
+    VmmManagerFactory(Map<String, String> env, PeakProfileUse profile, NotServedWatch notServed,
+                      FirstLargeAllocation firstLarge) {
         this.env = env;
+        this.firstLarge = firstLarge;
         this.profile = profile;
         this.notServed = notServed;
     }
@@ -38,10 +41,10 @@ public final class VmmManagerFactory implements ResourceFactory {
      * The factory named by {@value ResourceFactory#PROPERTY}, or this real one, whose peak hints come
      * from {@code profile} and whose devices {@code notServed} watches.
      */
-    static ResourceFactory orSystemProperty(PeakProfileUse profile, NotServedWatch notServed)
-            throws ReflectiveOperationException {
+    static ResourceFactory orSystemProperty(PeakProfileUse profile, NotServedWatch notServed,
+                                            FirstLargeAllocation firstLarge) throws ReflectiveOperationException {
         String name = System.getProperty(ResourceFactory.PROPERTY);
-        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile, notServed);
+        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile, notServed, firstLarge);
         return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
     }
 
@@ -53,7 +56,8 @@ public final class VmmManagerFactory implements ResourceFactory {
             throw new IllegalArgumentException(InterposeSettings.DEVICE_MEMORY + "=" + env.get(InterposeSettings.DEVICE_MEMORY)
                     + ": not a size");
         }
-        VmmDriver driver = Drivers.open(kind, device, deviceMemory);
+        VmmDriver opened = Drivers.open(kind, device, deviceMemory);
+        VmmDriver driver = firstLarge == null ? opened : firstLarge.watch(device, opened);
         try {
             VmmConfig config = VmmConfig.from(env);
             config = config.withPeakHintBytes(profile.hintFor(device, config.peakHintBytes(),

@@ -256,7 +256,10 @@ public final class ReplayCommand implements Callable<Integer> {
             }
         }
         try (ReplayTarget target = backend.newTarget()) {
-            return replayer.replay(target, check, ProgressBar.onTerminal(err, trace.name(), trace.ops()));
+            ReplayReport report = replayer.replay(target, check, ProgressBar.onTerminal(err, trace.name(), trace.ops()));
+            String driverTime = backend.driverTime();
+            if (!driverTime.isEmpty()) err.println("vmmkit replay: " + trace.name() + ": " + driverTime);
+            return report;
         }
     }
 

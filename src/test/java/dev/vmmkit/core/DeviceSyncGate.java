@@ -54,4 +54,22 @@ final class DeviceSyncGate {
     void awaitArrivals(int n) throws InterruptedException {
         while (arrived.get() < n) TimeUnit.MILLISECONDS.sleep(1);
     }
+
+    /**
+     * Opens the gate, closes {@code m} (when made) and checks that the driver holds nothing and no
+     * fence thread made since {@code fenceThreadsBefore} is left; then closes {@code host}.
+     */
+    void openAndCloseCleanly(VmmManager m, dev.vmmkit.driver.host.HostDriver host, Set<Thread> fenceThreadsBefore) {
+        open();
+        org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> {
+            if (m != null) {
+                m.close();
+                org.junit.jupiter.api.Assertions.assertTrue(host.usage().isEmpty(),
+                        "after close the driver holds nothing: " + host.usage());
+                org.junit.jupiter.api.Assertions.assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore),
+                        "close stops the fence's thread");
+            }
+            if (host != null) host.close();
+        });
+    }
 }

@@ -35,7 +35,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * cudaFree-style frees ({@link VmmManager#DEVICE_WIDE_STREAM}): the memory goes to no stream
  * until a device synchronisation that started after the free has finished, since work on any
  * stream, even one the allocator never saw (a non-blocking stream), may still use it. The free
- * itself calls no driver function; the synchronisation runs on the fence's thread.
+ * itself calls no driver function; it asks the fence, whose thread synchronises at once.
  */
 class VmmManagerDeviceWideFreeTest {
     private static final Duration TIMEOUT = Duration.ofSeconds(30);
@@ -59,15 +59,7 @@ class VmmManagerDeviceWideFreeTest {
 
     @AfterEach
     void closeAndCheckNothingLeaks() {
-        gate.open();
-        assertTimeoutPreemptively(TIMEOUT, () -> {
-            if (m != null) {
-                m.close();
-                assertTrue(host.usage().isEmpty(), "after close the driver holds nothing: " + host.usage());
-                assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore), "close stops the fence's thread");
-            }
-            if (host != null) host.close();
-        });
+        gate.openAndCloseCleanly(m, host, fenceThreadsBefore);
     }
 
     private static boolean overlaps(long a, long aSize, long b, long bSize) {
@@ -156,9 +148,10 @@ class VmmManagerDeviceWideFreeTest {
             long inHand = b;
             long waiting = a;
             for (int round = 0; round < 6; round++) {
+                // The waiting block's synchronisation (ticket round + 1: each free requests one) has
+                // started and is held; a free now needs the next one.
+                gate.awaitArrivals(round + 1);
                 m.deallocate(inHand, DEVICE_WIDE);
-                // Let the synchronisation requested for the waiting block through (each round's
-                // allocation requested one: ticket round + 1), and wait for it.
                 gate.letThrough(1);
                 fence.await(round + 1);
                 long got = m.allocate(size, DEVICE_WIDE);
@@ -194,27 +187,35 @@ class VmmManagerDeviceWideFreeTest {
     }
 
     @Test
-    void theFreeCallsNoDriverFunctionAndStartsNoThread() {
+    void theFreeCallsNoDriverFunctionAndAsksTheFenceForASynchronisationAtOnce() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
-            open(driver -> driver);
+            open(driver -> new DeviceSyncGatedDriver(driver, gate)); // synchronisations held at the gate
             long a = m.allocate(PAGE, ONE);
             long b = m.allocate(3 * PAGE, TWO);
             Map<DriverCall, Long> before = m.stats().driverCalls();
             m.deallocate(a, DEVICE_WIDE);
-            m.deallocate(b, DEVICE_WIDE);
-            assertEquals(before, m.stats().driverCalls(), "deallocate made a driver call");
-            assertEquals(Set.of(), fenceThreadsSince(fenceThreadsBefore), "a free does not start the fence");
+            gate.awaitArrivals(1); // the fence's thread started one for it, with no allocation asking
+            m.deallocate(b, DEVICE_WIDE); // while that one runs: b needs the next
+            Map<DriverCall, Long> after = m.stats().driverCalls();
+            assertEquals(withoutDeviceSync(before), withoutDeviceSync(after), "deallocate made a driver call");
+            assertEquals(1, after.getOrDefault(DriverCall.DEVICE_SYNCHRONIZE, 0L)
+                    - before.getOrDefault(DriverCall.DEVICE_SYNCHRONIZE, 0L), "one synchronisation, on the fence's thread");
+            assertEquals(1, fenceThreadsSince(fenceThreadsBefore).size(), "the first free started the fence's thread");
 
-            // Once the fence is running and idle, a free still calls nothing and requests nothing.
-            long c = m.allocate(PAGE, ONE); // slow path: requests a synchronisation
-            DeviceWideFence fence = m.deviceWideFence();
-            fence.await(fence.request());
-            long completed = fence.completedTicket();
-            before = m.stats().driverCalls();
-            m.deallocate(c, DEVICE_WIDE);
-            assertEquals(before, m.stats().driverCalls(), "deallocate made a driver call");
-            assertEquals(completed, fence.completedTicket(), "a free requests no synchronisation");
+            gate.letThrough(1); // a's synchronisation returns; b's starts after it
+            gate.awaitArrivals(2);
+            long c = m.allocate(PAGE, TWO);
+            assertEquals(a, c, "a's synchronisation, requested by its free, made it reusable");
+            assertFalse(overlaps(b, 3 * PAGE, m.allocate(3 * PAGE, ONE), 3 * PAGE),
+                    "b was freed while a's synchronisation ran: it waits for the next one");
         });
+    }
+
+    private static Map<DriverCall, Long> withoutDeviceSync(Map<DriverCall, Long> calls) {
+        Map<DriverCall, Long> copy = new java.util.EnumMap<>(DriverCall.class);
+        copy.putAll(calls);
+        copy.remove(DriverCall.DEVICE_SYNCHRONIZE);
+        return copy;
     }
 
     @Test

@@ -21,6 +21,14 @@ public interface ReplayBackend extends AutoCloseable {
         return 2L << 20;
     }
 
+    /**
+     * Where the last replay's time in the driver went, by kind of call (one line), when the backend
+     * times its driver ({@code VMM_LOG=info}); empty otherwise.
+     */
+    default String driverTime() {
+        return "";
+    }
+
     /** How the host reaches allocated bytes, for {@code --verify}; empty when it cannot. */
     Optional<DeviceBytes> deviceBytes();
 

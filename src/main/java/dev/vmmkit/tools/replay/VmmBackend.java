@@ -4,14 +4,22 @@ import dev.vmmkit.driver.DeviceBytes;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.TimingDriver;
 import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.VmmLog;
 
 import java.util.Optional;
 
-/** Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay. */
+/**
+ * Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay.
+ * At {@code VMM_LOG=info} the driver's calls are timed, and {@link #driverTime} tells where the
+ * measured replay's driver time went.
+ */
 public final class VmmBackend implements ReplayBackend {
     private final VmmDriver driver;
     private final VmmConfig config;
+    /** Times the driver's calls at {@code VMM_LOG=info} ({@link #driverTime}), else null. */
+    private final TimingDriver timing;
 
     /** A backend over {@code driver}, which it closes when closed (or at once, for a chunk size the driver cannot map). */
     public VmmBackend(VmmDriver driver, VmmConfig config) {
@@ -20,7 +28,8 @@ public final class VmmBackend implements ReplayBackend {
             throw new IllegalArgumentException("chunk size " + config.chunkBytes() + " is not a multiple of the "
                     + driver.name() + " driver's allocation granularity (" + driver.granularity() + " bytes)");
         }
-        this.driver = driver;
+        this.timing = VmmLog.isInfo() ? new TimingDriver(driver) : null;
+        this.driver = timing != null ? timing : driver;
         this.config = config;
     }
 
@@ -31,7 +40,13 @@ public final class VmmBackend implements ReplayBackend {
 
     @Override
     public ReplayTarget newTarget() {
+        if (timing != null) timing.resetTotals();
         return ReplayTarget.of(new VmmManager(driver, config));
+    }
+
+    @Override
+    public String driverTime() {
+        return timing == null ? "" : timing.totals();
     }
 
     @Override

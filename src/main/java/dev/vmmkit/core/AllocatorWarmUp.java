@@ -1,0 +1,65 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.VmmDriver;
+
+/**
+ * Runs the allocator's code as a program's first minutes run it, on a driver that backs nothing
+ * ({@link dev.vmmkit.driver.DryDriver}), so that the JVM has loaded, linked and compiled it before
+ * the program's own first large allocation: in the interpreter, that code costs hundreds of
+ * microseconds more than the driver calls it makes. Each round makes a new manager and, on it, what
+ * loading a model does (first backings of 1 GiB down to 64 MiB, one handle each), a small
+ * malloc/free pair, cudaFree-style and stream frees, a same-size loop that alternates blocks while
+ * frees wait for the device, and a close.
+ *
+ * <p>It touches nothing outside the managers it makes: no real device, no shared state, so a
+ * program cannot observe it (the tests check that its stats and handles stay its own).
+ */
+public final class AllocatorWarmUp {
+    /**
+     * Rounds enough for the JIT's first tier to compile the slow path: C1 compiles a method after
+     * ~200 calls, and a round makes about ten slow-path requests.
+     */
+    public static final int ROUNDS = 60;
+
+    private static final long MIB = 1L << 20;
+    private static final long[] FIRST_BACKINGS = {1024 * MIB, 256 * MIB, 64 * MIB + 4096};
+
+    private AllocatorWarmUp() {
+    }
+
+    /**
+     * Runs {@code rounds} rounds on {@code dryDriver} with {@code config}; stops early (returning the
+     * rounds done) when {@code keepGoing} says so, or at the first failure, which it swallows: a
+     * warm-up never decides anything.
+     */
+    public static int run(VmmDriver dryDriver, VmmConfig config, int rounds, java.util.function.BooleanSupplier keepGoing) {
+        int done = 0;
+        try {
+            for (; done < rounds && keepGoing.getAsBoolean(); done++) oneRound(dryDriver, config);
+        } catch (RuntimeException e) {
+            // A warm-up is worth nothing once it fails; the program's own calls report real problems.
+        }
+        return done;
+    }
+
+    private static void oneRound(VmmDriver driver, VmmConfig config) {
+        try (VmmManager m = VmmManager.withFenceOnCallingThread(driver, config)) {
+            long small = m.allocate(4096, 0);
+            m.deallocate(small, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            long[] loaded = new long[FIRST_BACKINGS.length];
+            for (int i = 0; i < loaded.length; i++) loaded[i] = m.allocate(FIRST_BACKINGS[i], 0);
+            for (int i = 0; i < 4; i++) { // a same-size loop: cudaMalloc + cudaFree
+                long p = m.allocate(64 * MIB, 0);
+                m.deallocate(p, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            }
+            long onStream = m.allocate(3 * MIB, 7);
+            m.deallocate(onStream, 7);
+            m.deallocate(loaded[0], 0);
+            m.deallocate(loaded[1], DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            long again = m.allocate(512 * MIB, 7);
+            m.deallocate(again, 7);
+            m.deallocate(loaded[2], 0);
+            m.stats();
+        }
+    }
+}

@@ -1,0 +1,39 @@
+package dev.vmmkit.driver.cuda;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Links every downcall the allocator makes and calls each once with arguments the driver refuses
+ * (a null handle, event or address, a size of zero), so it changes nothing. FFM builds each
+ * downcall's handle when {@link CudaApi}'s holder class initialises, and the code behind it on its
+ * first call; done here, on a background thread at start-up, neither lands inside a program's first
+ * allocation or free. No context is made current and no call here can synchronise or allocate.
+ */
+public final class CudaCallWarmUp {
+    private CudaCallWarmUp() {
+    }
+
+    /** Links and exercises the downcalls; false when libcuda is not loaded here. Never throws. */
+    public static boolean run() {
+        try {
+            if (!CudaApi.isLoaded()) return false;
+            CudaScratch scratch = CudaScratch.get();
+            MemorySegment out = scratch.first;
+            CudaApi.cuMemAddressReserve(out, 0, 0, 0, 0);
+            CudaApi.cuMemAddressFree(0, 0);
+            CudaApi.cuMemCreate(out, 0, MemorySegment.NULL, 0);
+            CudaApi.cuMemRelease(0);
+            CudaApi.cuMemMap(0, 0, 0, 0, 0);
+            CudaApi.cuMemSetAccess(0, 0, MemorySegment.NULL, 0);
+            CudaApi.cuMemUnmap(0, 0);
+            // Downcalls of one shape share their code: these cover the event calls' shapes too
+            // (cuEventQuery is cuMemRelease's, cuEventRecord cuMemUnmap's, cuEventCreate cuDeviceGet's,
+            // cuThreadExchangeStreamCaptureMode cuCtxGetCurrent's) without touching an event.
+            CudaApi.cuDeviceGet(out, -1);
+            CudaApi.cuCtxGetCurrent(out);
+            return true;
+        } catch (RuntimeException | LinkageError e) {
+            return false;
+        }
+    }
+}

@@ -1,0 +1,169 @@
+package dev.vmmkit.core;
+
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.FaultInjectingDriver;
+import dev.vmmkit.driver.FaultPlan;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.driver.host.HostEvents;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.SplittableRandom;
+
+import static dev.vmmkit.core.AllocatorTestSupport.MIB;
+import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
+import static dev.vmmkit.core.AllocatorTestSupport.assertFullyIntact;
+import static dev.vmmkit.core.AllocatorTestSupport.fill;
+import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
+import static dev.vmmkit.core.AllocatorTestSupport.smallConfig;
+import static dev.vmmkit.core.DeviceSyncGate.fenceThreadsSince;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A same-size cudaMalloc/cudaFree loop while its frees wait for device synchronisations: it rotates
+ * over up to {@link SlowPath#ROTATION_BLOCKS} blocks instead of waiting, each free asks for its
+ * synchronisation itself, and no block is handed out before a synchronisation that started after
+ * its free has finished. Synchronisations are held at a gate and let through one by one.
+ */
+class VmmManagerRotationTest {
+    private static final Duration TIMEOUT = Duration.ofSeconds(30);
+    private static final long DEVICE_WIDE = VmmManager.DEVICE_WIDE_STREAM;
+    private static final long SIZE = 24 * PAGE; // large region
+
+    private final Set<Thread> fenceThreadsBefore = fenceThreadsSince(Set.of());
+    private final DeviceSyncGate gate = new DeviceSyncGate();
+    private HostDriver host;
+    private HostEvents events;
+    private VmmManager m;
+
+    private void open(java.util.function.UnaryOperator<VmmDriver> wrap) {
+        host = hostDriver(64 * MIB);
+        events = host.hostEvents();
+        events.holdCompletion(true); // stream events: a busy device
+        m = new VmmManager(new DeviceSyncGatedDriver(wrap.apply(host), gate), smallConfig(256 * MIB));
+    }
+
+    @AfterEach
+    void closeAndCheckNothingLeaks() {
+        gate.openAndCloseCleanly(m, host, fenceThreadsBefore);
+    }
+
+    private long creates() {
+        return m.stats().driverHandles().handles(DriverCall.CREATE);
+    }
+
+    private static boolean overlaps(long a, long b) {
+        return a < b + SIZE && b < a + SIZE;
+    }
+
+    @Test
+    void theLoopRotatesOverUpToEightBlocksAndReusesEachOnlyAfterItsSynchronisation() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            List<Long> blocks = new ArrayList<>();
+            for (int turn = 0; turn <= SlowPath.ROTATION_BLOCKS; turn++) {
+                long p = m.allocate(SIZE, DEVICE_WIDE);
+                for (long earlier : blocks) assertFalse(overlaps(earlier, p), "turn " + turn + ": a waiting block was handed out");
+                fill(host, p, SIZE, turn + 1);
+                blocks.add(p);
+                m.deallocate(p, DEVICE_WIDE);
+                if (turn == 0) gate.awaitArrivals(1); // the first free's synchronisation is under way, held
+            }
+            assertEquals(SlowPath.ROTATION_BLOCKS + 1, blocks.size());
+            assertEquals(SlowPath.ROTATION_BLOCKS + 1, creates(), "one handle per block, made instead of waiting");
+            for (int i = 0; i < blocks.size(); i++) {
+                assertFullyIntact(host, blocks.get(i), SIZE, i + 1, "block " + i + " waits untouched");
+            }
+
+            // The first synchronisation started after block 0's free only: it frees block 0 alone.
+            DeviceWideFence fence = m.deviceWideFence();
+            gate.letThrough(1);
+            fence.await(1);
+            gate.awaitArrivals(2); // the second (for the other blocks' frees) is under way, held
+            long again = m.allocate(SIZE, DEVICE_WIDE);
+            assertEquals(blocks.get(0), again, "block 0, whose synchronisation finished");
+            m.deallocate(again, DEVICE_WIDE); // needs a third synchronisation
+
+            gate.letThrough(1);
+            fence.await(2);
+            long next = m.allocate(SIZE, DEVICE_WIDE);
+            assertTrue(blocks.subList(1, blocks.size()).contains(next), "one of the blocks the second synchronisation covered");
+            assertEquals(SlowPath.ROTATION_BLOCKS + 1, creates(), "no new block once one is reusable");
+            m.deallocate(next, DEVICE_WIDE);
+        });
+    }
+
+    @Test
+    void onlyBlocksOfTheRequestsSizeAreCounted() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            long big = m.allocate(4 * SIZE, DEVICE_WIDE);
+            m.deallocate(big, DEVICE_WIDE);
+            gate.awaitArrivals(1);
+            // The large waiting block is not counted for a smaller request: that request does not get
+            // a second copy of the program's memory; it waits briefly, then goes beside it.
+            long small = m.allocate(SIZE, DEVICE_WIDE);
+            assertFalse(small < big + 4 * SIZE && big < small + SIZE, "the waiting block was not handed out");
+            m.deallocate(small, DEVICE_WIDE);
+        });
+    }
+
+    @Test
+    void aFailedSynchronisationAskedForByAFreeIsRetriedWithNoAllocationAsking() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            FaultPlan plan = new FaultPlan().failNth(DriverCall.DEVICE_SYNCHRONIZE, 1, CudaResult.ILLEGAL_ADDRESS);
+            open(driver -> new FaultInjectingDriver(driver, plan));
+            gate.open();
+            long a = m.allocate(SIZE, DEVICE_WIDE);
+            m.deallocate(a, DEVICE_WIDE); // the only request: made by the free
+            DeviceWideFence fence = m.deviceWideFence();
+            while (!fence.await(1, 1_000_000)) Thread.onSpinWait(); // fails once, then completes through the retry
+            assertEquals(1, plan.injected(DriverCall.DEVICE_SYNCHRONIZE), "the first synchronisation failed");
+            assertEquals(a, m.allocate(SIZE, DEVICE_WIDE), "the retry made the block reusable");
+            assertEquals(1, creates());
+        });
+    }
+
+    /**
+     * Random malloc/free loops of a few sizes, freed device-wide, with synchronisations let through
+     * at random: no memory freed device-wide is handed out again before a synchronisation that
+     * started after its free has finished. The model: a synchronisation that starts after a free
+     * serves a ticket above the fence's started ticket read before the free, so the fence's
+     * completed ticket must have passed that value.
+     */
+    @Test
+    void randomLoopsNeverReuseMemoryBeforeItsSynchronisation() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            DeviceWideFence fence = m.deviceWideFence();
+            SplittableRandom rng = new SplittableRandom(7);
+            List<long[]> freed = new ArrayList<>(); // {address, size, started ticket before the free}
+            long[] sizes = {SIZE, 2 * SIZE, 3 * PAGE};
+            for (int op = 0; op < 300; op++) {
+                long size = sizes[rng.nextInt(sizes.length)];
+                long p = m.allocate(size, DEVICE_WIDE);
+                long completed = fence.completedTicket();
+                for (java.util.Iterator<long[]> it = freed.iterator(); it.hasNext(); ) {
+                    long[] f = it.next();
+                    if (p < f[0] + f[1] && f[0] < p + size) {
+                        assertTrue(completed > f[2], "op " + op + ": memory freed device-wide reused before its synchronisation");
+                        it.remove();
+                    }
+                }
+                long startedBefore = fence.startedTicket();
+                m.deallocate(p, DEVICE_WIDE);
+                freed.add(new long[]{p, size, startedBefore});
+                if (rng.nextBoolean()) gate.letThrough(1);
+            }
+        });
+    }
+}
