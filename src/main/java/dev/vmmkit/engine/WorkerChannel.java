@@ -80,12 +80,17 @@ final class WorkerChannel implements AutoCloseable {
     /**
      * Spins up to {@code nanos} until a frame has begun to arrive; false when none did (the caller
      * then blocks in {@link #read}). A blocked reader is woken by the kernel, tens of microseconds
-     * on a virtual machine; a reader that spins sees the bytes at once.
+     * on a virtual machine; a reader that spins sees the bytes at once. A channel that fails here
+     * ends the spin: the {@link #read} that follows meets the same failure and reports it as usual.
      */
-    boolean spinUntilReadable(long nanos) throws IOException {
+    boolean spinUntilReadable(long nanos) {
         long until = System.nanoTime() + nanos;
         do {
-            if (in.available() > 0) return true;
+            try {
+                if (in.available() > 0) return true;
+            } catch (IOException e) {
+                return false;
+            }
             Thread.onSpinWait();
         } while (System.nanoTime() - until < 0);
         return false;
