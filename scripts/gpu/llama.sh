@@ -125,6 +125,33 @@ if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
   echo "llama-figure: llama_bench_tg${tokens}_tokens_per_s $bench_ts"
 fi
 
+if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
+  # Where the gap between llama-bench and the served rate goes: a plain decode loop with
+  # llama-bench's settings, then the engine's (its context, the prompt, the most likely token read
+  # from the logits), then each of the engine's other choices, then the engine's settings with
+  # vmmkit serving the loop's CUDA memory (`vmmkit run`). Nothing of vmmkit's host in any of them.
+  if make -s -C examples/llama-engine decode-rate BACKEND=cuda LLAMA_DIR="$work" LLAMA_LIB="$work/lib" BUILD="$work/plugin"; then
+    rate="$work/plugin/cuda/decode_rate"
+    model="$work/models/big.gguf"
+    engine=(--tokens $tokens --prompt "hello world" --ctx 256 --batch 256 --threads 8)
+    decode_rate() {   # decode_rate LABEL COMMAND...: one "llama-figure: decode_rate_LABEL" line
+      local label="$1"; shift
+      local line
+      line=$("$@" 2>>"$out/decode-rate.log" | grep '^decode_rate:')
+      echo "llama-figure: decode_rate_$label ${line#decode_rate: tokens_per_s }"
+    }
+    decode_rate bench_settings "$rate" "$model" --tokens $tokens --pick random --ctx $tokens --threads 8
+    decode_rate engine_settings "$rate" "$model" "${engine[@]}"
+    decode_rate engine_settings_fa_auto "$rate" "$model" "${engine[@]}" --fa auto
+    decode_rate engine_settings_random_pick "$rate" "$model" "${engine[@]}" --pick random
+    decode_rate engine_settings_no_cuda_graphs env GGML_CUDA_DISABLE_GRAPHS=1 "$rate" "$model" "${engine[@]}"
+    decode_rate engine_settings_under_vmmkit ./vmmkit run --driver cuda -- "$rate" "$model" "${engine[@]}" --graphs-log
+    decode_rate bench_settings_under_vmmkit ./vmmkit run --driver cuda -- "$rate" "$model" --tokens $tokens --pick random --ctx $tokens --threads 8
+  else
+    echo "llama: decode_rate did not build; no split of the gap"
+  fi
+fi
+
 python3 - "$mode" "$work" "$out" "$tokens" "$bench_ts" "$model_mib" "${driver_args[@]}" <<'PY'
 import http.client, json, os, socket, subprocess, sys, time
 sys.path.insert(0, "scripts/gpu/lib")

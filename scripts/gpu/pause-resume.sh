@@ -26,8 +26,8 @@
 # vmmkit pins host memory for a kept tag in the background while it is allocated; its first pause is
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
-# Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (1;
-# 0 leaves out steps 3 and 4).
+# Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
+# of steps 3 and 4: words of "no-pin-ahead register pluggable scenario", all by default; 0 none).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"
@@ -80,16 +80,17 @@ for row in "${rows[@]}"; do
     "${bench[@]}" bench vmmkit "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
-if [ "${PAUSE_EXTRAS:-1}" = 1 ]; then
-run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
+extras="${PAUSE_EXTRAS:-no-pin-ahead register pluggable scenario}"
+[ "$extras" = 1 ] && extras="no-pin-ahead register pluggable scenario"
+extra() { [[ " $extras " == *" $1 "* ]]; }
+extra no-pin-ahead && run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
-run vmmkit-register env PYTHONPATH="$root/python" VMM_PINNED_HOST=register IMPL_NAME=vmmkit-register \
-  ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
-run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
+extra register && run vmmkit-register env PYTHONPATH="$root/python" VMM_PINNED_HOST=register IMPL_NAME=vmmkit-register \
+  ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
+extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
 # 4. The scenario.
-run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
-fi
+extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
 
 echo
 echo "=== pause-resume: results (ms; GiB/s; free GiB before / paused / after)"
