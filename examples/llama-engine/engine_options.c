@@ -1,7 +1,7 @@
 /*
  * Reads the engine's options from the manifest's "options" JSON object. The host has already
- * checked that it is a JSON object; the values this engine reads are plain numbers, so a small
- * scanner does: it finds "key" followed by ':' and reads the number after it.
+ * checked that it is a JSON object; the values this engine reads are plain numbers and one word,
+ * so a small scanner does: it finds "key" followed by ':' and reads the value after it.
  */
 #include "engine_options.h"
 
@@ -10,20 +10,45 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Finds the number given for key; 1 when found (value set), 0 when absent, -1 when not a number. */
-static int number(const char* json, const char* key, double* value) {
+static const char* skip_space(const char* p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+/* Where key's value begins (after "key" and ':'), or NULL when the key is absent. */
+static const char* value_of(const char* json, const char* key) {
     char quoted[64];
     snprintf(quoted, sizeof quoted, "\"%s\"", key);
     for (const char* at = json ? strstr(json, quoted) : NULL; at; at = strstr(at + 1, quoted)) {
-        const char* p = at + strlen(quoted);
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-        if (*p != ':') continue;   /* the key's text inside a string value, not a key */
-        p++;
-        char* end;
-        *value = strtod(p, &end);
-        return end == p ? -1 : 1;
+        const char* p = skip_space(at + strlen(quoted));
+        if (*p == ':') return skip_space(p + 1);   /* else the key's text inside a string value, not a key */
     }
-    return 0;
+    return NULL;
+}
+
+/* Finds the number given for key; 1 when found (value set), 0 when absent, -1 when not a number. */
+static int number(const char* json, const char* key, double* value) {
+    const char* p = value_of(json, key);
+    if (!p) return 0;
+    char* end;
+    *value = strtod(p, &end);
+    return end == p ? -1 : 1;
+}
+
+/* flash_attn: "auto", "on" or "off" (llama-server's words for -fa), as llama.cpp's -1, 1, 0. */
+static int read_flash_attn(const char* json, int* out, char* error, size_t size) {
+    const char* p = value_of(json, "flash_attn");
+    if (!p) return 0;
+    static const char* const words[] = {"\"off\"", "\"on\"", "\"auto\""};
+    for (int i = 0; i < 3; i++) {
+        size_t length = strlen(words[i]);
+        if (!strncmp(p, words[i], length)) {
+            *out = i == 2 ? -1 : i;
+            return 0;
+        }
+    }
+    snprintf(error, size, "option \"flash_attn\" must be \"auto\", \"on\" or \"off\"");
+    return -1;
 }
 
 static int read_int(const char* json, const char* key, long min, long max, int* out, char* error, size_t size) {
@@ -54,13 +79,14 @@ int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (EngineOptions){
         .max_tokens = 32, .temperature = 0.0f, .top_p = 1.0f, .seed = 42, .top_k = 5, .context_size = 2048,
-        .threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus), .gpu_layers = -1,
+        .threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus), .gpu_layers = -1, .flash_attn = -1,
     };
     if (read_int(json, "max_tokens", 1, 1 << 20, &o->max_tokens, error, size)
         || read_int(json, "top_k", 0, 1 << 20, &o->top_k, error, size)
         || read_int(json, "context_size", 16, 1 << 24, &o->context_size, error, size)
         || read_int(json, "threads", 1, 1024, &o->threads, error, size)
-        || read_int(json, "gpu_layers", -1, 100000, &o->gpu_layers, error, size)) {
+        || read_int(json, "gpu_layers", -1, 100000, &o->gpu_layers, error, size)
+        || read_flash_attn(json, &o->flash_attn, error, size)) {
         return -1;
     }
     double value;

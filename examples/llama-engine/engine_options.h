@@ -14,6 +14,7 @@ typedef struct {
     int context_size;   /* "context_size": tokens of context (default 2048, at most the model's) */
     int threads;        /* "threads": CPU threads (default: online CPUs, at most 8) */
     int gpu_layers;     /* "gpu_layers": layers offloaded to the GPU in the CUDA build (default all, -1) */
+    int flash_attn;     /* "flash_attn": "auto" (default, llama.cpp's choice), "on" or "off": -1, 1, 0 as llama.cpp counts */
 } EngineOptions;
 
 /* One request's settings (ABI version 2's request_json), over the engine's options. */

@@ -150,6 +150,7 @@ int engine_load_model(const char* model_path) {
     context_params.n_threads = options.threads;
     context_params.n_threads_batch = options.threads;
     context_params.no_perf = true;
+    context_params.flash_attn_type = (enum llama_flash_attn_type)options.flash_attn;
     context = llama_init_from_model(model, context_params);
     if (!context) {
         say(3, "llama: cannot make a context of %u tokens%s%s", context_params.n_ctx, last_error[0] ? ": " : "", last_error);
@@ -205,12 +206,10 @@ static int tokenize(const char* prompt) {
 static int take_logits(const float* logits, float* row) {
     int best;
     if (logprobs_width == vocab_size) {
-        memcpy(row, logits, (size_t)vocab_size * sizeof *row);
-        logits_top(logits, vocab_size, 1, scratch_top, &best);
+        logits_top(logits, vocab_size, 1, scratch_top, &best, row);
     } else {
-        logits_top(logits, vocab_size, logprobs_width, row, top_ids);
+        logits_top(logits, vocab_size, logprobs_width, row, top_ids, scratch);
         best = top_ids[0];
-        memcpy(scratch, logits, (size_t)vocab_size * sizeof *scratch);
     }
     return best;
 }

@@ -8,19 +8,39 @@
 
 #include <math.h>
 
-void logits_top(const float* logits, int n, int k, float* values, int* ids) {
+/* Keeps value among the k largest so far (values descending, filled of them). */
+static inline void keep_if_top(float value, int id, int k, float* values, int* ids, int* filled) {
+    if (*filled == k && value <= values[k - 1]) return;
+    int at = *filled < k ? (*filled)++ : k - 1;
+    while (at > 0 && values[at - 1] < value) {
+        values[at] = values[at - 1];
+        ids[at] = ids[at - 1];
+        at--;
+    }
+    values[at] = value;
+    ids[at] = id;
+}
+
+/* Blocks of logits: a block whose largest value cannot enter the top k (the common case once k are
+ * found) costs one vectorised pass, its copy included, and no per-logit branch. */
+enum { BLOCK = 64 };
+
+__attribute__((target_clones("avx2", "default")))
+void logits_top(const float* logits, int n, int k, float* values, int* ids, float* copy) {
     int filled = 0;
-    for (int i = 0; i < n; i++) {
-        float value = logits[i];
-        if (filled == k && value <= values[k - 1]) continue;   /* the common case: one compare */
-        int at = filled < k ? filled++ : k - 1;
-        while (at > 0 && values[at - 1] < value) {
-            values[at] = values[at - 1];
-            ids[at] = ids[at - 1];
-            at--;
+    for (int start = 0; start < n; start += BLOCK) {
+        int end = n - start < BLOCK ? n : start + BLOCK;
+        float block_max = logits[start];
+        if (copy) {
+            for (int i = start; i < end; i++) {
+                copy[i] = logits[i];
+                block_max = fmaxf(block_max, logits[i]);
+            }
+        } else {
+            for (int i = start; i < end; i++) block_max = fmaxf(block_max, logits[i]);
         }
-        values[at] = value;
-        ids[at] = i;
+        if (filled == k && block_max <= values[k - 1]) continue;
+        for (int i = start; i < end; i++) keep_if_top(logits[i], i, k, values, ids, &filled);
     }
 }
 

@@ -107,7 +107,7 @@ backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
 cat > "$work/engines/llama/$backend/manifest.json" <<JSON
 {"id": "llama", "version": "$version", "abi_version": "2", "gpu_backend": "$backend",
  "architectures": ["llama"], "formats": ["gguf"], "binary": "libllama_engine.so",
- "options": {"max_tokens": $tokens, "context_size": 256, "gpu_layers": -1, "top_k": 5$threads}}
+ "options": {"max_tokens": $tokens, "context_size": 256, "gpu_layers": -1, "top_k": 5, "flash_attn": "off"$threads}}
 JSON
 
 LLAMA_GGUF_PY="$gguf_py" bash scripts/tiny-gguf.sh "$work/models/big.gguf" "${dims[@]}" \
@@ -140,13 +140,19 @@ if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
       line=$("$@" 2>>"$out/decode-rate.log" | grep '^decode_rate:')
       echo "llama-figure: decode_rate_$label ${line#decode_rate: tokens_per_s }"
     }
-    decode_rate bench_settings "$rate" "$model" --tokens $tokens --pick random --ctx $tokens --threads 8
-    decode_rate engine_settings "$rate" "$model" "${engine[@]}"
-    decode_rate engine_settings_fa_auto "$rate" "$model" "${engine[@]}" --fa auto
+    bench=(--tokens $tokens --pick random --ctx $tokens --threads 8)
+    decode_rate bench_settings "$rate" "$model" "${bench[@]}"
     decode_rate engine_settings_random_pick "$rate" "$model" "${engine[@]}" --pick random
-    decode_rate engine_settings_no_cuda_graphs env GGML_CUDA_DISABLE_GRAPHS=1 "$rate" "$model" "${engine[@]}"
-    decode_rate engine_settings_under_vmmkit ./vmmkit run --driver cuda -- "$rate" "$model" "${engine[@]}" --graphs-log
-    decode_rate bench_settings_under_vmmkit ./vmmkit run --driver cuda -- "$rate" "$model" --tokens $tokens --pick random --ctx $tokens --threads 8
+    decode_rate engine_settings_touch_logits "$rate" "$model" "${engine[@]}" --pick touch
+    decode_rate engine_settings_greedy_scan "$rate" "$model" "${engine[@]}" --pick greedy
+    decode_rate engine_settings "$rate" "$model" "${engine[@]}" --pick engine
+    decode_rate engine_settings_fa_auto "$rate" "$model" "${engine[@]}" --pick engine --fa auto
+    decode_rate engine_settings_no_cuda_graphs env GGML_CUDA_DISABLE_GRAPHS=1 "$rate" "$model" "${engine[@]}" --pick engine
+    # 15 runs each: a process under vmmkit carries a JVM whose start-up work overlaps the first runs.
+    decode_rate engine_settings_15_runs "$rate" "$model" "${engine[@]}" --pick engine --reps 15
+    decode_rate engine_settings_under_vmmkit ./vmmkit run --driver cuda -- "$rate" "$model" "${engine[@]}" --pick engine --reps 15
+    decode_rate engine_settings_under_vmmkit_monitor ./vmmkit run --driver cuda --mode monitor -- "$rate" "$model" "${engine[@]}" --pick engine --reps 15
+    decode_rate bench_settings_under_vmmkit ./vmmkit run --driver cuda -- "$rate" "$model" "${bench[@]}"
   else
     echo "llama: decode_rate did not build; no split of the gap"
   fi

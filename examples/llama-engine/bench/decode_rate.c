@@ -7,8 +7,11 @@
  * the host.
  *
  *   decode_rate MODEL [--tokens N] [--reps N] [--ctx N] [--batch N] [--threads N]
- *               [--fa on|off|auto] [--prompt TEXT] [--pick random|greedy] [--graphs-log]
+ *               [--fa on|off|auto] [--prompt TEXT] [--pick random|touch|greedy|engine] [--graphs-log]
  *
+ * --pick: how the next token is chosen. random: no logits read (llama-bench's way); touch: the
+ * logits' address taken (llama_get_logits_ith) and the token still random; greedy: a plain scan for
+ * the largest logit; engine: the engine's own pass (logits.c: the top 5 and a copy of the row).
  * Prints "decode_rate: tokens_per_s MEDIAN (min MIN, max MAX, REPS runs of N tokens) SETTINGS".
  * Each run starts from an empty KV cache; one run before them warms up. --graphs-log prints
  * llama.cpp's log lines that mention CUDA graphs (debug level included), which say when and why
@@ -17,6 +20,7 @@
 #define _GNU_SOURCE
 #include "ggml-backend.h"
 #include "llama.h"
+#include "logits.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -49,25 +53,39 @@ static int argmax(const float* logits, int n) {
     return best;
 }
 
+enum pick { PICK_RANDOM, PICK_TOUCH, PICK_GREEDY, PICK_ENGINE };
+
+static const char* const pick_names[] = {"random", "touch", "greedy", "engine"};
+
+/* The next token after a decode, as pick says; waits for the decode. */
+static llama_token next_token(struct llama_context* context, enum pick pick, int vocab_size, float* scratch) {
+    if (pick == PICK_RANDOM) {
+        llama_synchronize(context);
+        return rand() % vocab_size;
+    }
+    const float* logits = llama_get_logits_ith(context, -1);
+    if (pick == PICK_TOUCH) return logits ? rand() % vocab_size : 0;
+    if (pick == PICK_GREEDY) return argmax(logits, vocab_size);
+    float top[5];
+    int ids[5];
+    logits_top(logits, vocab_size, 5, top, ids, scratch);
+    return ids[0];
+}
+
 /* One run: the prompt (if any) in one batch, then tokens decoded one at a time. Seconds spent on
  * the generated tokens only, or a negative number when a decode fails. */
 static double one_run(struct llama_context* context, const llama_token* prompt, int prompt_count, int tokens,
-                      int greedy, int vocab_size, llama_token first) {
+                      enum pick pick, int vocab_size, llama_token first, float* scratch) {
     llama_memory_clear(llama_get_memory(context), true);
     llama_token token = first;
     if (prompt_count > 0) {
         if (llama_decode(context, llama_batch_get_one((llama_token*)prompt, prompt_count)) != 0) return -1;
-        token = greedy ? argmax(llama_get_logits_ith(context, -1), vocab_size) : rand() % vocab_size;
+        token = next_token(context, pick, vocab_size, scratch);
     }
     double start = now_seconds();
     for (int i = 0; i < tokens; i++) {
         if (llama_decode(context, llama_batch_get_one(&token, 1)) != 0) return -1;
-        if (greedy) {
-            token = argmax(llama_get_logits_ith(context, -1), vocab_size);   /* waits for the decode */
-        } else {
-            llama_synchronize(context);
-            token = rand() % vocab_size;
-        }
+        token = next_token(context, pick, vocab_size, scratch);
     }
     return now_seconds() - start;
 }
@@ -75,11 +93,12 @@ static double one_run(struct llama_context* context, const llama_token* prompt, 
 int main(int argc, char** argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: decode_rate MODEL [--tokens N] [--reps N] [--ctx N] [--batch N] [--threads N] "
-                        "[--fa on|off|auto] [--prompt TEXT] [--pick random|greedy] [--graphs-log]\n");
+                        "[--fa on|off|auto] [--prompt TEXT] [--pick random|touch|greedy|engine] [--graphs-log]\n");
         return 2;
     }
     const char* model_path = argv[1];
-    int tokens = 128, reps = 5, ctx = 256, batch = 0, threads = 8, greedy = 1;
+    int tokens = 128, reps = 5, ctx = 256, batch = 0, threads = 8;
+    enum pick pick = PICK_GREEDY;
     const char* fa = "off";
     const char* prompt_text = "";
     for (int i = 2; i < argc; i++) {
@@ -95,11 +114,15 @@ int main(int argc, char** argv) {
         else if (!strcmp(name, "--threads")) threads = atoi(value);
         else if (!strcmp(name, "--fa")) fa = value;
         else if (!strcmp(name, "--prompt")) prompt_text = value;
-        else if (!strcmp(name, "--pick")) greedy = strcmp(value, "random") != 0;
+        else if (!strcmp(name, "--pick")) {
+            int known = 0;
+            for (int p = 0; p < 4; p++) if (!strcmp(value, pick_names[p])) pick = (enum pick)p, known = 1;
+            if (!known) { fprintf(stderr, "decode_rate: --pick is random, touch, greedy or engine\n"); return 2; }
+        }
         else { fprintf(stderr, "decode_rate: unknown option %s\n", name); return 2; }
     }
-    if (tokens < 1 || reps < 1 || reps > 1000 || ctx < tokens + 1 || threads < 1) {
-        fprintf(stderr, "decode_rate: need tokens >= 1, 1 <= reps <= 1000, ctx > tokens, threads >= 1\n");
+    if (tokens < 1 || reps < 1 || reps > 1000 || ctx < tokens || threads < 1) {
+        fprintf(stderr, "decode_rate: need tokens >= 1, 1 <= reps <= 1000, ctx >= tokens, threads >= 1\n");
         return 2;
     }
     llama_log_set(on_log, NULL);
@@ -134,21 +157,23 @@ int main(int argc, char** argv) {
     if (*prompt_text) {
         prompt_count = llama_tokenize(vocab, prompt_text, (int)strlen(prompt_text), prompt, 512,
                                       llama_vocab_get_add_bos(vocab), true);
-        if (prompt_count < 0 || prompt_count + tokens >= ctx) { fprintf(stderr, "decode_rate: prompt too long\n"); return 2; }
+        if (prompt_count < 0 || prompt_count + tokens > ctx) { fprintf(stderr, "decode_rate: prompt too long\n"); return 2; }
     }
     llama_token first = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : 0;
     srand(1);
     double* rates = malloc((size_t)reps * sizeof *rates);
+    float* scratch = malloc((size_t)vocab_size * sizeof *scratch);
     for (int r = -1; r < reps; r++) {
-        double seconds = one_run(context, prompt, prompt_count, tokens, greedy, vocab_size, first);
+        double seconds = one_run(context, prompt, prompt_count, tokens, pick, vocab_size, first, scratch);
         if (seconds < 0) { fprintf(stderr, "decode_rate: a decode failed\n"); return 1; }
         if (r >= 0) rates[r] = tokens / seconds;
     }
     qsort(rates, (size_t)reps, sizeof *rates, compare_doubles);
     printf("decode_rate: tokens_per_s %.1f (min %.1f, max %.1f, %d runs of %d tokens) ctx %u batch %u threads %d fa %s "
            "prompt %d tokens pick %s\n", rates[reps / 2], rates[0], rates[reps - 1], reps, tokens, llama_n_ctx(context),
-           llama_n_batch(context), threads, fa, prompt_count, greedy ? "greedy" : "random");
+           llama_n_batch(context), threads, fa, prompt_count, pick_names[pick]);
     free(rates);
+    free(scratch);
     llama_free(context);
     llama_model_free(model);
     llama_backend_free();

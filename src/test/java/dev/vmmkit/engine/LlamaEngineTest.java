@@ -343,6 +343,27 @@ class LlamaEngineTest {
     }
 
     @Test
+    void flashAttentionOnOrOffServesTheSameTokensAndAnUnknownWordIsRefusedByName(@TempDir Path root) throws Exception {
+        List<Long> off;
+        try (EngineTestBed bed = bed(root.resolve("off"), ",\"flash_attn\":\"off\"", "tiny")) {
+            bed.start();
+            off = ids(bed.generate("tiny", "hello world"));
+        }
+        try (EngineTestBed bed = bed(root.resolve("on"), ",\"flash_attn\": \"on\"", "tiny")) {
+            bed.start();
+            assertEquals(off, ids(bed.generate("tiny", "hello world")), "the same attention, computed another way");
+        }
+        try (EngineTestBed bed = bed(root.resolve("bad"), ",\"flash_attn\":\"fast\"", "tiny")) {
+            bed.start();
+            EngineTestBed.Answer answer = bed.generate("tiny", "hello world");
+            assertEquals(500, answer.status(), answer.text());
+            assertTrue(answer.error().contains("\"flash_attn\" must be \"auto\", \"on\" or \"off\""),
+                    "the answer names the option and its words: " + answer.error());
+            assertNull(bed.loadedModel("tiny"));
+        }
+    }
+
+    @Test
     void aCorruptModelIsRefusedSayingWhyAndTheHostKeepsServing(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = bed(root, "", "tiny")) {
             bed.start();
