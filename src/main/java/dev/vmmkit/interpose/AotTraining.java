@@ -24,7 +24,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * first call: bootstrap (monitor mode, so no allocator is needed), then calls through the upcall stubs;
  * then it allocates and frees through a {@link VmmManager} on the driver {@code auto} finds (CUDA on
  * the GPU machine, where scripts/build-aot-cache.sh trains the runtime's cache), so the allocator's
- * classes are in the cache too; last, a peak profile's identity, writing and reading.
+ * classes are in the cache too, and pauses and resumes a kept and a discarded tag, so a program's
+ * first pause does not load its classes; last, a peak profile's identity, writing and reading.
  */
 public final class AotTraining {
 
@@ -84,8 +85,29 @@ public final class AotTraining {
                 for (long address : held) manager.deallocate(address, round & 1);
             }
             manager.drain();
+            trainTags(manager);
         } catch (Throwable e) {
             System.err.println("AotTraining: allocator not trained: " + e);
         }
+    }
+
+    /** Tagged allocations paused and resumed, contents kept and not, then freed. */
+    private static void trainTags(VmmManager manager) {
+        String[] tags = {"aot-training-kept", "aot-training-discarded"};
+        long[] addresses = new long[tags.length];
+        for (int i = 0; i < tags.length; i++) {
+            manager.beginTagRegion(tags[i], i == 0);
+            try {
+                addresses[i] = manager.allocate(8L << 20, 0);
+            } finally {
+                manager.endTagRegion();
+            }
+        }
+        for (int cycle = 0; cycle < 2; cycle++) {
+            for (String tag : tags) manager.pause(tag);
+            for (String tag : tags) manager.resume(tag);
+        }
+        for (long address : addresses) manager.deallocate(address, VmmManager.DEVICE_WIDE_STREAM);
+        manager.freeKeptHostMemory();
     }
 }
