@@ -175,11 +175,21 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     return rc;
 }
 
+/* Runtimes and libraries ask for a pointer's memory type and device on their hot paths: only a
+ * question about the range costs a look into vmmkit's allocations. */
+static int asks_for_range(unsigned int count, const int *attributes, void *const *data) {
+    for (unsigned int i = 0; i < count; i++) {
+        if (data[i] && (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE)) return 1;
+    }
+    return 0;
+}
+
 EXPORT CUresult cuPointerGetAttributes(unsigned int count, int *attributes, void **data, CUdeviceptr ptr) {
     CUresult rc = DRIVER(cuPointerGetAttributes, count, attributes, data, ptr);
     CUdeviceptr base;
     size_t size;
-    if (rc != CUDA_SUCCESS || !attributes || !data || !vmmkit_range(ptr, &base, &size)) return rc;
+    if (rc != CUDA_SUCCESS || !attributes || !data || !asks_for_range(count, attributes, data)
+            || !vmmkit_range(ptr, &base, &size)) return rc;
     for (unsigned int i = 0; i < count; i++) {
         if (!data[i]) continue;
         if (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *(CUdeviceptr *) data[i] = base;

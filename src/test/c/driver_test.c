@@ -194,6 +194,10 @@ static void ranges(void) {
             start = length = 0;
             CHECK(cuPointerGetAttributes(3, kinds, data, probes[k]) == 0);
             CHECK(type == 2 && start == p && length == sizes[i]);
+            type = 0;
+            CHECK(cuPointerGetAttributes(1, kinds, data, probes[k]) == 0 && type == 2);   /* the type alone */
+            length = 0;
+            CHECK(cuPointerGetAttributes(1, kinds + 2, data + 2, probes[k]) == 0 && length == sizes[i]);   /* the size alone */
         }
         CHECK(cuMemFree_v2(p) == 0);
     }
