@@ -27,6 +27,14 @@ final class PageTable {
     private final long[] handleOfPage;
     /** For a mapped page, the index of the first page of its handle. */
     private final int[] handleStartPage;
+    /** For a mapped page, the index of the page after its handle's last. */
+    private final int[] handleEndPage;
+    /**
+     * The mapped pages, 64 to a word: a pause or a close finds the mapped runs of a range reserved
+     * for the whole device without walking its pages one by one (often in the interpreter: a
+     * program pauses a few times in its life).
+     */
+    private final java.util.BitSet mappedPages;
 
     /** A table whose runs give access to the driver's own device alone. */
     PageTable(VmmDriver driver, long base, long span, long pageBytes) {
@@ -43,6 +51,8 @@ final class PageTable {
         int pages = Math.toIntExact(span >>> pageShift);
         this.handleOfPage = new long[pages];
         this.handleStartPage = new int[pages];
+        this.handleEndPage = new int[pages];
+        this.mappedPages = new java.util.BitSet(pages);
     }
 
     long pageBytes() {
@@ -60,11 +70,7 @@ final class PageTable {
 
     /** Where the handle mapped at {@code va} ends. */
     long handleEnd(long va) {
-        int p = page(va);
-        long h = handleOfPage[p];
-        int end = p + 1;
-        while (end < handleOfPage.length && handleOfPage[end] == h && handleStartPage[end] == handleStartPage[p]) end++;
-        return address(end);
+        return address(handleEndPage[page(va)]);
     }
 
     /**
@@ -193,12 +199,8 @@ final class PageTable {
      * A handle whose unmap fails is forgotten anyway (closing: the driver reclaims it at exit).
      */
     void unmapAll(HandleSink released) {
-        for (int p = 0; p < handleOfPage.length; ) {
+        for (int p = mappedPages.nextSetBit(0); p >= 0; p = mappedPages.nextSetBit(p)) {
             long h = handleOfPage[p];
-            if (h == NO_HANDLE) {
-                p++;
-                continue;
-            }
             long va = address(p);
             long end = handleEnd(va);
             try {
@@ -214,15 +216,10 @@ final class PageTable {
 
     /** Calls {@code visitor} once per run of contiguously mapped pages (whole handles), in address order. */
     void forEachMappedRun(RegionHeap.RunVisitor visitor) {
-        int p = 0;
-        while (p < handleOfPage.length) {
-            if (handleOfPage[p] == NO_HANDLE) {
-                p++;
-                continue;
-            }
-            int first = p;
-            while (p < handleOfPage.length && handleOfPage[p] != NO_HANDLE) p++;
-            visitor.visit(address(first), (long) (p - first) << pageShift);
+        for (int first = mappedPages.nextSetBit(0); first >= 0; ) {
+            int end = mappedPages.nextClearBit(first);
+            visitor.visit(address(first), (long) (end - first) << pageShift);
+            first = mappedPages.nextSetBit(end);
         }
     }
 
@@ -238,10 +235,15 @@ final class PageTable {
         int end = page(va + bytes - 1) + 1;
         java.util.Arrays.fill(handleOfPage, first, end, handle);
         java.util.Arrays.fill(handleStartPage, first, end, first);
+        java.util.Arrays.fill(handleEndPage, first, end, end);
+        mappedPages.set(first, end);
     }
 
     private void forget(long va, long bytes) {
-        java.util.Arrays.fill(handleOfPage, page(va), page(va + bytes - 1) + 1, NO_HANDLE);
+        int first = page(va);
+        int end = page(va + bytes - 1) + 1;
+        java.util.Arrays.fill(handleOfPage, first, end, NO_HANDLE);
+        mappedPages.clear(first, end);
     }
 
     private int page(long va) {
