@@ -25,7 +25,7 @@ import java.util.concurrent.locks.LockSupport;
  * takes a {@linkplain #request ticket} instead (an atomic increment), and later reads whether it is
  * {@linkplain #completedTicket complete}. The thread, started on the first request or free, turns
  * published frees that no synchronisation covers yet into a ticket of its own, reads every
- * region's published sequence, calls {@link StreamEvents#synchronizeDevice}, then marks those
+ * region's published sequence ({@link FreesToCover}), calls {@link StreamEvents#synchronizeDevice}, then marks those
  * sequences {@linkplain DeviceWideFrees#covered covered} and completes every ticket issued before
  * that synchronisation <em>started</em> ({@link #startedTicket}; work submitted before such a
  * ticket or free was queued before the synchronisation, so it is finished). Requests made meanwhile
@@ -72,10 +72,8 @@ final class DeviceWideFence implements AutoCloseable {
      * (a request or a free unparks it).
      */
     private final AtomicLongArray progress = new AtomicLongArray(64);
-    /** Every region's device-wide frees (copied on change: the thread reads it at every synchronisation). */
-    private volatile DeviceWideFrees[] regions = new DeviceWideFrees[0];
-    /** The thread's own: the published sequences of {@link #regions} read before the running synchronisation. */
-    private long[] snapshot = new long[0];
+    /** Every region's device-wide frees. */
+    private final FreesToCover regions = new FreesToCover();
     /**
      * Threads waiting on the monitor; changed under it. The thread takes the monitor after a
      * synchronisation only when some wait (or a failure is to be cleared): taking it writes this
@@ -113,18 +111,13 @@ final class DeviceWideFence implements AutoCloseable {
     }
 
     /** The frees of one more region; {@link #forget} it when the region closes. */
-    synchronized DeviceWideFrees register() {
-        DeviceWideFrees frees = new DeviceWideFrees();
-        DeviceWideFrees[] now = java.util.Arrays.copyOf(regions, regions.length + 1);
-        now[now.length - 1] = frees;
-        regions = now;
-        return frees;
+    DeviceWideFrees register() {
+        return regions.register();
     }
 
     /** A closed region's frees: no synchronisation covers them any more. */
-    synchronized void forget(DeviceWideFrees frees) {
-        DeviceWideFrees[] now = java.util.Arrays.stream(regions).filter(f -> f != frees).toArray(DeviceWideFrees[]::new);
-        regions = now;
+    void forget(DeviceWideFrees frees) {
+        regions.forget(frees);
     }
 
     /**
@@ -291,7 +284,7 @@ final class DeviceWideFence implements AutoCloseable {
 
     /** One attempt on the caller's thread, for {@link #onCallingThread}. */
     private synchronized void synchronizeOnce(long target) {
-        DeviceWideFrees[] covering = readPublished();
+        DeviceWideFrees[] covering = regions.read();
         progress.set(STARTED, target);
         try {
             events.synchronizeDevice();
@@ -299,29 +292,8 @@ final class DeviceWideFence implements AutoCloseable {
             failed(target, e);
             return;
         }
-        cover(covering);
+        regions.cover(covering);
         completedUpTo(target);
-    }
-
-    /** Reads every region's published sequence into {@link #snapshot} (before a synchronisation starts); returns the regions read. */
-    private DeviceWideFrees[] readPublished() {
-        DeviceWideFrees[] now = regions;
-        if (snapshot.length < now.length) snapshot = new long[now.length];
-        for (int i = 0; i < now.length; i++) snapshot[i] = now[i].published();
-        return now;
-    }
-
-    /** After a synchronisation that started after {@link #readPublished}: what it read is covered. */
-    private void cover(DeviceWideFrees[] covering) {
-        for (int i = 0; i < covering.length; i++) covering[i].cover(snapshot[i]);
-    }
-
-    /** True when some region published a free that no finished synchronisation covers. */
-    private boolean freesWait() {
-        for (DeviceWideFrees f : regions) {
-            if (f.published() > f.covered()) return true;
-        }
-        return false;
     }
 
     private void serve() {
@@ -337,7 +309,7 @@ final class DeviceWideFence implements AutoCloseable {
         while (true) {
             long target = nextTarget();
             if (target < 0) return;
-            DeviceWideFrees[] covering = readPublished(); // before the synchronisation starts
+            DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             progress.set(STARTED, target);
             try {
                 events.synchronizeDevice();
@@ -348,7 +320,7 @@ final class DeviceWideFence implements AutoCloseable {
                 continue;
             }
             retryPause = FIRST_RETRY_PAUSE_NANOS;
-            cover(covering);
+            regions.cover(covering);
             completedUpTo(target);
         }
     }
@@ -364,7 +336,7 @@ final class DeviceWideFence implements AutoCloseable {
         while (!closed) {
             long newest = issued.get();
             if (newest != completedTicket()) return newest;
-            if (freesWait()) return issued.incrementAndGet();
+            if (regions.anyUncovered()) return issued.incrementAndGet();
             if (now - spinUntil < 0) {
                 long pollAt = now + POLL_NANOS;
                 do {
@@ -375,7 +347,7 @@ final class DeviceWideFence implements AutoCloseable {
             }
             progress.set(PARKED, 1);
             // A request or free after this line sees PARKED and unparks.
-            if (issued.get() == completedTicket() && !freesWait() && !closed) LockSupport.park(this);
+            if (issued.get() == completedTicket() && !regions.anyUncovered() && !closed) LockSupport.park(this);
             progress.set(PARKED, 0);
             Thread.interrupted(); // close() interrupts after setting closed; the loop condition tells
             now = System.nanoTime();
