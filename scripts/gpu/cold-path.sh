@@ -12,16 +12,22 @@
 #              with VMM_WARM_UP=0 (no start-up warm-up: what it saves). vmmkit runs at VMM_LOG=info,
 #              which prints the breakdown of the first large allocation (Java before, between and
 #              after each driver call, and each call's time); the median run's breakdown is printed
-#   2. pair    cudaMalloc + cudaFree of the same size in a loop, median, at 2 MiB and 64 MiB (PAIR_SIZES,
-#              bytes), native and vmmkit, with the blocks vmmkit rotates over (handles created) and the
-#              device synchronisations its fence made per pair
+#   2. pair    cudaMalloc + cudaFree of the same size in a loop, median, at 4 KiB, 2 MiB and 64 MiB
+#              (PAIR_SIZES, bytes), native and vmmkit, with the blocks vmmkit rotates over (handles
+#              created) and the device synchronisations its fence made per pair; and the same pair
+#              through the PyTorch allocator entry points on stream 0 (freed on a stream: no device
+#              synchronisation, no fence thread), which tells the fence's share
+#   beside     (src/test/c/bench_sync_beside.c, no vmmkit) cudaGetDevice alone and while another thread
+#              synchronises the device in a loop, one synchronisation, and a cache line's transfer
+#              between two cores: what the fence thread's work can cost the allocating thread
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
 #              default and with the trace's peak as its hint (a second run's peak profile), wall us/op,
 #              each with where vmmkit's driver time went by kind of call (VMM_LOG=info)
 # Prints one line per figure ("cold-path | test | native | vmmkit | ratio | notes") and exits
-# non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: SIZES_GIB,
+# non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: STEPS
+# (default "first pair beside grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
 # PAIR_SIZES, REPS (3: steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
 # use small SIZES_GIB there, e.g. "0.25 0.5").
@@ -29,7 +35,9 @@ set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" cold-path
 driver="${DRIVER:-cuda}"
 sizes_gib="${SIZES_GIB:-1 4 16}"
-pair_sizes="${PAIR_SIZES:-2097152 67108864}"
+pair_sizes="${PAIR_SIZES:-4096 2097152 67108864}"
+steps=" ${STEPS:-first pair beside grow bert} "
+step() { [[ "$steps" == *" $1 "* ]]; }
 reps="${REPS:-3}"
 rows=()
 breakdowns=()
@@ -44,8 +52,8 @@ fi
 
 # The test programs, against the real runtime (or the stand-in for DRIVER=host).
 find_cudart cold-path "$driver"
-for p in bench_cold bench_pair; do
-  if ! gcc -O2 -Wall -o "$out/$p" "src/test/c/$p.c" "$cudart" -Wl,-rpath,"$cudart_dir" -ldl 2> "$out/$p.build.log"; then
+for p in bench_cold bench_pair bench_sync_beside; do
+  if ! gcc -O2 -Wall -o "$out/$p" "src/test/c/$p.c" "$cudart" -Wl,-rpath,"$cudart_dir" -ldl -lpthread 2> "$out/$p.build.log"; then
     cat "$out/$p.build.log"; echo "cold-path: cannot build $p" >&2; exit 2
   fi
 done
@@ -99,7 +107,7 @@ ratio() { # ratio VMMKIT NATIVE
 row() { rows+=("cold-path | $1 | $2 | $3 | $(ratio "$3" "$2") | $4"); }
 
 # 1. First cudaMalloc of each size, native first; vmmkit with and without its start-up warm-up.
-for g in $sizes_gib; do
+step first && for g in $sizes_gib; do
   bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
   nat=(); vmm=(); cold=(); handles=()
   for r in $(seq "$reps"); do
@@ -119,27 +127,39 @@ for g in $sizes_gib; do
   breakdowns+=("${g} GiB, VMM_WARM_UP=0 (run $r, program saw $m_cold us): $(breakdown "$out/first-${g}G-nowarm-$r.log")")
 done
 
-# 2. cudaMalloc + cudaFree pair, median, native first.
-for s in $pair_sizes; do
+# 2. cudaMalloc + cudaFree pair, median, native first; then vmmkit's pair freed on stream 0.
+us() { "$py" -c 'import sys; print(round(float(sys.argv[1]) / 1000, 2))' "$1" 2>/dev/null || echo "?"; }
+label() { if [ "$1" -ge 1048576 ]; then echo "$(($1 >> 20)) MiB"; else echo "$(($1 >> 10)) KiB"; fi; }
+step pair && for s in $pair_sizes; do
   nat="$(run "pair-$s-native" native env BENCH_PAIR_WARMUP=200 "$out/bench_pair" "$s" 2000)"
   vmm="$(run "pair-$s-vmmkit" vmmkit env BENCH_PAIR_WARMUP=20000 "$out/bench_pair" "$s" 20000)"
-  nat_us="$("$py" -c 'import sys; print(round(float(sys.argv[1]) / 1000, 2))' "$(field "$nat" pair_median_ns)" 2>/dev/null || echo "?")"
-  vmm_us="$("$py" -c 'import sys; print(round(float(sys.argv[1]) / 1000, 2))' "$(field "$vmm" pair_median_ns)" 2>/dev/null || echo "?")"
+  nat_us="$(us "$(field "$nat" pair_median_ns)")"
   syncs="$(creates "$out/pair-$s-vmmkit.json" device_synchronize)"
   per_pair="$("$py" -c 'import sys; print(round(int(sys.argv[1]) / 60001, 3))' "$syncs" 2>/dev/null || echo "?")"
-  row "cudaMalloc+cudaFree pair $((s >> 20)) MiB (us, median; p99 native $(field "$nat" pair_p99_ns) ns, vmmkit $(field "$vmm" pair_p99_ns) ns)" \
-    "$nat_us" "$vmm_us" "handles created $(creates "$out/pair-$s-vmmkit.json") (blocks rotated over, +1 warm-up page); device syncs $syncs ($per_pair per pair)"
+  row "cudaMalloc+cudaFree pair $(label "$s") (us, median; p99 native $(field "$nat" pair_p99_ns) ns, vmmkit $(field "$vmm" pair_p99_ns) ns)" \
+    "$nat_us" "$(us "$(field "$vmm" pair_median_ns)")" "handles created $(creates "$out/pair-$s-vmmkit.json") (blocks rotated over, +1 warm-up page); device syncs $syncs ($per_pair per pair); batched $(field "$vmm" pair_batched_median_ns) ns, cpu $(field "$vmm" pair_cpu_ns) ns"
+  str="$(run "pair-$s-stream0" vmmkit env BENCH_PAIR_WARMUP=20000 "$out/bench_pair" "$s" 20000 torch 0)"
+  row "the same pair freed on stream 0 (pluggable allocator entry points; no fence) $(label "$s") (us, median; p99 $(field "$str" pair_p99_ns) ns)" \
+    "$nat_us" "$(us "$(field "$str" pair_median_ns)")" "device syncs $(creates "$out/pair-$s-stream0.json" device_synchronize); native column: cudaMalloc+cudaFree"
 done
 
+# beside: what a device synchronisation loop on another thread costs this one (no vmmkit).
+if step beside; then
+  b="$(run beside native "$out/bench_sync_beside" 200000)"
+  rows+=("cold-path | cudaGetDevice (ns, median) alone, and beside a thread synchronising the device in a loop | $(field "$b" get_device_ns) | $(field "$b" get_device_beside_ns) | $(ratio "$(field "$b" get_device_beside_ns)" "$(field "$b" get_device_ns)") | one cudaDeviceSynchronize $(field "$b" sync_ns) ns; one cache line between two cores $(field "$b" line_transfer_ns) ns")
+fi
+
 # 3. The first classic grow, 512 MiB -> 1 GiB, native first.
-nat=(); vmm=(); handles=()
-for r in $(seq "$reps"); do
-  nat+=("$(field "$(run "grow-native-$r" native "$out/bench_cold" grow $((512 << 20)) $((1 << 30)))" grow_us)")
-  vmm+=("$(field "$(run "grow-vmmkit-$r" vmmkit "$out/bench_cold" grow $((512 << 20)) $((1 << 30)))" grow_us)")
-  handles+=("$(creates "$out/grow-vmmkit-$r.json")")
-done
-row "first grow 512 MiB -> 1 GiB, malloc+copy+free (us, median of $reps)" "$(median "${nat[@]}")" "$(median "${vmm[@]}")" \
-  "handles created ${handles[*]}"
+if step grow; then
+  nat=(); vmm=(); handles=()
+  for r in $(seq "$reps"); do
+    nat+=("$(field "$(run "grow-native-$r" native "$out/bench_cold" grow $((512 << 20)) $((1 << 30)))" grow_us)")
+    vmm+=("$(field "$(run "grow-vmmkit-$r" vmmkit "$out/bench_cold" grow $((512 << 20)) $((1 << 30)))" grow_us)")
+    handles+=("$(creates "$out/grow-vmmkit-$r.json")")
+  done
+  row "first grow 512 MiB -> 1 GiB, malloc+copy+free (us, median of $reps)" "$(median "${nat[@]}")" "$(median "${vmm[@]}")" \
+    "handles created ${handles[*]}"
+fi
 
 # 4. BERT replay on the driver: cudaMallocAsync first, then vmmkit by default and with a peak profile.
 bert=traces/bert_infer.csv.gz
@@ -150,7 +170,7 @@ replay() { # replay NAME ARGS...: one replay under a time limit, its JSON in NAM
     || { echo "$name" >> "$out/failed-steps"; echo "=== $name FAILED" >&2; tail -5 "$out/$name.log" >&2; }
 }
 driver_time() { grep -h 'in the driver' "$out/$1.log" 2>/dev/null | tail -1 | sed 's/^vmmkit replay: //'; }
-if [ -f "$bert" ]; then
+if step bert && [ -f "$bert" ]; then
   async_us="?"
   if [ "$driver" = cuda ]; then
     export VMM_CUDART="${VMM_CUDART:-$cudart}" # the runtime the cudaMallocAsync backend opens

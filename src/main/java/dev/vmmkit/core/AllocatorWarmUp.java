@@ -17,12 +17,16 @@ import dev.vmmkit.driver.VmmDriver;
 public final class AllocatorWarmUp {
     /**
      * Rounds enough for the JIT's first tier to compile the slow path: C1 compiles a method after
-     * ~200 calls, and a round makes about ten slow-path requests.
+     * ~200 calls, and a round makes about 30 slow-path requests. A round's own costs (a new manager,
+     * its first allocation, its close: about a millisecond once compiled) dwarf its requests', so
+     * each round makes many.
      */
     public static final int ROUNDS = 60;
 
     private static final long MIB = 1L << 20;
     private static final long[] FIRST_BACKINGS = {1024 * MIB, 256 * MIB, 64 * MIB + 4096};
+    /** More first backings per round, 4 to 50 MiB (648 MiB in all: the dry device has 4 GiB). */
+    private static final int MORE_FIRST_BACKINGS = 24;
 
     private AllocatorWarmUp() {
     }
@@ -48,6 +52,8 @@ public final class AllocatorWarmUp {
             m.deallocate(small, DeviceMemoryResource.DEVICE_WIDE_STREAM);
             long[] loaded = new long[FIRST_BACKINGS.length];
             for (int i = 0; i < loaded.length; i++) loaded[i] = m.allocate(FIRST_BACKINGS[i], 0);
+            long[] more = new long[MORE_FIRST_BACKINGS];
+            for (int i = 0; i < more.length; i++) more[i] = m.allocate((4 + 2L * i) * MIB + 4096L * (i % 3), 0);
             for (int i = 0; i < 4; i++) { // a same-size loop: cudaMalloc + cudaFree
                 long p = m.allocate(64 * MIB, 0);
                 m.deallocate(p, DeviceMemoryResource.DEVICE_WIDE_STREAM);
@@ -59,6 +65,7 @@ public final class AllocatorWarmUp {
             long again = m.allocate(512 * MIB, 7);
             m.deallocate(again, 7);
             m.deallocate(loaded[2], 0);
+            for (int i = 0; i < more.length; i++) m.deallocate(more[i], i % 2 == 0 ? 0 : DeviceMemoryResource.DEVICE_WIDE_STREAM);
             m.stats();
         }
     }

@@ -6,6 +6,7 @@ import dev.vmmkit.driver.StreamEvents;
 import java.lang.System.Logger.Level;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -15,19 +16,27 @@ import java.util.concurrent.locks.LockSupport;
  * device synchronisation does. Running it here means neither the freeing thread nor an allocation
  * blocks on it.
  *
- * <p>A device-wide free takes a {@linkplain #request ticket} (lock-free: an atomic increment, and an
- * unpark when the thread sleeps), and the slow path later reads whether it is
- * {@linkplain #completedTicket complete}. The thread, started on the first request, calls
- * {@link StreamEvents#synchronizeDevice} while tickets wait, then completes every ticket issued
- * before that synchronisation <em>started</em> ({@link #startedTicket}; work submitted before such
- * a ticket was queued before the synchronisation, so it is finished). Requests made meanwhile share
- * the next synchronisation. A failed synchronisation is logged once and retried after a pause; its
- * tickets stay waiting, so nothing is lost.
+ * <p>Two ways to ask for a synchronisation. A device-wide free {@linkplain DeviceWideFrees#publish
+ * publishes} its region's free sequence ({@link #register}: one {@link DeviceWideFrees} per region)
+ * and {@linkplain #wake wakes} the thread if it sleeps: a plain store to a cache line of the region's
+ * own and a read of one the thread writes only when it parks, no atomic read-modify-write and no
+ * line the thread writes at every synchronisation, so a malloc/free loop on one core and this
+ * thread on another do not pass cache lines back and forth at every pair. A slow path or a close
+ * takes a {@linkplain #request ticket} instead (an atomic increment), and later reads whether it is
+ * {@linkplain #completedTicket complete}. The thread, started on the first request or free, turns
+ * published frees that no synchronisation covers yet into a ticket of its own, reads every
+ * region's published sequence ({@link FreesToCover}), calls {@link StreamEvents#synchronizeDevice}, then marks those
+ * sequences {@linkplain DeviceWideFrees#covered covered} and completes every ticket issued before
+ * that synchronisation <em>started</em> ({@link #startedTicket}; work submitted before such a
+ * ticket or free was queued before the synchronisation, so it is finished). Requests made meanwhile
+ * share the next synchronisation. A failed synchronisation is logged once and retried after a
+ * pause; its tickets and frees stay waiting, so nothing is lost.
  *
- * <p>Between synchronisations the thread spins for {@value #SPIN_NANOS} ns before it parks: a
- * program that frees device-wide in a loop (cudaMalloc + cudaFree of one size) gets each free's
- * synchronisation started at once, with no wake-up latency (tens of microseconds) between, and an
- * idle program costs nothing after that.
+ * <p>Between synchronisations the thread looks for work for {@value #SPIN_NANOS} ns before it
+ * parks, reading the regions' lines once every {@value #POLL_NANOS} ns (so a free finds its line
+ * still its own most of the time): a program that frees device-wide in a loop (cudaMalloc +
+ * cudaFree of one size) gets each free's synchronisation started at once, with no wake-up latency
+ * (tens of microseconds) between, and an idle program costs nothing after that.
  *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
@@ -41,21 +50,40 @@ final class DeviceWideFence implements AutoCloseable {
     private static final long LONGEST_RETRY_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
     /** How long the thread looks for new tickets before it parks. */
     static final long SPIN_NANOS = 100_000;
+    /** How often, while it looks, the thread reads the lines that frees write. */
+    static final long POLL_NANOS = 250;
+    /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
+    static final long WAIT_SPIN_NANOS = 50_000;
+
+    // Slots of {@link #progress}, 128 bytes apart: the thread writes STARTED and COMPLETED at every
+    // synchronisation, PARKED only when it parks, and a free reads PARKED only.
+    private static final int STARTED = 16;
+    private static final int COMPLETED = 32;
+    private static final int PARKED = 48;
 
     private final StreamEvents events;
     private final boolean onCallingThread;
 
     /** Tickets handed out; lock-free. */
     private final AtomicLong issued = new AtomicLong();
-    /** The newest ticket a synchronisation has started for (it completes when that one returns). */
-    private volatile long started;
-    private volatile long completed;
-    /** True while the thread is parked (a request unparks it). */
-    private volatile boolean parked;
+    /**
+     * STARTED: the newest ticket a synchronisation has started for (it completes when that one
+     * returns); COMPLETED: every ticket up to it is complete; PARKED: 1 while the thread is parked
+     * (a request or a free unparks it).
+     */
+    private final AtomicLongArray progress = new AtomicLongArray(64);
+    /** Every region's device-wide frees. */
+    private final FreesToCover regions = new FreesToCover();
+    /**
+     * Threads waiting on the monitor; changed under it. The thread takes the monitor after a
+     * synchronisation only when some wait (or a failure is to be cleared): taking it writes this
+     * object's header, which a free reads beside {@link #thread}.
+     */
+    private volatile int waiters;
     private volatile boolean closed;
     private volatile Thread thread;
-    // Guarded by this object's monitor.
-    private RuntimeException lastFailure;
+    // Guarded by this object's monitor (lastFailure is also read without it, to skip the monitor).
+    private volatile RuntimeException lastFailure;
     /** The newest ticket that the failed synchronisation in {@link #lastFailure} would have completed. */
     private long failedUpTo;
     private boolean failureLogged;
@@ -78,13 +106,33 @@ final class DeviceWideFence implements AutoCloseable {
     long request() {
         if (onCallingThread) return requestOnCallingThread();
         long ticket = issued.incrementAndGet();
+        wake(); // after the increment: a thread about to park sees the ticket
+        return ticket;
+    }
+
+    /** The frees of one more region; {@link #forget} it when the region closes. */
+    DeviceWideFrees register() {
+        return regions.register();
+    }
+
+    /** A closed region's frees: no synchronisation covers them any more. */
+    void forget(DeviceWideFrees frees) {
+        regions.forget(frees);
+    }
+
+    /**
+     * Called after a region {@linkplain DeviceWideFrees#publish published} a free (a volatile store
+     * first, so a thread about to park sees it or is seen parked): starts or unparks the thread when
+     * it does not run. Reads two values the thread rarely writes.
+     */
+    void wake() {
+        if (onCallingThread) return;
         Thread serving = thread;
         if (serving == null) {
             startThread();
-        } else if (parked) {
-            LockSupport.unpark(serving); // after the increment: a thread about to park sees the ticket
+        } else if (progress.get(PARKED) != 0) {
+            LockSupport.unpark(serving);
         }
-        return ticket;
     }
 
     private synchronized long requestOnCallingThread() {
@@ -93,13 +141,52 @@ final class DeviceWideFence implements AutoCloseable {
         return ticket;
     }
 
+    /**
+     * Waits at most {@code timeoutNanos} until the frees of {@code frees} up to {@code sequence} are
+     * covered; true when they are. Polls first, then sleeps on the monitor (the thread notifies after
+     * each synchronisation). Never throws for a failed synchronisation: the caller goes on without the
+     * memory. With a fence on the calling thread, synchronises here.
+     */
+    boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
+        if (frees.covered() >= sequence) return true;
+        if (onCallingThread) {
+            request();
+            return frees.covered() >= sequence;
+        }
+        long start = System.nanoTime();
+        while (frees.covered() < sequence && !closed) {
+            long waited = System.nanoTime() - start;
+            if (waited >= timeoutNanos) return false;
+            if (waited < WAIT_SPIN_NANOS) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (!sleepUntilNotified(frees, sequence, timeoutNanos - waited)) return frees.covered() >= sequence;
+        }
+        return frees.covered() >= sequence;
+    }
+
+    /** One timed monitor wait for {@link #awaitCovered}; false when interrupted (the flag is kept). */
+    private synchronized boolean sleepUntilNotified(DeviceWideFrees frees, long sequence, long nanos) {
+        waiters++;
+        try {
+            if (frees.covered() < sequence && !closed) wait(nanos / 1_000_000, (int) (nanos % 1_000_000));
+            return true;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        } finally {
+            waiters--;
+        }
+    }
+
     private synchronized void startThread() {
         if (thread == null && !closed) thread = Thread.ofPlatform().daemon().name(THREAD_NAME).start(this::serve);
     }
 
     /** The newest ticket whose synchronisation has started: a ticket issued later waits for the next one. */
     long startedTicket() {
-        return started;
+        return progress.get(STARTED);
     }
 
     /** False for a fence that synchronises on the calling thread, whose every request costs a synchronisation. */
@@ -109,7 +196,7 @@ final class DeviceWideFence implements AutoCloseable {
 
     /** Every ticket up to the returned one is complete. A volatile read: no lock, no driver call. */
     long completedTicket() {
-        return completed;
+        return progress.get(COMPLETED);
     }
 
     /**
@@ -119,17 +206,20 @@ final class DeviceWideFence implements AutoCloseable {
     synchronized void await(long ticket) {
         boolean interrupted = false;
         try {
-            while (completed < ticket) {
+            while (completedTicket() < ticket) {
                 if (lastFailure != null && failedUpTo >= ticket) throw copyOf(lastFailure);
                 if (closed) throw new IllegalStateException("the device-wide fence is closed");
                 if (onCallingThread) {
                     synchronizeOnce(issued.get());
                     continue;
                 }
+                waiters++;
                 try {
-                    wait();
+                    if (completedTicket() < ticket) wait();
                 } catch (InterruptedException e) {
                     interrupted = true; // an allocation waits as cudaFree would; keep the flag for the caller
+                } finally {
+                    waiters--;
                 }
             }
         } finally {
@@ -145,7 +235,7 @@ final class DeviceWideFence implements AutoCloseable {
         long deadline = System.nanoTime() + timeoutNanos;
         boolean interrupted = false;
         try {
-            while (completed < ticket && !closed) {
+            while (completedTicket() < ticket && !closed) {
                 if (lastFailure != null && failedUpTo >= ticket) return false;
                 if (onCallingThread) {
                     synchronizeOnce(issued.get());
@@ -153,13 +243,16 @@ final class DeviceWideFence implements AutoCloseable {
                 }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) return false;
+                waiters++;
                 try {
-                    wait(left / 1_000_000, (int) (left % 1_000_000));
+                    if (completedTicket() < ticket) wait(left / 1_000_000, (int) (left % 1_000_000));
                 } catch (InterruptedException e) {
                     interrupted = true;
+                } finally {
+                    waiters--;
                 }
             }
-            return completed >= ticket;
+            return completedTicket() >= ticket;
         } finally {
             if (interrupted) Thread.currentThread().interrupt();
         }
@@ -191,13 +284,15 @@ final class DeviceWideFence implements AutoCloseable {
 
     /** One attempt on the caller's thread, for {@link #onCallingThread}. */
     private synchronized void synchronizeOnce(long target) {
-        started = target;
+        DeviceWideFrees[] covering = regions.read();
+        progress.set(STARTED, target);
         try {
             events.synchronizeDevice();
         } catch (RuntimeException e) {
             failed(target, e);
             return;
         }
+        regions.cover(covering);
         completedUpTo(target);
     }
 
@@ -214,7 +309,8 @@ final class DeviceWideFence implements AutoCloseable {
         while (true) {
             long target = nextTarget();
             if (target < 0) return;
-            started = target;
+            DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
+            progress.set(STARTED, target);
             try {
                 events.synchronizeDevice();
             } catch (RuntimeException e) {
@@ -224,28 +320,38 @@ final class DeviceWideFence implements AutoCloseable {
                 continue;
             }
             retryPause = FIRST_RETRY_PAUSE_NANOS;
+            regions.cover(covering);
             completedUpTo(target);
         }
     }
 
     /**
-     * Waits for a ticket not yet completed: spins a while, then parks; returns the newest one
-     * issued, which the next synchronisation covers, or -1 once closed.
+     * Waits for a ticket not yet completed or a published free not yet covered (which gets a ticket
+     * of the thread's own): looks every {@value #POLL_NANOS} ns for a while, then parks; returns the
+     * newest ticket issued, which the next synchronisation covers, or -1 once closed.
      */
     private long nextTarget() {
-        long spinUntil = System.nanoTime() + SPIN_NANOS;
+        long now = System.nanoTime();
+        long spinUntil = now + SPIN_NANOS;
         while (!closed) {
             long newest = issued.get();
-            if (newest != completed) return newest;
-            if (System.nanoTime() - spinUntil < 0) {
-                Thread.onSpinWait();
+            if (newest != completedTicket()) return newest;
+            if (regions.anyUncovered()) return issued.incrementAndGet();
+            if (now - spinUntil < 0) {
+                long pollAt = now + POLL_NANOS;
+                do {
+                    Thread.onSpinWait();
+                    now = System.nanoTime();
+                } while (now - pollAt < 0);
                 continue;
             }
-            parked = true;
-            if (issued.get() == completed && !closed) LockSupport.park(this); // a request after this line unparks
-            parked = false;
+            progress.set(PARKED, 1);
+            // A request or free after this line sees PARKED and unparks.
+            if (issued.get() == completedTicket() && !regions.anyUncovered() && !closed) LockSupport.park(this);
+            progress.set(PARKED, 0);
             Thread.interrupted(); // close() interrupts after setting closed; the loop condition tells
-            spinUntil = System.nanoTime() + SPIN_NANOS;
+            now = System.nanoTime();
+            spinUntil = now + SPIN_NANOS;
         }
         return -1;
     }
@@ -255,10 +361,18 @@ final class DeviceWideFence implements AutoCloseable {
         if (thread == Thread.currentThread()) thread = null;
     }
 
-    private synchronized void completedUpTo(long target) {
-        completed = target;
-        lastFailure = null;
-        notifyAll();
+    /**
+     * Completes the tickets up to {@code target}. A waiter counts itself before it reads COMPLETED,
+     * and this reads the count after writing it, so either the waiter sees the ticket complete or
+     * this sees the waiter and notifies.
+     */
+    private void completedUpTo(long target) {
+        progress.set(COMPLETED, target);
+        if (waiters == 0 && lastFailure == null) return;
+        synchronized (this) {
+            lastFailure = null;
+            notifyAll();
+        }
     }
 
     private synchronized void failed(long target, RuntimeException failure) {

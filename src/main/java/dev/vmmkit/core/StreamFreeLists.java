@@ -283,10 +283,10 @@ final class StreamFreeLists {
     private boolean promote(SizeTree tree, long completedSequence) {
         int count = tree.size();
         if (scratch.length < count) scratch = new int[Math.max(count, scratch.length * 2)];
-        int n = tree.descending(scratch);
-        int[] ids = java.util.Arrays.copyOf(scratch, n);
+        int n = tree.descending(scratch); // add() below never uses scratch: no copy needed
         boolean any = false;
-        for (int id : ids) {
+        for (int i = 0; i < n; i++) {
+            int id = scratch[i];
             if (blocks.kind[id] != FREE || blocks.freeSequence[id] > completedSequence) continue;
             tree.remove(id);
             blocks.requestedOrStream[id] = NO_PENDING_WORK;

@@ -14,19 +14,18 @@ import org.agrona.collections.Long2ObjectHashMap;
  * and that started after the free.
  *
  * <p>Events are recorded lazily on the slow path, so {@code deallocate} never calls the driver and
- * never waits. A device-wide free asks the fence for a synchronisation at once
- * ({@link #freedDeviceWide}: a lock-free ticket, no driver call), so that by the time the memory is
- * wanted again the synchronisation has usually finished: a cudaMalloc + cudaFree loop of one size
- * then finds its earlier blocks reusable instead of waiting. Frees made while a requested
- * synchronisation has not started yet share it. At most two tickets are in flight: the fence
- * serves them in order.
+ * never waits. A device-wide free publishes its sequence number to the fence at once
+ * ({@link #freedDeviceWide}: a store to a line of this region's own, no driver call, no atomic
+ * read-modify-write), so that by the time the memory is wanted again a synchronisation that
+ * started after the free has usually finished: a cudaMalloc + cudaFree loop of one size then finds
+ * its earlier blocks reusable instead of waiting. Frees published before a synchronisation starts
+ * share it; a cache miss reads how far the finished ones reach ({@link DeviceWideFrees#covered}).
  *
  * <p>Not thread-safe: each region owns one and uses it under the region's lock.
  */
 final class StreamWaitList {
     /** Tag of free memory that no queued work can touch any more. */
     static final long NO_PENDING_WORK = Long.MIN_VALUE;
-    private static final long NO_TICKET = 0;
     /** How long a wait for an event polls before it sleeps between queries. */
     static final long EVENT_SPIN_NANOS = 50_000;
 
@@ -34,25 +33,23 @@ final class StreamWaitList {
     private final DeviceWideFence deviceFence;
     private final Long2ObjectHashMap<Pending> pendingByStream = new Long2ObjectHashMap<>();
 
-    // Fence tickets in flight for device-wide frees, older first, each with the free sequence it
-    // covers; and the newest sequence known complete.
-    private long olderTicket = NO_TICKET;
-    private long olderSequence = -1;
-    private long newerTicket = NO_TICKET;
-    private long newerSequence = -1;
-    private long deviceWideCompleted = -1;
-    /** Where frees ask for a synchronisation themselves; not with a fence that synchronises on the calling thread. */
-    private final boolean requestAtFree;
+    /** This region's device-wide frees, as the fence sees them. */
+    private final DeviceWideFrees deviceWide;
+    /** False with a fence that synchronises on the calling thread: frees do not ask it, misses do. */
+    private final boolean publishAtFree;
 
     StreamWaitList(StreamEvents events, DeviceWideFence deviceFence) {
         this.events = events;
         this.deviceFence = deviceFence;
-        this.requestAtFree = deviceFence.servesInBackground();
+        this.deviceWide = deviceFence.register();
+        this.publishAtFree = deviceFence.servesInBackground();
     }
 
     /** A device-wide free of sequence number {@code sequence} was made: a synchronisation started after now will cover it. */
     void freedDeviceWide(long sequence) {
-        if (requestAtFree) requestCovering(sequence, false);
+        if (!publishAtFree) return;
+        deviceWide.publish(sequence);
+        deviceFence.wake();
     }
 
     /**
@@ -86,10 +83,8 @@ final class StreamWaitList {
      */
     void synchronize(long stream, long currentSequence) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
-            long ticket = deviceFence.request();
-            deviceFence.await(ticket);
-            deviceWideCompleted = Math.max(deviceWideCompleted, currentSequence);
-            collapseCompleted();
+            deviceWide.publish(currentSequence);
+            deviceFence.await(deviceFence.request()); // its synchronisation reads what was just published
             return;
         }
         Pending p = pending(stream);
@@ -101,15 +96,18 @@ final class StreamWaitList {
     /**
      * The first half of a wait that runs without the region's lock: makes sure an event recorded
      * after the free of {@code currentSequence} (for {@link VmmManager#DEVICE_WIDE_STREAM}: a
-     * device synchronisation requested after it) is in flight, and returns what to
-     * {@link #await}: the event, or the fence ticket. {@code fresh} records a new one even if one
-     * is in flight (a wait that must succeed, after an earlier synchronisation failed).
+     * device synchronisation that will read the free's sequence) is in flight, and returns what to
+     * {@link #await}: the event; for device-wide frees the sequence itself, or with {@code fresh}
+     * a fence ticket. {@code fresh} records a new event even if one is in flight, and asks for a
+     * synchronisation of its own (a wait that must succeed, and report a failure, after an earlier
+     * synchronisation failed).
      */
     long waitToken(long stream, long currentSequence, boolean fresh) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
-            collapseCompleted();
-            if (fresh || trackedSequence() < currentSequence) requestCovering(currentSequence, fresh);
-            return newerTicket != NO_TICKET ? newerTicket : deviceFence.completedTicket();
+            deviceWide.publish(currentSequence);
+            if (fresh) return deviceFence.request(); // it reads what was just published
+            deviceFence.wake();
+            return currentSequence;
         }
         Pending p = pending(stream);
         if (fresh || p.recordedAtSequence < currentSequence) {
@@ -131,7 +129,7 @@ final class StreamWaitList {
                 deviceFence.await(token);
                 return true;
             }
-            return deviceFence.await(token, timeoutNanos);
+            return deviceFence.awaitCovered(deviceWide, token, timeoutNanos);
         }
         if (timeoutNanos < 0) {
             events.synchronize(token);
@@ -170,62 +168,33 @@ final class StreamWaitList {
         return pendingByStream.size();
     }
 
-    /** Destroys the events this list created. */
+    /** Destroys the events this list created; the fence forgets this region. */
     void close() {
+        deviceFence.forget(deviceWide);
         for (Pending p : pendingByStream.values()) {
             events.destroy(p.event);
         }
         pendingByStream.clear();
     }
 
-    /** As {@link #completedUpTo}, with fence tickets in the role of the event. */
-    private long deviceWideCompletedUpTo(long currentSequence) {
-        collapseCompleted();
-        // Frees the fence was not asked about at free time (a calling-thread fence, a resize's tail).
-        if (trackedSequence() < currentSequence) {
-            requestCovering(currentSequence, false);
-            collapseCompleted(); // a calling-thread fence has synchronised already
-        }
-        return deviceWideCompleted;
-    }
-
-    /** The newest free sequence a ticket in flight (or a completed one) covers. */
-    private long trackedSequence() {
-        return newerTicket != NO_TICKET ? newerSequence : deviceWideCompleted;
-    }
-
     /**
-     * Makes sure a ticket whose synchronisation starts after now covers {@code sequence}: the newer
-     * ticket when its synchronisation has not started (and {@code fresh} is false), else a new
-     * one. The older ticket, if still in flight, then folds into the newer (completing the newer
-     * completes it too: the fence completes tickets in order).
+     * As {@link #completedUpTo}, with the fence's covered sequence in the role of the event: one
+     * read of a line the fence's thread writes once per synchronisation.
      */
-    private void requestCovering(long sequence, boolean fresh) {
-        collapseCompleted();
-        if (!fresh && newerTicket != NO_TICKET && deviceFence.startedTicket() < newerTicket) {
-            newerSequence = Math.max(newerSequence, sequence);
-            return;
+    private long deviceWideCompletedUpTo(long currentSequence) {
+        long covered = deviceWide.covered();
+        if (covered >= currentSequence) return covered;
+        // Frees the fence was not told of at free time (a calling-thread fence, a resize's tail).
+        if (deviceWide.published() < currentSequence) {
+            deviceWide.publish(currentSequence);
+            if (publishAtFree) {
+                deviceFence.wake();
+            } else {
+                deviceFence.request(); // synchronises here
+                return deviceWide.covered();
+            }
         }
-        if (newerTicket != NO_TICKET) {
-            olderTicket = newerTicket;
-            olderSequence = newerSequence;
-        }
-        newerTicket = deviceFence.request();
-        newerSequence = sequence;
-        collapseCompleted();
-    }
-
-    /** Moves what the fence has completed out of the tickets in flight. */
-    private void collapseCompleted() {
-        long done = deviceFence.completedTicket();
-        if (newerTicket != NO_TICKET && done >= newerTicket) {
-            deviceWideCompleted = Math.max(deviceWideCompleted, newerSequence);
-            newerTicket = NO_TICKET;
-            olderTicket = NO_TICKET;
-        } else if (olderTicket != NO_TICKET && done >= olderTicket) {
-            deviceWideCompleted = Math.max(deviceWideCompleted, olderSequence);
-            olderTicket = NO_TICKET;
-        }
+        return covered;
     }
 
     private Pending pending(long stream) {

@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static dev.vmmkit.core.DeviceSyncGate.fenceThreadsSince;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
@@ -81,6 +82,46 @@ class DeviceWideFenceTest {
             failuresToInject.set(0);
             fence.await(fence.request());
             assertTrue(fence.completedTicket() >= ticket);
+        });
+    }
+
+    /**
+     * A region's published free needs no ticket: the thread turns it into one of its own, and the
+     * synchronisation covers what was published before it started, not what came while it ran.
+     */
+    @Test
+    void publishedFreesAreCoveredByTheFirstSynchronisationThatStartsAfterThem() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            DeviceWideFrees region = fence.register();
+            DeviceWideFrees idle = fence.register();
+            region.publish(5);
+            fence.wake();
+            gate.awaitArrivals(1); // it read 5 and is held
+            region.publish(7);
+            fence.wake();
+            assertEquals(0, region.covered(), "nothing is covered while the synchronisation runs");
+            assertFalse(fence.awaitCovered(region, 5, 100_000), "a timed wait gives up while the device is busy");
+            gate.letThrough(1);
+            while (!fence.awaitCovered(region, 5, 1_000_000)) Thread.onSpinWait();
+            assertEquals(5, region.covered(), "the free published while it ran is not covered by it");
+            gate.awaitArrivals(2); // the next one, asked for by the second publish alone
+            gate.letThrough(1);
+            while (!fence.awaitCovered(region, 7, 1_000_000)) Thread.onSpinWait();
+            assertEquals(7, region.covered());
+            assertEquals(0, idle.covered(), "a region that published nothing has nothing covered");
+            assertEquals(2, fence.completedTicket(), "one ticket of the thread's own per synchronisation");
+        });
+    }
+
+    @Test
+    void aForgottenRegionIsNoLongerRead() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            gate.open();
+            DeviceWideFrees region = fence.register();
+            region.publish(3);
+            fence.forget(region);
+            fence.await(fence.request());
+            assertEquals(0, region.covered(), "a closed region's frees are not covered any more");
         });
     }
 

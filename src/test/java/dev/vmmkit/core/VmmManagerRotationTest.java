@@ -166,4 +166,62 @@ class VmmManagerRotationTest {
             }
         });
     }
+
+    /**
+     * The same model with three threads freeing device-wide at once while synchronisations are let
+     * through at random by a fourth: each thread notes the fence's started ticket, then frees; any
+     * thread that gets the memory again must find a later ticket completed.
+     */
+    @Test
+    void concurrentLoopsNeverReuseMemoryBeforeItsSynchronisation() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            DeviceWideFence fence = m.deviceWideFence();
+            List<long[]> freed = new ArrayList<>(); // {address, size, started ticket before the free}; guarded by itself
+            List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
+            int threads = 3;
+            java.util.concurrent.CountDownLatch start = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(threads);
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long seed = t;
+                workers.add(Thread.ofPlatform().start(() -> {
+                    SplittableRandom rng = new SplittableRandom(seed);
+                    long[] sizes = {SIZE, 2 * SIZE, 3 * PAGE};
+                    try {
+                        start.await();
+                        for (int op = 0; op < 200; op++) {
+                            long size = sizes[rng.nextInt(sizes.length)];
+                            long p = m.allocate(size, DEVICE_WIDE);
+                            long completed = fence.completedTicket();
+                            synchronized (freed) {
+                                for (java.util.Iterator<long[]> it = freed.iterator(); it.hasNext(); ) {
+                                    long[] f = it.next();
+                                    if (p < f[0] + f[1] && f[0] < p + size) {
+                                        if (completed <= f[2]) violations.add("memory freed device-wide reused before its synchronisation");
+                                        it.remove();
+                                    }
+                                }
+                                freed.add(new long[]{p, size, fence.startedTicket()}); // noted before the free
+                            }
+                            m.deallocate(p, DEVICE_WIDE);
+                        }
+                    } catch (Throwable e) {
+                        violations.add(e.toString());
+                    } finally {
+                        done.countDown();
+                    }
+                }));
+            }
+            SplittableRandom rng = new SplittableRandom(11);
+            start.countDown();
+            while (done.getCount() > 0) {
+                gate.letThrough(1 + rng.nextInt(2));
+                Thread.onSpinWait();
+                if (rng.nextInt(64) == 0) Thread.yield();
+            }
+            for (Thread w : workers) w.join();
+            assertEquals(List.of(), violations);
+        });
+    }
 }
