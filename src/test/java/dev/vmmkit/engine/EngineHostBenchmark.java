@@ -21,9 +21,10 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>requests per second over HTTP with 8 clients;</li>
  *   <li>the reload pause: the longest request latency while a shadow reload runs under 8 clients,
  *       against the longest and mean latency before it;</li>
- *   <li>per isolation mode (in process, a worker per instance): the median of lease + generate and
- *       of one HTTP client's round trip, requests/s with 8 clients and the reload pause, then the
- *       isolation's cost per generate (worker median minus in-process median);</li>
+ *   <li>per isolation mode (in process, a worker per instance): the median of lease + generate, of
+ *       one HTTP client's round trip and of lease + the streamed call of an answer given whole,
+ *       requests/s with 8 clients and the reload pause, then the isolation's cost per generate
+ *       (worker median minus in-process median) for both calls;</li>
  *   <li>how long a worker takes to start (to its first frame, model load excluded), and to load.</li>
  * </ol>
  * Arguments: [seconds per phase, default 3].
