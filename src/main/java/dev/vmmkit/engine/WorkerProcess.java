@@ -1,6 +1,7 @@
 package dev.vmmkit.engine;
 
 import java.io.DataInputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -86,6 +87,8 @@ final class WorkerProcess implements AutoCloseable {
     private volatile long lastCallStart = System.nanoTime();
     /** The channel ended (closed or garbage) and every call in flight was failed. */
     private volatile boolean channelEnded;
+    /** The host closed its ends of the channel: nothing more is read; the worker's exit settles its death. */
+    private volatile boolean hostClosed;
     private final Thread watcher;
     private final ConcurrentHashMap<Integer, Generation.Sink> streams = new ConcurrentHashMap<>();
     private final AtomicInteger calls = new AtomicInteger();
@@ -261,6 +264,7 @@ final class WorkerProcess implements AutoCloseable {
     @Override
     public void close() {
         if (endingReason == null) endingReason = "closed by the host";
+        hostClosed = true;
         channel.close();
         try {
             if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly();
@@ -308,6 +312,14 @@ final class WorkerProcess implements AutoCloseable {
             return;
         }
         while (!channelEnded) {
+            if (hostClosed) {
+                if (!process.isAlive()) {
+                    channelEnded(new EOFException("closed by the host"));
+                    return;
+                }
+                LockSupport.parkNanos(this, QUIET_NANOS); // woken by the exit
+                continue;
+            }
             long quietFor = System.nanoTime() - lastCallStart;
             boolean unanswered = unanswered();
             if (!callerReading && (unanswered || quietFor >= QUIET_NANOS || !process.isAlive()) && reading.tryLock()) {
@@ -362,7 +374,8 @@ final class WorkerProcess implements AutoCloseable {
 
     /** The channel closed or carried garbage: settles the death and fails every call in flight. */
     private void channelEnded(IOException e) {
-        String broken = WorkerChannel.closed(e) ? null : "it wrote garbage on its channel (" + e.getMessage() + ")";
+        // a read after the host closed its end fails for that, not for anything the worker wrote
+        String broken = WorkerChannel.closed(e) || hostClosed ? null : "it wrote garbage on its channel (" + e.getMessage() + ")";
         Death end = awaitDeath(broken);
         channelEnded = true;
         ready.completeExceptionally(new WorkerDied(end));

@@ -7,6 +7,8 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -37,10 +39,12 @@ class WorkerAnswerReadingTest {
                     + "; head -c " + GENERATE_X_BYTES + " >/dev/null; printf '" + DONE_1 + "'; head -c 1 " + dir.resolve("b.release")
                     + " >/dev/null; printf '" + DONE_2 + "'; exec sleep 1000";
             WorkerProcess worker = WorkerProcess.start(List.of("sh", "-c", script), "test [m]", dir.resolve("hs_err.log"), LONG, death -> { });
+            // a thread per call: a caller may block reading the channel
+            ExecutorService callers = Executors.newCachedThreadPool();
             try {
-                CompletableFuture<WorkerProcess.Answer> first = CompletableFuture.supplyAsync(() -> call(worker));
+                CompletableFuture<WorkerProcess.Answer> first = CompletableFuture.supplyAsync(() -> call(worker), callers);
                 hooks.awaitEntered(); // call 1 is out
-                CompletableFuture<WorkerProcess.Answer> second = CompletableFuture.supplyAsync(() -> call(worker));
+                CompletableFuture<WorkerProcess.Answer> second = CompletableFuture.supplyAsync(() -> call(worker), callers);
                 assertEquals(WorkerChannel.DONE, first.join().type());
                 assertFalse(second.isDone(), "call 2 is answered only after the release");
                 hooks.release();
@@ -48,6 +52,7 @@ class WorkerAnswerReadingTest {
                 assertTrue(worker.alive());
             } finally {
                 worker.kill("test over");
+                callers.shutdown();
             }
         }
     }
