@@ -3,7 +3,9 @@
 #  1. anchor: --isolation in-process: median latency of one HTTP client (keep-alive) and requests/s
 #     with 8 clients;
 #  2. --isolation worker: the same figures, and the isolation's cost per generate (the difference
-#     of the medians); how long each worker took to be ready (the host logs it; model load excluded);
+#     of the medians); how long each worker took to be ready (the host logs it; model load excluded).
+#     Both servers run at once and are measured in alternating turns (6 blocks of 500 requests
+#     each, then 8 clients twice each), so a change in the machine's load falls on both alike;
 #  3. a worker killed with SIGKILL: the request after it loads the model again, and the device
 #     memory the host reports returns to what it was before the model loaded;
 #  4. an engine that calls CUDA itself (the test fixture engine built here against libcudart, which
@@ -85,10 +87,9 @@ def used_bytes(port):
     conn.close()
     return int(re.search(r"^vmmkit_device_used_bytes (\d+)$", text, re.M).group(1))
 
-def median_us(port, model, count=3000):
+def round_trips(port, model, count):
+    """Seconds per request of one keep-alive client, count requests."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    for _ in range(300):
-        request(conn, "POST", "/api/generate", {"model": model, "prompt": "hello", "stream": False})
     samples = []
     for _ in range(count):
         t0 = time.perf_counter()
@@ -98,7 +99,18 @@ def median_us(port, model, count=3000):
             failures.append(f"generate {model}: {status} {answer}")
             break
     conn.close()
-    return statistics.median(samples) * 1e6
+    return samples
+
+def medians_us(ports, model, rounds=6, count=500):
+    """Median round trip per server (name -> port), both up at once, in alternating blocks, so a change in
+    the machine's load falls on both alike."""
+    for port in ports.values():
+        round_trips(port, model, 300)
+    samples = {name: [] for name in ports}
+    for _ in range(rounds):
+        for name, port in ports.items():
+            samples[name] += round_trips(port, model, count)
+    return {name: statistics.median(s) * 1e6 for name, s in samples.items()}
 
 def throughput(port):
     stop = time.time() + seconds
@@ -171,10 +183,12 @@ def cuda_calling_engine(conn, port):
     if after > before:
         failures.append("device memory did not come back after the CUDA-calling engine was unloaded")
 
-results = {}
-for mode in ("in-process", "worker"):
-    proc, port, log_path = serve(mode)
-    try:
+# Both servers run at once: the medians and requests/s are taken in alternating turns.
+servers = {}
+try:
+    for mode in ("in-process", "worker"):
+        servers[mode] = serve(mode)
+        proc, port, log_path = servers[mode]
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         for model in ("m1", "m2"):
             t0 = time.perf_counter()
@@ -182,43 +196,50 @@ for mode in ("in-process", "worker"):
             if status != 200:
                 failures.append(f"{mode}: first generate {model}: {status} {answer}")
             print(f"engine-workers: {mode}: first request to {model} (start + load) {1000 * (time.perf_counter() - t0):.0f} ms")
-        p50 = median_us(port, "m1")
-        rps = throughput(port)
-        results[mode] = (p50, rps)
-        print(f"engine-workers: {mode}: p50 one client {p50:.0f} us, 8 clients {rps:.0f} requests/s")
-        if mode == "worker":
-            before = used_bytes(port)
-            status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
-            loaded = used_bytes(port)
-            _, models = request(conn, "GET", "/api/models")
-            pid = next(m["worker_pid"] for m in models if m["name"] == "m3")
-            os.kill(pid, 9)
-            after = used_back_to(port, before, loaded)
-            status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
-            if status != 200:
-                failures.append(f"m3 after its worker was killed: {status} {answer}")
-            print(f"engine-workers: worker killed: device {before >> 20} MiB before m3, {loaded >> 20} MiB loaded, "
-                  f"{after >> 20} MiB after the kill ({'back' if after <= before else 'NOT back'}); next request HTTP {status}")
-            if after > before:
-                failures.append("device memory did not come back after the worker was killed")
-            cuda_calling_engine(conn, port)
         conn.close()
-    finally:
+    ports = {mode: port for mode, (_, port, _) in servers.items()}
+    p50 = medians_us(ports, "m1")
+    rps = {mode: [] for mode in ports}
+    for _ in range(2):
+        for mode, port in ports.items():
+            rps[mode].append(throughput(port))
+    for mode in ports:
+        print(f"engine-workers: {mode}: p50 one client {p50[mode]:.0f} us, 8 clients {statistics.mean(rps[mode]):.0f} requests/s "
+              f"(runs {', '.join(f'{r:.0f}' for r in rps[mode])})")
+    print(f"engine-workers: isolation cost per generate (p50): {p50['worker'] - p50['in-process']:.0f} us; requests/s with 8 clients "
+          f"{statistics.mean(rps['in-process']):.0f} in process, {statistics.mean(rps['worker']):.0f} with workers")
+
+    _, port, _ = servers["worker"]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    before = used_bytes(port)
+    status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
+    loaded = used_bytes(port)
+    _, models = request(conn, "GET", "/api/models")
+    pid = next(m["worker_pid"] for m in models if m["name"] == "m3")
+    os.kill(pid, 9)
+    after = used_back_to(port, before, loaded)
+    status, answer = request(conn, "POST", "/api/generate", {"model": "m3", "prompt": "hello", "stream": False})
+    if status != 200:
+        failures.append(f"m3 after its worker was killed: {status} {answer}")
+    print(f"engine-workers: worker killed: device {before >> 20} MiB before m3, {loaded >> 20} MiB loaded, "
+          f"{after >> 20} MiB after the kill ({'back' if after <= before else 'NOT back'}); next request HTTP {status}")
+    if after > before:
+        failures.append("device memory did not come back after the worker was killed")
+    cuda_calling_engine(conn, port)
+    conn.close()
+finally:
+    for proc, _, _ in servers.values():
         proc.terminate()
         try:
             proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
-    if mode == "worker":
-        starts = [int(m) for m in re.findall(r"ready in (\d+) ms", open(log_path).read())]
-        if starts:
-            print(f"engine-workers: worker start to ready: median {statistics.median(starts):.0f} ms, "
-                  f"min {min(starts)}, max {max(starts)} ({len(starts)} starts)")
+if "worker" in servers:
+    starts = [int(m) for m in re.findall(r"ready in (\d+) ms", open(servers["worker"][2]).read())]
+    if starts:
+        print(f"engine-workers: worker start to ready: median {statistics.median(starts):.0f} ms, "
+              f"min {min(starts)}, max {max(starts)} ({len(starts)} starts)")
 
-if len(results) == 2:
-    (p_in, r_in), (p_w, r_w) = results["in-process"], results["worker"]
-    print(f"engine-workers: isolation cost per generate (p50): {p_w - p_in:.0f} us; requests/s with 8 clients "
-          f"{r_in:.0f} in process, {r_w:.0f} with workers")
 for failure in failures:
     print("FAIL:", failure)
 print("engine-workers:", "OK" if not failures else f"{len(failures)} failure(s)", "; logs in", out)

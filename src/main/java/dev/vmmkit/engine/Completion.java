@@ -65,18 +65,20 @@ final class Completion {
     }
 
     /**
-     * Runs {@code request} on its model.
+     * Runs {@code request} on its model for an answer given whole at the end (no client sees a
+     * token before then).
      *
      * @throws RequestFailure 404 for an unknown model, and what the engine's lease and call throw
      */
-    static Result run(EngineHost host, Request request, Listener listener) {
-        return run(host, request, () -> { }, listener);
+    static Result whole(EngineHost host, Request request) {
+        return run(host, request, () -> { }, null);
     }
 
     /**
      * Runs {@code request}, calling {@code leased} once the model is loaded and leased, before the
      * first token: a streamed answer starts there, so a request for an unknown model or one that
-     * fails to load still gets its error status.
+     * fails to load still gets its error status. A null {@code listener} is an answer given whole
+     * ({@link #whole}).
      */
     static Result run(EngineHost host, Request request, Runnable leased, Listener listener) {
         long start = System.nanoTime();
@@ -93,28 +95,32 @@ final class Completion {
             try {
                 String prompt = request.prompt().render(lease.instance());
                 leased.run();
-                outcome = lease.instance().stream(prompt, request.requestJson(), token -> {
+                Generation.Sink sink = token -> {
                     if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - start;
                     tokens.add(token);
                     String delta = text.add(token.text());
-                    if (!delta.isEmpty() || token.text().length == 0) {
+                    if (listener != null && (!delta.isEmpty() || token.text().length == 0)) {
                         if (!listener.delta(delta, token)) {
                             clientGone[0] = true;
                             return false;
                         }
                     }
                     return !text.stopped();
-                });
+                };
+                // Without a listener or a stop string nothing looks at a token before the end.
+                if (listener == null && request.stop().isEmpty()) sink = Generation.Sink.atEnd(sink);
+                outcome = lease.instance().stream(prompt, request.requestJson(), sink);
             } catch (RequestFailure failure) {
                 host.metrics().serving().generated(request.model(), "error", System.nanoTime() - start, firstToken[0], 0, tokens.size());
                 throw failure;
             }
+            if (outcome.firstTokenAt() >= 0) firstToken[0] = outcome.firstTokenAt() - start;
             String finish = clientGone[0] ? "cancelled"
                     : text.stopped() ? "stop"
                     : outcome.finish() == Generation.Finish.CANCELLED ? "cancelled" : outcome.finish().label();
             if (!clientGone[0]) {
                 String rest = text.finish();
-                if (!rest.isEmpty()) listener.delta(rest, null);
+                if (!rest.isEmpty() && listener != null) listener.delta(rest, null);
             }
             long duration = System.nanoTime() - start;
             // counted before the lease ends, so the next request on this model sees these figures

@@ -15,6 +15,8 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
@@ -39,8 +41,22 @@ public final class EngineWorkerMain {
     private ExecutorService concurrentCalls;
     private long heldAtLastReading = -1;
     private long lastDriverUsed = -1;
-    /** Streamed calls run here, so the main loop keeps reading CANCEL frames while one generates. */
-    private final ExecutorService streamCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-stream-", 0).factory());
+    /**
+     * Threads that take over reading the channel when the reading thread runs a streamed call
+     * itself ({@link #readFrames}), so CANCEL frames are still read while one generates.
+     */
+    private final ExecutorService readers = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-reader-", 0).factory());
+    /** The exit status, settled by the reader that meets SHUTDOWN, the channel's end or a frame it does not know. */
+    private final CompletableFuture<Integer> exit = new CompletableFuture<>();
+    /**
+     * After each frame the reader spins this long for the next one before it blocks: a blocked
+     * reader is woken by the kernel, tens of microseconds on a virtual machine, which is most of
+     * what a worker costs a short call. Only where there are cores to spare (the rule the host's
+     * answer spin follows); a worker left idle blocks after the spin.
+     */
+    static final long NEXT_CALL_SPIN_NANOS = WorkerProcess.ANSWER_SPIN_NANOS > 0 ? 1_000_000 : 0;
+    /** Held tokens (an answer given whole) go out once they pass this many bytes, and the rest with the answer. */
+    private static final int HELD_TOKEN_BYTES = 64 << 10;
     /** Calls asked to stop, until they end. */
     private final java.util.Set<Integer> cancelled = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
@@ -62,48 +78,74 @@ public final class EngineWorkerMain {
         ProcessAllocators.claim();
         EngineWorkerMain worker = new EngineWorkerMain(new WorkerChannel(new FileInputStream(java.io.FileDescriptor.in), out));
         worker.channel.write(WorkerChannel.READY, 0, data -> data.writeLong(ProcessHandle.current().pid()));
-        int status = worker.serve();
+        worker.readFrames();
+        int status;
+        try {
+            status = worker.exit.join();
+        } catch (CompletionException e) {
+            throw e.getCause() instanceof Exception cause ? cause : e;
+        }
         System.exit(status);
     }
 
-    /** Answers frames until SHUTDOWN or the end of the channel; returns the exit status. */
-    private int serve() throws IOException {
-        for (;;) {
-            WorkerChannel.Frame frame;
-            try {
-                frame = channel.read();
-            } catch (EOFException e) {
-                shutdown(); // the host closed the channel: it is gone or gave up on us
-                return 0;
+    /**
+     * Reads and answers frames until SHUTDOWN, the end of the channel or a frame it does not know,
+     * which settle {@link #exit}. A streamed generation or a chat template runs on the thread that
+     * read its frame: another thread takes over the reading first, so the call starts at once
+     * (no thread to wake before the engine runs) and CANCEL frames are still read while it runs.
+     * One thread reads at a time; this one returns once it handed the reading on.
+     */
+    private void readFrames() {
+        try {
+            for (;;) {
+                if (NEXT_CALL_SPIN_NANOS > 0) channel.spinUntilReadable(NEXT_CALL_SPIN_NANOS);
+                WorkerChannel.Frame frame;
+                try {
+                    frame = channel.read();
+                } catch (EOFException e) {
+                    shutdown(); // the host closed the channel: it is gone or gave up on us
+                    exit.complete(0);
+                    return;
+                }
+                switch (frame.type()) {
+                    case WorkerChannel.LOAD -> load(frame.call(), frame.payload());
+                    case WorkerChannel.PROBE -> probe(frame.call(), frame.payload());
+                    case WorkerChannel.GENERATE -> {
+                        String prompt = WorkerChannel.readString(frame.payload());
+                        if (concurrentCalls != null) concurrentCalls.execute(() -> generate(frame.call(), prompt));
+                        else generate(frame.call(), prompt);
+                    }
+                    case WorkerChannel.GENERATE_STREAM -> {
+                        String prompt = WorkerChannel.readString(frame.payload());
+                        String request = WorkerChannel.readString(frame.payload());
+                        boolean live = frame.payload().readBoolean();
+                        long arrived = System.nanoTime();
+                        readers.execute(this::readFrames);
+                        stream(frame.call(), prompt, request, live, arrived);
+                        return;
+                    }
+                    case WorkerChannel.CHAT_TEMPLATE -> {
+                        List<ChatMessage> messages = WorkerChannel.readMessages(frame.payload());
+                        readers.execute(this::readFrames);
+                        chatTemplate(frame.call(), messages);
+                        return;
+                    }
+                    case WorkerChannel.CANCEL -> cancelled.add(frame.call());
+                    case WorkerChannel.SHUTDOWN -> {
+                        shutdown();
+                        reply(WorkerChannel.DONE, frame.call(), null);
+                        exit.complete(0);
+                        return;
+                    }
+                    default -> {
+                        LOGGER.log(System.Logger.Level.ERROR, "engine worker: unknown frame type " + frame.type() + " from the host");
+                        exit.complete(71);
+                        return;
+                    }
+                }
             }
-            switch (frame.type()) {
-                case WorkerChannel.LOAD -> load(frame.call(), frame.payload());
-                case WorkerChannel.PROBE -> probe(frame.call(), frame.payload());
-                case WorkerChannel.GENERATE -> {
-                    String prompt = WorkerChannel.readString(frame.payload());
-                    if (concurrentCalls != null) concurrentCalls.execute(() -> generate(frame.call(), prompt));
-                    else generate(frame.call(), prompt);
-                }
-                case WorkerChannel.GENERATE_STREAM -> {
-                    String prompt = WorkerChannel.readString(frame.payload());
-                    String request = WorkerChannel.readString(frame.payload());
-                    streamCalls.execute(() -> stream(frame.call(), prompt, request));
-                }
-                case WorkerChannel.CHAT_TEMPLATE -> {
-                    List<ChatMessage> messages = WorkerChannel.readMessages(frame.payload());
-                    streamCalls.execute(() -> chatTemplate(frame.call(), messages));
-                }
-                case WorkerChannel.CANCEL -> cancelled.add(frame.call());
-                case WorkerChannel.SHUTDOWN -> {
-                    shutdown();
-                    reply(WorkerChannel.DONE, frame.call(), null);
-                    return 0;
-                }
-                default -> {
-                    LOGGER.log(System.Logger.Level.ERROR, "engine worker: unknown frame type " + frame.type() + " from the host");
-                    return 71;
-                }
-            }
+        } catch (IOException | RuntimeException e) {
+            exit.completeExceptionally(e);
         }
     }
 
@@ -177,23 +219,41 @@ public final class EngineWorkerMain {
         }
     }
 
-    private void stream(int call, String prompt, String request) {
+    /**
+     * engine_generate_stream: a TOKEN frame per token as the engine makes it, then DONE. When the
+     * host does not look at tokens before the end ({@code live} false), they are held and go with
+     * the DONE in one write, and DONE says when the first was made (nanoseconds after the call's
+     * {@code arrived}, -1: none or not held).
+     */
+    private void stream(int call, String prompt, String request, boolean live, long arrived) {
+        WorkerChannel.Frames held = live ? null : new WorkerChannel.Frames(1024);
+        long[] firstToken = {-1};
         try {
             Generation.Outcome outcome = instance.stream(prompt, request, token -> {
                 if (cancelled.contains(call)) return false;
                 try {
-                    channel.write(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
+                    if (held == null) {
+                        channel.write(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
+                    } else {
+                        if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - arrived;
+                        held.add(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
+                        if (held.size() >= HELD_TOKEN_BYTES) {
+                            channel.send(held);
+                            held.reset();
+                        }
+                    }
                 } catch (IOException e) {
                     Runtime.getRuntime().halt(72); // the host is gone
                 }
                 return !cancelled.contains(call);
             });
-            reply(WorkerChannel.DONE, call, out -> {
+            reply(held, WorkerChannel.DONE, call, out -> {
                 out.writeInt(outcome.finish().ordinal());
                 out.writeInt(outcome.promptTokens());
+                out.writeLong(firstToken[0]);
             });
         } catch (RuntimeException e) {
-            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+            failed(held, call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         } finally {
             cancelled.remove(call);
         }
@@ -212,7 +272,7 @@ public final class EngineWorkerMain {
     }
 
     private void shutdown() {
-        streamCalls.shutdown();
+        readers.shutdown();
         if (concurrentCalls != null) concurrentCalls.shutdown();
         if (instance != null) instance.close();
         instance = null;
@@ -224,33 +284,44 @@ public final class EngineWorkerMain {
 
     /** DONE or FAILED always lead with the memory figures: the instance's bytes and the driver's use. */
     private void reply(int type, int call, WorkerChannel.Payload rest) {
+        reply(null, type, call, rest);
+    }
+
+    /** The answer, after the frames held in {@code before} (none when null), in one write. */
+    private void reply(WorkerChannel.Frames before, int type, int call, WorkerChannel.Payload rest) {
         long instanceBytes = heldBytes();
         long driverUsed = driverUsedBytes();
-        try {
-            channel.write(type, call, out -> {
-                out.writeLong(instanceBytes);
-                out.writeLong(driverUsed);
-                if (rest != null) rest.write(out);
-            });
-        } catch (IOException e) {
-            Runtime.getRuntime().halt(72); // the host is gone
-        }
+        send(before, type, call, out -> {
+            out.writeLong(instanceBytes);
+            out.writeLong(driverUsed);
+            if (rest != null) rest.write(out);
+        });
+    }
+
+    private void failed(int call, boolean outOfMemory, long neededBytes, String message) {
+        failed(null, call, outOfMemory, neededBytes, message);
     }
 
     /** FAILED: out of memory or not, the memory figures, the message, and the least bytes the load needs (0: unknown). */
-    private void failed(int call, boolean outOfMemory, long neededBytes, String message) {
+    private void failed(WorkerChannel.Frames before, int call, boolean outOfMemory, long neededBytes, String message) {
         long instanceBytes = heldBytes();
         long driverUsed = driverUsedBytes();
+        send(before, WorkerChannel.FAILED, call, out -> {
+            out.writeBoolean(outOfMemory);
+            out.writeLong(instanceBytes);
+            out.writeLong(driverUsed);
+            WorkerChannel.writeString(out, message);
+            out.writeLong(neededBytes);
+        });
+    }
+
+    private void send(WorkerChannel.Frames before, int type, int call, WorkerChannel.Payload payload) {
         try {
-            channel.write(WorkerChannel.FAILED, call, out -> {
-                out.writeBoolean(outOfMemory);
-                out.writeLong(instanceBytes);
-                out.writeLong(driverUsed);
-                WorkerChannel.writeString(out, message);
-                out.writeLong(neededBytes);
-            });
+            WorkerChannel.Frames frames = before == null ? new WorkerChannel.Frames(64) : before;
+            frames.add(type, call, payload);
+            channel.send(frames);
         } catch (IOException e) {
-            Runtime.getRuntime().halt(72);
+            Runtime.getRuntime().halt(72); // the host is gone
         }
     }
 

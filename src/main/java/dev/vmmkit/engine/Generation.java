@@ -24,6 +24,30 @@ final class Generation {
     @FunctionalInterface
     interface Sink {
         boolean accept(Token token);
+
+        /**
+         * False when nobody looks at the tokens before the generation ends and nothing here stops it
+         * early: they may then arrive together at its end (a worker sends them with its answer, in
+         * one write, instead of a frame each as they are made).
+         */
+        default boolean live() {
+            return true;
+        }
+
+        /** {@code sink}, saying that its tokens may arrive together at the end (see {@link #live}). */
+        static Sink atEnd(Sink sink) {
+            return new Sink() {
+                @Override
+                public boolean accept(Token token) {
+                    return sink.accept(token);
+                }
+
+                @Override
+                public boolean live() {
+                    return false;
+                }
+            };
+        }
     }
 
     /** Why a generation ended (the ABI's {@code ENGINE_FINISH_*}). */
@@ -45,7 +69,16 @@ final class Generation {
         }
     }
 
-    /** How it ended, and the prompt's token count (-1 when the engine does not say: version 1). */
-    record Outcome(Finish finish, int promptTokens) {
+    /**
+     * How it ended, and the prompt's token count (-1 when the engine does not say: version 1).
+     *
+     * @param firstTokenAt when the engine made its first token ({@link System#nanoTime()}), for tokens that
+     *                     arrived later than they were made (a sink that is not {@link Sink#live}); -1 when
+     *                     they came as they were made, or there was none
+     */
+    record Outcome(Finish finish, int promptTokens, long firstTokenAt) {
+        Outcome(Finish finish, int promptTokens) {
+            this(finish, promptTokens, -1);
+        }
     }
 }

@@ -55,7 +55,7 @@ final class OllamaApi {
                 options.isObject() ? RequestFields.stop(options, "stop") : List.of(),
                 topLogprobs(body));
         if (!RequestFields.flag(body, "stream", true)) {
-            Completion.Result result = Completion.run(host, request, (text, token) -> true);
+            Completion.Result result = Completion.whole(host, request);
             ObjectNode answer = line(model, chat, result.text()).put("done", true);
             end(answer, result);
             reply.json(200, answer);

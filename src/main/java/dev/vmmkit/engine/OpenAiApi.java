@@ -57,7 +57,7 @@ final class OpenAiApi {
         String id = (chat ? "chatcmpl-" : "cmpl-") + IDS.incrementAndGet();
         long created = System.currentTimeMillis() / 1000;
         if (!RequestFields.flag(body, "stream", false)) {
-            Completion.Result result = Completion.run(host, request, (text, token) -> true);
+            Completion.Result result = Completion.whole(host, request);
             ObjectNode answer = head(id, chat ? "chat.completion" : "text_completion", created, model);
             ObjectNode choice = answer.putArray("choices").addObject().put("index", 0);
             if (chat) choice.putObject("message").put("role", "assistant").put("content", result.text());

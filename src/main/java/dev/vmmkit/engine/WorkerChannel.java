@@ -103,21 +103,39 @@ final class WorkerChannel implements AutoCloseable {
 
     /** Sends one frame in one write. */
     void write(int type, int call, Payload payload) throws IOException {
-        ByteArrayOutputStream bytes = new ByteArrayOutputStream(64);
-        DataOutputStream data = new DataOutputStream(bytes);
-        data.writeInt(0);
-        data.writeByte(type);
-        data.writeInt(call);
-        if (payload != null) payload.write(data);
-        byte[] frame = bytes.toByteArray();
-        int length = frame.length - 4;
-        frame[0] = (byte) (length >>> 24);
-        frame[1] = (byte) (length >>> 16);
-        frame[2] = (byte) (length >>> 8);
-        frame[3] = (byte) length;
+        Frames frame = new Frames(64);
+        frame.add(type, call, payload);
+        send(frame);
+    }
+
+    /** Sends the frames gathered in {@code frames} in one write. */
+    void send(Frames frames) throws IOException {
         synchronized (out) {
-            out.write(frame);
+            frames.writeTo(out);
             out.flush();
+        }
+    }
+
+    /** Frames gathered in memory, to go in one write ({@link #send}). */
+    static final class Frames extends ByteArrayOutputStream {
+        private final DataOutputStream data = new DataOutputStream(this);
+
+        Frames(int capacity) {
+            super(capacity);
+        }
+
+        /** Appends one frame. */
+        void add(int type, int call, Payload payload) throws IOException {
+            int start = count;
+            data.writeInt(0);
+            data.writeByte(type);
+            data.writeInt(call);
+            if (payload != null) payload.write(data);
+            int length = count - start - 4;
+            buf[start] = (byte) (length >>> 24);
+            buf[start + 1] = (byte) (length >>> 16);
+            buf[start + 2] = (byte) (length >>> 8);
+            buf[start + 3] = (byte) length;
         }
     }
 

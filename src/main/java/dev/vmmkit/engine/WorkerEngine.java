@@ -148,17 +148,23 @@ final class WorkerEngine implements RunningEngine {
     @Override
     public Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink) {
         WorkerProcess.Answer answer;
+        long sent = System.nanoTime();
         try {
             answer = worker.call(WorkerChannel.GENERATE_STREAM, "engine_generate_stream", out -> {
                 WorkerChannel.writeString(out, prompt);
                 WorkerChannel.writeString(out, requestJson);
+                out.writeBoolean(sink.live());
             }, timeout, sink);
         } catch (WorkerProcess.WorkerDied e) {
             throw died(name + ": engine_generate_stream", e.death);
         }
         try {
             DataInputStream in = succeeded(answer);
-            return new Generation.Outcome(Generation.Finish.of(in.readInt()), in.readInt());
+            Generation.Finish finish = Generation.Finish.of(in.readInt());
+            int promptTokens = in.readInt();
+            long firstTokenAfter = in.readLong();
+            // held tokens: the worker's clock from the call's arrival, counted here from its sending
+            return new Generation.Outcome(finish, promptTokens, firstTokenAfter < 0 ? -1 : sent + firstTokenAfter);
         } catch (IOException e) {
             throw unreadable("engine_generate_stream", e);
         }

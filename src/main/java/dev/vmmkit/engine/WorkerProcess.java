@@ -1,6 +1,7 @@
 package dev.vmmkit.engine;
 
 import java.io.DataInputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -12,14 +13,24 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 
 /**
  * The host's side of one engine worker: starts the process, sends calls and pairs answers with
- * them by call number (a reader thread per worker), and notices the worker's end: its channel
- * closing or carrying garbage, its exit, or a call that outran the timeout (then the host ends
- * it). Every call in flight then fails with what happened, named: the exit status or signal, and
- * for a JVM that caught a fault in native code, the signal from its error report.
+ * them by call number, and notices the worker's end: its channel closing or carrying garbage, its
+ * exit, or a call that outran the timeout (then the host ends it). Every call in flight then fails
+ * with what happened, named: the exit status or signal, and for a JVM that caught a fault in
+ * native code, the signal from its error report.
+ *
+ * <p>Who reads the channel: one thread at a time, whoever holds {@code reading}. A caller that
+ * finds nobody reading reads its own answer (and hands on any other call's frames it meets), so
+ * the thread that waits is the one the kernel wakes: no second thread to wake. A watcher thread
+ * per worker reads the rest of the time: when a call waits with nobody reading, when the worker
+ * exited, and once the channel had no call for {@link #QUIET_NANOS}, so a worker that ends,
+ * closes its channel or writes garbage between calls is noticed then. It also ends the worker of
+ * a call that runs past its timeout while its caller reads.
  */
 final class WorkerProcess implements AutoCloseable {
     /** What ended a worker, in words, and whether the host ended it for running too long. */
@@ -57,7 +68,28 @@ final class WorkerProcess implements AutoCloseable {
     private final WorkerChannel channel;
     private final String name;
     private final Path errorFile;
-    private final ConcurrentHashMap<Integer, CompletableFuture<Answer>> pending = new ConcurrentHashMap<>();
+    /**
+     * How long the channel has had no call before the watcher reads it (and blocks there until
+     * the next frame): calls closer together than this read their own answers.
+     */
+    static final long QUIET_NANOS = 50_000_000;
+
+    /** A call waiting for its answer, and until when it may run (System.nanoTime). */
+    private record Pending(CompletableFuture<Answer> answer, String what, Duration timeout, long deadline) {
+    }
+
+    private final ConcurrentHashMap<Integer, Pending> pending = new ConcurrentHashMap<>();
+    /** Held by the one thread that reads the channel. */
+    private final ReentrantLock reading = new ReentrantLock();
+    /** A caller holds {@link #reading}: the watcher leaves the channel to it. */
+    private volatile boolean callerReading;
+    /** When the last call started (System.nanoTime). */
+    private volatile long lastCallStart = System.nanoTime();
+    /** The channel ended (closed or garbage) and every call in flight was failed. */
+    private volatile boolean channelEnded;
+    /** The host closed its ends of the channel: nothing more is read; the worker's exit settles its death. */
+    private volatile boolean hostClosed;
+    private final Thread watcher;
     private final ConcurrentHashMap<Integer, Generation.Sink> streams = new ConcurrentHashMap<>();
     private final AtomicInteger calls = new AtomicInteger();
     private final CompletableFuture<Death> death = new CompletableFuture<>();
@@ -71,7 +103,8 @@ final class WorkerProcess implements AutoCloseable {
         this.name = name;
         this.errorFile = errorFile;
         this.channel = new WorkerChannel(process.getInputStream(), process.getOutputStream());
-        Thread.ofPlatform().daemon().name("engine-worker-reader-" + process.pid()).start(this::readAnswers);
+        this.watcher = Thread.ofPlatform().daemon().name("engine-worker-watch-" + process.pid()).start(this::watch);
+        process.onExit().thenRun(() -> LockSupport.unpark(watcher));
     }
 
     /**
@@ -134,8 +167,9 @@ final class WorkerProcess implements AutoCloseable {
             throws WorkerDied {
         int call = calls.incrementAndGet();
         CompletableFuture<Answer> answer = new CompletableFuture<>();
-        pending.put(call, answer);
+        pending.put(call, new Pending(answer, what, timeout, System.nanoTime() + timeout.toNanos()));
         if (tokens != null) streams.put(call, tokens);
+        lastCallStart = System.nanoTime();
         try {
             if (death.isDone()) throw new WorkerDied(death.join());
             try {
@@ -143,12 +177,21 @@ final class WorkerProcess implements AutoCloseable {
             } catch (IOException e) {
                 throw new WorkerDied(awaitDeath("its channel failed while sending " + what + ": " + e.getMessage()));
             }
-            long spinUntil = System.nanoTime() + ANSWER_SPIN_NANOS;
-            while (!answer.isDone() && System.nanoTime() - spinUntil < 0) Thread.onSpinWait();
+            if (reading.tryLock()) {
+                try {
+                    readUntilAnswered(answer);
+                } finally {
+                    reading.unlock();
+                }
+                if (unanswered()) LockSupport.unpark(watcher); // calls left with nobody reading
+            } else {
+                long spinUntil = System.nanoTime() + ANSWER_SPIN_NANOS;
+                while (!answer.isDone() && System.nanoTime() - spinUntil < 0) Thread.onSpinWait();
+            }
             try {
                 return answer.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
             } catch (TimeoutException e) {
-                endingReason = what + " ran longer than the request timeout of " + timeout.toMillis() + " ms";
+                endingReason = overtime(what, timeout);
                 process.destroyForcibly();
                 throw new WorkerDied(death.join());
             } catch (ExecutionException e) {
@@ -162,6 +205,33 @@ final class WorkerProcess implements AutoCloseable {
             pending.remove(call);
             streams.remove(call);
         }
+    }
+
+    private static String overtime(String what, Duration timeout) {
+        return what + " ran longer than the request timeout of " + timeout.toMillis() + " ms";
+    }
+
+    /** The caller reads frames (its own answer, and any other call's) until its answer came or the channel ended. */
+    private void readUntilAnswered(CompletableFuture<Answer> answer) {
+        callerReading = true;
+        try {
+            while (!answer.isDone() && !channelEnded) {
+                if (ANSWER_SPIN_NANOS > 0) channel.spinUntilReadable(ANSWER_SPIN_NANOS);
+                dispatch(channel.read());
+            }
+        } catch (IOException e) {
+            channelEnded(e);
+        } finally {
+            callerReading = false;
+        }
+    }
+
+    /** Some call still waits for its answer. */
+    private boolean unanswered() {
+        for (Pending call : pending.values()) {
+            if (!call.answer().isDone()) return true;
+        }
+        return false;
     }
 
     /** Hands a TOKEN frame to its call's sink; a sink that says stop gets its call cancelled once. */
@@ -194,6 +264,7 @@ final class WorkerProcess implements AutoCloseable {
     @Override
     public void close() {
         if (endingReason == null) endingReason = "closed by the host";
+        hostClosed = true;
         channel.close();
         try {
             if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly();
@@ -220,32 +291,96 @@ final class WorkerProcess implements AutoCloseable {
         }
     }
 
-    private void readAnswers() {
-        String broken;
+    /**
+     * The watcher: reads the first frame, then the channel whenever no caller reads it and one of
+     * these holds: a call waits for its answer, the worker exited, or the channel had no call for
+     * {@link #QUIET_NANOS}. Otherwise it ends calls that ran past their timeout, and waits.
+     */
+    private void watch() {
         try {
-            WorkerChannel.Frame first = channel.read();
+            WorkerChannel.Frame first;
+            reading.lock();
+            try {
+                first = channel.read();
+            } finally {
+                reading.unlock();
+            }
             if (first.type() != WorkerChannel.READY) throw new WorkerChannel.GarbageException("frame type " + first.type() + " before READY");
             ready.complete(first.payload().readLong());
-            for (;;) {
-                if (ANSWER_SPIN_NANOS > 0 && !pending.isEmpty()) channel.spinUntilReadable(ANSWER_SPIN_NANOS);
-                WorkerChannel.Frame frame = channel.read();
-                if (frame.type() == WorkerChannel.TOKEN) {
-                    token(frame);
-                    continue;
-                }
-                if (frame.type() != WorkerChannel.DONE && frame.type() != WorkerChannel.FAILED) {
-                    throw new WorkerChannel.GarbageException("unknown frame type " + frame.type());
-                }
-                CompletableFuture<Answer> waiting = pending.get(frame.call());
-                if (waiting == null) throw new WorkerChannel.GarbageException("an answer to call " + frame.call() + ", which nobody made");
-                waiting.complete(new Answer(frame.type(), frame.payload()));
-            }
         } catch (IOException e) {
-            broken = WorkerChannel.closed(e) ? null : "it wrote garbage on its channel (" + e.getMessage() + ")";
+            channelEnded(e);
+            return;
         }
+        while (!channelEnded) {
+            if (hostClosed) {
+                if (!process.isAlive()) {
+                    channelEnded(new EOFException("closed by the host"));
+                    return;
+                }
+                LockSupport.parkNanos(this, QUIET_NANOS); // woken by the exit
+                continue;
+            }
+            long quietFor = System.nanoTime() - lastCallStart;
+            boolean unanswered = unanswered();
+            if (!callerReading && (unanswered || quietFor >= QUIET_NANOS || !process.isAlive()) && reading.tryLock()) {
+                try {
+                    if (channelEnded) return;
+                    if (ANSWER_SPIN_NANOS > 0 && unanswered) channel.spinUntilReadable(ANSWER_SPIN_NANOS);
+                    dispatch(channel.read());
+                } catch (IOException e) {
+                    channelEnded(e);
+                    return;
+                } finally {
+                    reading.unlock();
+                }
+                continue;
+            }
+            long wait = endOverdueCalls();
+            if (quietFor < QUIET_NANOS) wait = Math.min(wait, QUIET_NANOS - quietFor);
+            LockSupport.parkNanos(this, wait);
+        }
+    }
+
+    /** Ends the worker when a call ran past its timeout; returns the nanoseconds to the next deadline (at most {@link #QUIET_NANOS}). */
+    private long endOverdueCalls() {
+        long now = System.nanoTime();
+        long next = QUIET_NANOS;
+        for (Pending call : pending.values()) {
+            if (call.answer().isDone()) continue;
+            long left = call.deadline() - now;
+            if (left <= 0) {
+                if (endingReason == null) endingReason = overtime(call.what(), call.timeout());
+                process.destroyForcibly(); // the caller reading the channel meets its end
+            } else {
+                next = Math.min(next, left);
+            }
+        }
+        return next;
+    }
+
+    /** Hands one frame to its call: a token to its sink, an answer to its caller. */
+    private void dispatch(WorkerChannel.Frame frame) throws IOException {
+        if (frame.type() == WorkerChannel.TOKEN) {
+            token(frame);
+            return;
+        }
+        if (frame.type() != WorkerChannel.DONE && frame.type() != WorkerChannel.FAILED) {
+            throw new WorkerChannel.GarbageException("unknown frame type " + frame.type());
+        }
+        Pending waiting = pending.get(frame.call());
+        if (waiting == null) throw new WorkerChannel.GarbageException("an answer to call " + frame.call() + ", which nobody made");
+        waiting.answer().complete(new Answer(frame.type(), frame.payload()));
+    }
+
+    /** The channel closed or carried garbage: settles the death and fails every call in flight. */
+    private void channelEnded(IOException e) {
+        // a read after the host closed its end fails for that, not for anything the worker wrote
+        String broken = WorkerChannel.closed(e) || hostClosed ? null : "it wrote garbage on its channel (" + e.getMessage() + ")";
         Death end = awaitDeath(broken);
+        channelEnded = true;
         ready.completeExceptionally(new WorkerDied(end));
-        for (CompletableFuture<Answer> waiting : pending.values()) waiting.completeExceptionally(new WorkerDied(end));
+        for (Pending waiting : pending.values()) waiting.answer().completeExceptionally(new WorkerDied(end));
+        LockSupport.unpark(watcher);
     }
 
     /** Ends the process if it still runs, waits for it, and settles what ended it (once). */

@@ -21,9 +21,10 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>requests per second over HTTP with 8 clients;</li>
  *   <li>the reload pause: the longest request latency while a shadow reload runs under 8 clients,
  *       against the longest and mean latency before it;</li>
- *   <li>per isolation mode (in process, a worker per instance): the median of lease + generate and
- *       of one HTTP client's round trip, requests/s with 8 clients and the reload pause, then the
- *       isolation's cost per generate (worker median minus in-process median);</li>
+ *   <li>per isolation mode (in process, a worker per instance): the median of lease + generate, of
+ *       one HTTP client's round trip and of lease + the streamed call of an answer given whole,
+ *       requests/s with 8 clients and the reload pause, then the isolation's cost per generate
+ *       (worker median minus in-process median) for both calls;</li>
  *   <li>how long a worker takes to start (to its first frame, model load excluded), and to load.</li>
  * </ol>
  * Arguments: [seconds per phase, default 3].
@@ -35,6 +36,7 @@ public final class EngineHostBenchmark {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3;
         Path root = Files.createTempDirectory("vmmkit-engine-bench");
         double[] medians = new double[2];
+        double[] wholeMedians = new double[2];
         for (Isolation mode : List.of(Isolation.IN_PROCESS, Isolation.WORKER)) {
             System.out.println("######## isolation: " + mode.name().toLowerCase(Locale.ROOT).replace('_', '-'));
             try (EngineTestBed bed = new EngineTestBed(Files.createDirectories(root.resolve(mode.name())))) {
@@ -45,12 +47,15 @@ public final class EngineHostBenchmark {
                 bed.start();
                 if (mode == Isolation.IN_PROCESS) directCalls(bed, seconds);
                 medians[mode.ordinal()] = medians(bed, seconds);
+                wholeMedians[mode.ordinal()] = wholeAnswerMedian(bed, seconds);
                 throughput(bed, seconds);
                 reloadPause(bed, plugin, seconds);
             }
         }
         System.out.printf(Locale.ROOT, "isolation cost per generate (p50, lease + call): %.1f us%n",
                 (medians[Isolation.WORKER.ordinal()] - medians[Isolation.IN_PROCESS.ordinal()]) / 1000);
+        System.out.printf(Locale.ROOT, "isolation cost per generate (p50, lease + streamed call for a whole answer): %.1f us%n",
+                (wholeMedians[Isolation.WORKER.ordinal()] - wholeMedians[Isolation.IN_PROCESS.ordinal()]) / 1000);
         workerStart(root);
     }
 
@@ -65,6 +70,21 @@ public final class EngineHostBenchmark {
         print("p50 lease + generate", lease);
         print("p50 HTTP, one client", median(seconds / 3, () -> bed.generate("a", "hello")));
         return lease;
+    }
+
+    /**
+     * Median of lease + the streamed call an HTTP request for a whole answer makes (engine_generate_stream
+     * with a sink that is not live), in ns.
+     */
+    private static double wholeAnswerMedian(EngineTestBed bed, double seconds) {
+        Generation.Sink sink = Generation.Sink.atEnd(token -> true);
+        double whole = median(seconds, () -> {
+            try (ModelRegistry.Lease l = bed.host().registry().acquire("a")) {
+                l.instance().stream("hello", "{}", sink);
+            }
+        });
+        print("p50 lease + stream (whole answer)", whole);
+        return whole;
     }
 
     /** A worker's start to its first frame (JVM and channel, no model), and to a loaded model. */
