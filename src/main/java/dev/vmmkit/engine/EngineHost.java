@@ -104,7 +104,7 @@ public final class EngineHost implements AutoCloseable {
             }
 
             @Override
-            public Optional<String> evictLeastRecentlyUsedIdle(String reason) {
+            public Optional<String> relieveLeastRecentlyUsedIdle(String reason) {
                 return registry.idle().relieveLeastRecentlyUsedIdle(reason, null);
             }
         }, settings.vramThreshold(), settings.ramThreshold(), LOGGER);
