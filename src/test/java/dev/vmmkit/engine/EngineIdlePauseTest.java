@@ -107,6 +107,30 @@ class EngineIdlePauseTest {
     }
 
     @Test
+    void anEnginesOwnCudaAllocationsArePausedWithItsModel(@TempDir Path root) throws Exception {
+        try (EngineTestBed bed = new EngineTestBed(root).workers(Duration.ofSeconds(120)).pauseIdleModels(1L << 30)) {
+            bed.install("cudafix", "1.0.0", "fixture-cuda.so", "\"cf\"", ",\"options\":{\"cuda_load_mib\":8}");
+            bed.model("m.cf", MIB);
+            bed.start(64L * MIB, 0.05, 3_600_000, false, null);
+            long baseline = bed.metric("vmmkit_device_used_bytes");
+            assertEquals(200, bed.generate("m", "x").status());
+            assertEquals(200, bed.generate("m", "cuda:4").status(), "a cudaMalloc inside engine_generate");
+            long held = MIB + 4096 + 12L * MIB; // alloc_device's weights and scratch, 8 + 4 MiB through cudaMalloc
+            assertEquals(held, bed.loadedModel("m").get("device_bytes").asLong());
+
+            bed.host().monitor().pollOnce();
+            JsonNode m = bed.loadedModel("m");
+            assertEquals("paused", m.get("status").asText());
+            assertEquals(0, m.get("device_bytes").asLong(), "every allocation, the engine's own included, carried the tag");
+            assertTrue(m.get("paused_bytes").asLong() >= held, m.toString());
+            assertTrue(bed.metric("vmmkit_device_used_bytes") <= baseline + 2 * MIB, bed.get("/metrics").text());
+
+            assertEquals(200, bed.generate("m", "x").status());
+            assertEquals(held, bed.loadedModel("m").get("device_bytes").asLong());
+        }
+    }
+
+    @Test
     void aPauseThatFailsEvictsTheModelInstead(@TempDir Path root) throws Exception {
         Path log = root.resolve("loads.log");
         System.setProperty(WorkerModelTag.PAUSE_FAULT_PROPERTY, "unmap"); // read as each worker starts
