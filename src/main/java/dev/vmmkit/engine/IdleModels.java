@@ -114,7 +114,7 @@ final class IdleModels {
      */
     boolean wake(ServedModel model, RunningEngine instance) {
         InstancePause pausing = instance.pausing();
-        if (pausing == null || pausing.paused() == null) return true;
+        if (pausing == null) return true;
         long nanos;
         try {
             nanos = pausing.resumeIfPaused((bytes, attempt) -> makeRoom(model, bytes, attempt));

@@ -45,7 +45,15 @@ final class InstancePause {
 
     private final Calls calls;
     private final ReentrantLock lock = new ReentrantLock();
+    /**
+     * False from the start of a pause until a resume completes. A pause clears it before it reads
+     * the request count, and a request reads it after it entered the gate, so either the pause sees
+     * the request or the request sees the pause and waits for it on the lock.
+     */
+    private volatile boolean running = true;
     private volatile Paused paused;
+    /** Why a pause that failed partway left the instance unusable; null otherwise. */
+    private volatile String broken;
     private volatile long pauses;
     private volatile long resumes;
     private volatile long lastPauseNanos;
@@ -64,9 +72,19 @@ final class InstancePause {
     Paused pauseIfIdle(InFlightGate gate) throws Failed {
         if (!lock.tryLock()) return null;
         try {
-            // Requests that entered the gate and wait on this lock count as in flight, so they keep it running.
-            if (paused != null || gate.inFlight() > 0) return null;
-            Paused done = calls.pause();
+            if (!running) return null; // paused already, or left unusable by a failed pause
+            running = false;
+            if (gate.inFlight() > 0) {
+                running = true;
+                return null;
+            }
+            Paused done;
+            try {
+                done = calls.pause();
+            } catch (Failed | RuntimeException e) {
+                broken = e.getMessage(); // a request waiting on the lock must not run on memory half given back
+                throw e;
+            }
             paused = done;
             pauses++;
             lastPauseNanos = done.nanos();
@@ -82,14 +100,16 @@ final class InstancePause {
      * returns false when no room can be made, and the resume is not tried.
      *
      * @return the resume's time in ns, or 0 when the instance was running
-     * @throws Failed when the resume failed or no room could be made; the instance stays paused
+     * @throws Failed when the resume failed or no room could be made (the instance stays paused), or
+     *               when a pause failed partway (the caller gives the instance up)
      */
     long resumeIfPaused(RoomMaker makeRoom) throws Failed {
-        if (paused == null) return 0;
+        if (running) return 0;
         lock.lock();
         try {
+            if (running) return 0;
+            if (broken != null) throw new Failed("its pause failed partway: " + broken, false);
             Paused now = paused;
-            if (now == null) return 0;
             for (int attempt = 0; ; attempt++) {
                 if (!makeRoom.makeRoom(now.pausedBytes(), attempt)) {
                     throw new Failed("no device memory for its " + now.pausedBytes() + " bytes", true);
@@ -97,6 +117,7 @@ final class InstancePause {
                 try {
                     long nanos = calls.resume();
                     paused = null;
+                    running = true;
                     resumes++;
                     lastResumeNanos = nanos;
                     return nanos;
