@@ -19,6 +19,9 @@
  * and "fault_in": "init" | "load" | "generate" | "shutdown". In init, load and shutdown the fault
  * fires on every call; in generate only for the prompt "crash", so the model serves other prompts.
  *
+ * Option "load_log": FILE makes every engine_load_model that succeeds append one line (the model's
+ * path) to FILE, so a test counts how often the model file was loaded.
+ *
  * Hooks, so tests order events without sleeping: with option "hook_dir": DIR, the prompt
  * "hold:NAME" writes one byte to the FIFO DIR/NAME.entered when it is inside engine_generate,
  * then waits for one byte from DIR/NAME.release. It returns a third token: the most calls that
@@ -29,7 +32,8 @@
  *     buffer, and fills the weights with a byte pattern (checked by engine_generate) when that
  *     memory is host-addressable (config->device -1: the host emulation);
  *   - engine_generate returns 2 tokens: [calls so far in this instance, major version], each with
- *     logprobs {-0.5, -1.5}; the prompt "fail" returns -3 (an engine error);
+ *     logprobs {-0.5, -1.5}; the prompt "fail" returns -3 (an engine error); the prompt "verify"
+ *     checks every byte of the weights (host-addressable memory only) and returns -4 when one differs;
  *   - engine_shutdown gives back the scratch buffer only: the host must free the weights itself.
  */
 #include "vmmkit/engine_api.h"
@@ -80,6 +84,7 @@ static float logprobs[3][2];
 static char fault[16];
 static char fault_in[16];
 static char hook_dir[512];
+static char load_log[512];
 static int inside, most_inside;
 
 /* The string value of "key" in the options JSON (no escapes: the tests' values have none). */
@@ -143,6 +148,7 @@ int engine_init(EngineConfig* config) {
     option_string(config->options_json, "\"fault\"", fault, sizeof fault);
     option_string(config->options_json, "\"fault_in\"", fault_in, sizeof fault_in);
     option_string(config->options_json, "\"hook_dir\"", hook_dir, sizeof hook_dir);
+    option_string(config->options_json, "\"load_log\"", load_log, sizeof load_log);
 #ifdef FIXTURE_CUDA
     const char* mib = config->options_json ? strstr(config->options_json, "\"cuda_load_mib\"") : NULL;
     if (mib && strchr(mib, ':')) cuda_load_mib = strtol(strchr(mib, ':') + 1, NULL, 10);
@@ -177,6 +183,12 @@ int engine_load_model(const char* model_path) {
         }
     }
 #endif
+    if (load_log[0]) {
+        FILE* log = fopen(load_log, "a");
+        if (!log) return -8;
+        fprintf(log, "%s\n", model_path);
+        fclose(log);
+    }
     return 0;
 #endif
 }
@@ -202,6 +214,11 @@ int engine_generate(const char* prompt, TokenResult** out) {
         if (failed) return -5;
     }
     if (host.device < 0 && weights_bytes > 0 && weights[weights_bytes - 1] != 0xA5) return -4;
+    if (host.device < 0 && strcmp(prompt, "verify") == 0) {
+        for (size_t i = 0; i < weights_bytes; i++) {
+            if (weights[i] != 0xA5) return -4;
+        }
+    }
     if (delay_ms > 0) {
         struct timespec pause = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
         nanosleep(&pause, NULL);

@@ -63,7 +63,9 @@ final class EngineApi {
         for (ServedModel model : host.registry().models()) {
             RunningEngine instance = model.instance();
             if (instance == null) continue;
-            ObjectNode item = list.addObject().put("name", model.name()).put("status", "loaded")
+            InstancePause pausing = instance.pausing();
+            InstancePause.Paused paused = pausing == null ? null : pausing.paused();
+            ObjectNode item = list.addObject().put("name", model.name()).put("status", paused == null ? "loaded" : "paused")
                     .put("engine", instance.manifest().id())
                     .put("engine_version", instance.manifest().version())
                     .put("gpu_backend", instance.manifest().gpuBackend())
@@ -71,6 +73,13 @@ final class EngineApi {
                     .put("in_flight", instance.gate().inFlight())
                     .put("last_used", Instant.ofEpochMilli(model.lastUsedMillis()).toString());
             if (instance.workerPid() >= 0) item.put("worker_pid", instance.workerPid());
+            if (pausing != null) {
+                item.put("paused_bytes", paused == null ? 0 : paused.pausedBytes())
+                        .put("host_backup_bytes", paused == null ? 0 : paused.keptBytes())
+                        .put("pauses", pausing.pauses()).put("resumes", pausing.resumes())
+                        .put("last_pause_ms", pausing.lastPauseNanos() / 1e6)
+                        .put("last_resume_ms", pausing.lastResumeNanos() / 1e6);
+            }
         }
         for (var failed : host.registry().health().failed().entrySet()) {
             list.addObject().put("name", failed.getKey()).put("status", "failed")

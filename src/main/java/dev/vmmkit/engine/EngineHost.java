@@ -31,10 +31,23 @@ public final class EngineHost implements AutoCloseable {
      * @param watch         reload a plugin on its own when its files change
      * @param isolation     engine instances in worker processes, or in the host's process
      * @param requestTimeout how long one engine call may run before its worker is ended (worker isolation)
+     * @param idlePolicy    evict idle models when device memory runs short, or pause them (worker isolation)
+     * @param pauseHostMemoryBytes host memory the paused models' contents may take in all;
+     *                      {@link #AUTO_PAUSE_HOST_MEMORY}: half the host's RAM
      */
     public record Settings(Path enginesDir, Path modelsDir, double vramThreshold, double ramThreshold,
-                           Duration pollInterval, boolean watch, Isolation isolation, Duration requestTimeout) {
+                           Duration pollInterval, boolean watch, Isolation isolation, Duration requestTimeout,
+                           IdlePolicy idlePolicy, long pauseHostMemoryBytes) {
         public static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofSeconds(300);
+        /** {@code --pause-host-memory auto}: half the host's RAM (or of the cgroup's limit when lower). */
+        public static final long AUTO_PAUSE_HOST_MEMORY = -1;
+
+        /** Idle models evicted, not paused. */
+        public Settings(Path enginesDir, Path modelsDir, double vramThreshold, double ramThreshold,
+                        Duration pollInterval, boolean watch, Isolation isolation, Duration requestTimeout) {
+            this(enginesDir, modelsDir, vramThreshold, ramThreshold, pollInterval, watch, isolation, requestTimeout,
+                    IdlePolicy.EVICT, AUTO_PAUSE_HOST_MEMORY);
+        }
 
         /** Worker isolation with the default request timeout. */
         public Settings(Path enginesDir, Path modelsDir, double vramThreshold, double ramThreshold,
@@ -44,6 +57,10 @@ public final class EngineHost implements AutoCloseable {
 
         public Settings {
             if (isolation == null) throw new IllegalArgumentException("--isolation must be given");
+            if (idlePolicy == null) throw new IllegalArgumentException("--idle-policy must be given");
+            if (pauseHostMemoryBytes < 0 && pauseHostMemoryBytes != AUTO_PAUSE_HOST_MEMORY) {
+                throw new IllegalArgumentException("--pause-host-memory must be a size or auto: " + pauseHostMemoryBytes);
+            }
             if (requestTimeout.toMillis() < 1) throw new IllegalArgumentException("--request-timeout must be at least 1 ms: " + requestTimeout);
             if (!Files.isDirectory(enginesDir)) throw new IllegalArgumentException("engines directory " + enginesDir + " does not exist");
             if (!Files.isDirectory(modelsDir)) throw new IllegalArgumentException("models directory " + modelsDir + " does not exist");
@@ -73,7 +90,12 @@ public final class EngineHost implements AutoCloseable {
         EngineLauncher launcher = new EngineLauncher(settings.isolation(), settings.requestTimeout(), privateDir, device);
         this.catalog = new EngineCatalog(settings.enginesDir(), privateDir, LOGGER, launcher::probe);
         this.modelDirectory = new ModelDirectory(settings.modelsDir());
-        this.registry = new ModelRegistry(catalog, modelDirectory, device, metrics, LOGGER, launcher);
+        this.registry = new ModelRegistry(catalog, modelDirectory, device, metrics, LOGGER, launcher,
+                settings.idlePolicy(), pauseHostMemory(settings));
+        if (settings.idlePolicy() == IdlePolicy.PAUSE && settings.isolation() == Isolation.IN_PROCESS) {
+            LOGGER.log(System.Logger.Level.WARNING, "--idle-policy pause needs --isolation worker: engines in this process "
+                    + "cannot pause, so idle models are evicted");
+        }
         this.reloader = new EngineReloader(catalog, registry, metrics, LOGGER);
         this.monitor = new ResourceMonitor(this.deviceReader, this.ramReader, new MemoryRelief() {
             @Override
@@ -82,8 +104,8 @@ public final class EngineHost implements AutoCloseable {
             }
 
             @Override
-            public Optional<String> evictLeastRecentlyUsedIdle(String reason) {
-                return registry.evictLeastRecentlyUsedIdle(reason, null);
+            public Optional<String> relieveLeastRecentlyUsedIdle(String reason) {
+                return registry.idle().relieveLeastRecentlyUsedIdle(reason, null);
             }
         }, settings.vramThreshold(), settings.ramThreshold(), LOGGER);
         catalog.discover();
@@ -111,6 +133,12 @@ public final class EngineHost implements AutoCloseable {
         return start(settings, driver, null, null);
     }
 
+    /** The host memory paused models may keep: the setting, or half the host's RAM for auto. */
+    private static long pauseHostMemory(Settings settings) {
+        if (settings.pauseHostMemoryBytes() != Settings.AUTO_PAUSE_HOST_MEMORY) return settings.pauseHostMemoryBytes();
+        return new HostRamReader().read().totalBytes() / 2;
+    }
+
     EngineCatalog catalog() {
         return catalog;
     }
@@ -135,8 +163,11 @@ public final class EngineHost implements AutoCloseable {
     String metricsText() {
         List<EngineMetrics.ModelRow> rows = registry.models().stream().map(m -> {
             RunningEngine instance = m.instance();
-            return instance == null ? null : new EngineMetrics.ModelRow(m.name(), instance.manifest().id(),
-                    instance.manifest().version(), instance.deviceBytes(), instance.gate().inFlight());
+            if (instance == null) return null;
+            InstancePause.Paused paused = instance.pausing() == null ? null : instance.pausing().paused();
+            return new EngineMetrics.ModelRow(m.name(), instance.manifest().id(), instance.manifest().version(),
+                    instance.deviceBytes(), instance.gate().inFlight(), paused != null,
+                    paused == null ? 0 : paused.pausedBytes(), paused == null ? 0 : paused.keptBytes());
         }).filter(r -> r != null).toList();
         return metrics.render(deviceReader.read(), ramReader.read(), rows);
     }

@@ -13,6 +13,12 @@ final class EngineMetrics {
     private final Map<String, LongAdder> crashesByModel = new ConcurrentSkipListMap<>();
     private final Map<String, LongAdder> restartsByModel = new ConcurrentSkipListMap<>();
     private final Map<String, LongAdder> timeoutsByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> pausesByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> pauseNanosByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> resumesByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> resumeNanosByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> pauseFailuresByModel = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> resumeFailuresByModel = new ConcurrentSkipListMap<>();
     private final ServingMetrics serving = new ServingMetrics();
 
     /** Per-model generation figures (histograms, token counters, finish reasons). */
@@ -47,8 +53,40 @@ final class EngineMetrics {
         timeoutsByModel.computeIfAbsent(model, m -> new LongAdder()).increment();
     }
 
-    /** One loaded model's row. */
-    record ModelRow(String name, String engine, String version, long deviceBytes, int inFlight) {
+    /** An idle model was paused; {@code nanos}: the pause's time in its worker. */
+    void paused(String model, long nanos) {
+        add(pausesByModel, model, 1);
+        add(pauseNanosByModel, model, nanos);
+    }
+
+    /** A paused model was resumed for a request. */
+    void resumed(String model, long nanos) {
+        add(resumesByModel, model, 1);
+        add(resumeNanosByModel, model, nanos);
+    }
+
+    /** A pause failed (the model was evicted instead). */
+    void pauseFailed(String model) {
+        add(pauseFailuresByModel, model, 1);
+    }
+
+    /** A resume failed (503 for lack of memory, or the model loaded again). */
+    void resumeFailed(String model) {
+        add(resumeFailuresByModel, model, 1);
+    }
+
+    private static void add(Map<String, LongAdder> counts, String model, long n) {
+        counts.computeIfAbsent(model, m -> new LongAdder()).add(n);
+    }
+
+    /**
+     * One loaded model's row.
+     *
+     * @param pausedBytes     device memory its pause gave back (0 while it runs)
+     * @param hostBackupBytes host memory holding its contents while paused
+     */
+    record ModelRow(String name, String engine, String version, long deviceBytes, int inFlight, boolean paused,
+                    long pausedBytes, long hostBackupBytes) {
     }
 
     /** The Prometheus text exposition of everything, with the memory figures read now. */
@@ -58,7 +96,11 @@ final class EngineMetrics {
         gauge(out, "vmmkit_device_total_bytes", "Device memory in all.", device.totalBytes());
         gauge(out, "vmmkit_host_ram_used_bytes", "Host RAM in use (or the cgroup's usage when its limit is lower).", ram.usedBytes());
         gauge(out, "vmmkit_host_ram_total_bytes", "Host RAM in all (or the cgroup limit when lower).", ram.totalBytes());
-        gauge(out, "vmmkit_models_loaded", "Models loaded now.", models.size());
+        gauge(out, "vmmkit_models_loaded", "Models loaded now (paused ones included).", models.size());
+        gauge(out, "vmmkit_models_paused", "Models paused now: device memory given back, contents kept in host memory.",
+                models.stream().filter(ModelRow::paused).count());
+        gauge(out, "vmmkit_paused_host_bytes", "Host memory the paused models' contents take now.",
+                models.stream().mapToLong(ModelRow::hostBackupBytes).sum());
         header(out, "vmmkit_requests_total", "counter", "HTTP requests answered, by status code.");
         requestsByStatus.forEach((status, n) -> out.append("vmmkit_requests_total{status=\"").append(status)
                 .append("\"} ").append(n.sum()).append('\n'));
@@ -79,6 +121,17 @@ final class EngineMetrics {
             out.append("vmmkit_model_in_flight{model=\"").append(escape(model.name())).append("\"} ")
                     .append(model.inFlight()).append('\n');
         }
+        header(out, "vmmkit_model_paused_bytes", "gauge", "Device memory each paused model gave back (0 while it runs).");
+        for (ModelRow model : models) {
+            out.append("vmmkit_model_paused_bytes{model=\"").append(escape(model.name())).append("\"} ")
+                    .append(model.pausedBytes()).append('\n');
+        }
+        perModel(out, "vmmkit_model_pauses_total", "Pauses of idle models, by model.", pausesByModel);
+        perModelSeconds(out, "vmmkit_model_pause_seconds_total", "Time spent pausing, by model.", pauseNanosByModel);
+        perModel(out, "vmmkit_model_resumes_total", "Resumes of paused models for a request, by model.", resumesByModel);
+        perModelSeconds(out, "vmmkit_model_resume_seconds_total", "Time spent resuming, by model.", resumeNanosByModel);
+        perModel(out, "vmmkit_model_pause_failures_total", "Pauses that failed (the model was evicted instead), by model.", pauseFailuresByModel);
+        perModel(out, "vmmkit_model_resume_failures_total", "Resumes that failed (503, or the model loaded again), by model.", resumeFailuresByModel);
         serving.render(out);
         return out.toString();
     }
@@ -102,6 +155,12 @@ final class EngineMetrics {
         header(out, name, "counter", help);
         counts.forEach((model, n) -> out.append(name).append("{model=\"").append(escape(model)).append("\"} ")
                 .append(n.sum()).append('\n'));
+    }
+
+    private static void perModelSeconds(StringBuilder out, String name, String help, Map<String, LongAdder> nanos) {
+        header(out, name, "counter", help);
+        nanos.forEach((model, n) -> out.append(name).append("{model=\"").append(escape(model)).append("\"} ")
+                .append(String.format(java.util.Locale.ROOT, "%.6f", n.sum() / 1e9)).append('\n'));
     }
 
     private static void header(StringBuilder out, String name, String type, String help) {

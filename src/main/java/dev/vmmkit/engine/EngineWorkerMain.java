@@ -38,8 +38,12 @@ public final class EngineWorkerMain {
     private EngineInstance instance;
     /** What the engine allocates through its own CUDA calls (the shim serves them from {@link #device}). */
     private OwnCudaMemory ownCuda;
+    /** The memory tag every engine allocation carries, so the model can be paused with its contents kept. */
+    private WorkerModelTag modelTag;
     private ExecutorService concurrentCalls;
     private long heldAtLastReading = -1;
+    /** Set by a pause or resume (on the main loop), cleared by the next reading. */
+    private volatile boolean residencyChanged;
     private long lastDriverUsed = -1;
     /**
      * Threads that take over reading the channel when the reading thread runs a streamed call
@@ -131,6 +135,8 @@ public final class EngineWorkerMain {
                         return;
                     }
                     case WorkerChannel.CANCEL -> cancelled.add(frame.call());
+                    case WorkerChannel.PAUSE -> pause(frame.call());
+                    case WorkerChannel.RESUME -> resume(frame.call());
                     case WorkerChannel.SHUTDOWN -> {
                         shutdown();
                         reply(WorkerChannel.DONE, frame.call(), null);
@@ -167,11 +173,17 @@ public final class EngineWorkerMain {
         EngineManifest manifest = new EngineManifest(id, version, abi, backend, List.of(), List.of(), staged, options, concurrent);
         PluginSnapshot snapshot = new PluginSnapshot(manifest, staged, new PluginLibrary.Info(abi, id, version));
         try {
-            driver = Drivers.open(DriverKind.parse(driverKind), driverDevice, hostCapacity);
+            driver = WorkerModelTag.driverFor(Drivers.open(DriverKind.parse(driverKind), driverDevice, hostCapacity));
             device = new DeviceMemory(driver);
+            modelTag = WorkerModelTag.over(device.resource(), driver);
             ownCuda = new OwnCudaMemory(device.resource());
             ProcessAllocators.lend(driverDevice, ownCuda);
-            instance = EngineInstance.start(snapshot, privateDir, device.resource(), engineDevice, LOGGER, modelName, modelPath);
+            modelTag.enter();
+            try {
+                instance = EngineInstance.start(snapshot, privateDir, device.resource(), engineDevice, LOGGER, modelName, modelPath);
+            } finally {
+                modelTag.leave();
+            }
             if (concurrent) concurrentCalls = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("engine-call-", 0).factory());
             reply(WorkerChannel.DONE, call, null);
         } catch (EngineInstance.OutOfMemoryOnLoad e) {
@@ -204,6 +216,7 @@ public final class EngineWorkerMain {
     }
 
     private void generate(int call, String prompt) {
+        modelTag.enter();
         try {
             List<RunningEngine.Token> tokens = instance.generate(prompt);
             reply(WorkerChannel.DONE, call, out -> {
@@ -216,6 +229,8 @@ public final class EngineWorkerMain {
             });
         } catch (RuntimeException e) {
             failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        } finally {
+            modelTag.leave();
         }
     }
 
@@ -228,6 +243,7 @@ public final class EngineWorkerMain {
     private void stream(int call, String prompt, String request, boolean live, long arrived) {
         WorkerChannel.Frames held = live ? null : new WorkerChannel.Frames(1024);
         long[] firstToken = {-1};
+        modelTag.enter();
         try {
             Generation.Outcome outcome = instance.stream(prompt, request, token -> {
                 if (cancelled.contains(call)) return false;
@@ -256,16 +272,68 @@ public final class EngineWorkerMain {
             failed(held, call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         } finally {
             cancelled.remove(call);
+            modelTag.leave();
         }
     }
 
     private void chatTemplate(int call, List<ChatMessage> messages) {
+        modelTag.enter();
         try {
             Optional<String> text = instance.chatTemplate(messages);
             reply(WorkerChannel.DONE, call, out -> {
                 out.writeBoolean(text.isPresent());
                 WorkerChannel.writeString(out, text.orElse(null));
             });
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        } finally {
+            modelTag.leave();
+        }
+    }
+
+    /**
+     * Gives the model's device memory back with its contents kept (the host sends this only while
+     * no call is in flight). DONE: the figures, then the bytes given back, the bytes kept in host
+     * memory, the device bytes the model still holds (allocations outside the tag), the time in ns.
+     */
+    private void pause(int call) {
+        try {
+            WorkerModelTag.Paused paused;
+            try {
+                paused = modelTag.pause();
+            } finally {
+                residencyChanged = true; // a pause that failed partway gave some back too
+            }
+            long stillHeld = Math.max(0, heldBytes() - modelTag.taggedBytes());
+            reply(WorkerChannel.DONE, call, out -> {
+                out.writeLong(paused.pausedBytes());
+                out.writeLong(paused.keptBytes());
+                out.writeLong(stillHeld);
+                out.writeLong(paused.nanos());
+            });
+        } catch (RuntimeException e) {
+            failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+        }
+    }
+
+    /**
+     * Brings the model's memory and contents back. DONE: the figures, then the time in ns; FAILED
+     * says out of memory when the device had none (the tag stays paused, consistent, and a RESUME
+     * may be sent again). The pinned host copy is freed after the answer, off the call's path.
+     */
+    private void resume(int call) {
+        try {
+            long nanos;
+            try {
+                nanos = modelTag.resume();
+            } finally {
+                residencyChanged = true;
+            }
+            reply(WorkerChannel.DONE, call, out -> out.writeLong(nanos));
+            // After the answer, off the reading thread: giving back gigabytes of pinned memory takes a while.
+            Thread.ofPlatform().daemon().name("engine-host-copy-free").start(modelTag::freeHostCopy);
+        } catch (dev.vmmkit.core.TagTransitionException e) {
+            failed(call, e.isOutOfMemory(), 0, e.getMessage());
         } catch (RuntimeException e) {
             failed(call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         }
@@ -342,7 +410,9 @@ public final class EngineWorkerMain {
     private synchronized long driverUsedBytes() {
         if (driver == null) return 0;
         long held = heldBytes();
-        if (held == heldAtLastReading && lastDriverUsed >= 0) return lastDriverUsed;
+        // a pause or resume changes the driver's use, not what the engine holds: ask again then
+        if (held == heldAtLastReading && lastDriverUsed >= 0 && !residencyChanged) return lastDriverUsed;
+        residencyChanged = false;
         try {
             VmmDriver.MemoryInfo info = driver.memoryInfo();
             heldAtLastReading = held;

@@ -7,6 +7,9 @@ interface MemoryRelief {
     /** Gives cached, unused memory back; returns the bytes released. */
     long clearCaches();
 
-    /** Unloads the least recently used model with nothing in flight; a line saying which, or empty. */
-    Optional<String> evictLeastRecentlyUsedIdle(String reason);
+    /**
+     * Unloads, or pauses (under {@code --idle-policy pause}), the least recently used model with
+     * nothing in flight; a line saying which and what was done, or empty when no model is idle.
+     */
+    Optional<String> relieveLeastRecentlyUsedIdle(String reason);
 }

@@ -8,9 +8,10 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The loaded models and their in-flight requests: loads a model on first use (one load per model,
- * however many requests wait for it), hands out {@link Lease}s, unloads, and evicts idle models in
- * least-recently-used order. A load that finds no device memory evicts idle models and retries
- * before it answers 503.
+ * however many requests wait for it), hands out {@link Lease}s, unloads, and evicts (or, with
+ * {@link IdlePolicy#PAUSE}, pauses) idle models in least-recently-used order. A load that finds no
+ * device memory evicts or pauses idle models and retries before it answers 503; a request to a
+ * paused model resumes it first ({@link IdleModels}).
  */
 final class ModelRegistry {
     private final EngineCatalog catalog;
@@ -21,15 +22,28 @@ final class ModelRegistry {
     private final EngineLauncher launcher;
     private final ModelHealth health = new ModelHealth();
     private final ConcurrentHashMap<String, ServedModel> models = new ConcurrentHashMap<>();
+    private final IdleModels idle;
 
     ModelRegistry(EngineCatalog catalog, ModelDirectory modelDirectory, DeviceMemory device,
                   EngineMetrics metrics, System.Logger logger, EngineLauncher launcher) {
+        this(catalog, modelDirectory, device, metrics, logger, launcher, IdlePolicy.EVICT, 0);
+    }
+
+    ModelRegistry(EngineCatalog catalog, ModelDirectory modelDirectory, DeviceMemory device,
+                  EngineMetrics metrics, System.Logger logger, EngineLauncher launcher,
+                  IdlePolicy policy, long pauseHostMemoryBytes) {
         this.catalog = catalog;
         this.modelDirectory = modelDirectory;
         this.device = device;
         this.metrics = metrics;
         this.logger = logger;
         this.launcher = launcher;
+        this.idle = new IdleModels(this, device, metrics, logger, policy, pauseHostMemoryBytes);
+    }
+
+    /** Pausing and waking idle models. */
+    IdleModels idle() {
+        return idle;
     }
 
     /** Crashes per model and the models marked failed. */
@@ -67,7 +81,10 @@ final class ModelRegistry {
             }
             model.awaitLoaded();
             RunningEngine instance = model.enter();
-            if (instance != null && instance.alive()) return new Lease(model, instance);
+            if (instance != null && instance.alive()) {
+                if (idle.wake(model, instance)) return new Lease(model, instance);
+                continue; // its resume failed: the instance was given up, and the model loads again
+            }
             if (instance != null) {
                 // its worker died and the news is on its way: take the model away here, and load it again
                 instance.gate().exit();
@@ -122,23 +139,42 @@ final class ModelRegistry {
      * @return a line describing what was evicted, or empty when no model is idle
      */
     Optional<String> evictLeastRecentlyUsedIdle(String reason, ServedModel except) {
-        List<ServedModel> candidates = new ArrayList<>(models.values());
-        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedNanos));
-        for (ServedModel model : candidates) {
+        for (ServedModel model : leastRecentlyUsedFirst()) {
             if (model == except || model.entry().reloading()) continue;
-            RunningEngine instance = model.evictIfIdle();
-            if (instance == null) continue;
-            models.remove(model.name(), model);
-            metrics.evicted(reason); // counted as it leaves the listing, so the two never disagree
-            long bytes = instance.deviceBytes();
-            long idleMillis = System.currentTimeMillis() - model.lastUsedMillis();
-            instance.close();
-            device.drainCaches();
-            return Optional.of("evicted model " + model.name() + " (" + instance.manifest().id() + " "
-                    + instance.manifest().version() + ", " + (bytes >> 10) + " KiB device memory, idle "
-                    + idleMillis + " ms)");
+            // a paused model holds no device memory: only host RAM is freed by evicting it
+            if (!reason.equals("ram") && IdleModels.isPaused(model.instance())) continue;
+            Optional<String> evicted = evictIfIdle(model, reason, "");
+            if (evicted.isPresent()) return evicted;
         }
         return Optional.empty();
+    }
+
+    /** The models, least recently used first. */
+    List<ServedModel> leastRecentlyUsedFirst() {
+        List<ServedModel> candidates = new ArrayList<>(models.values());
+        candidates.sort(Comparator.comparingLong(ServedModel::lastUsedNanos));
+        return candidates;
+    }
+
+    /**
+     * Evicts {@code model} when nothing is in flight on it and no pause or resume of it runs; a
+     * line saying what was evicted (with {@code why} appended), or empty when it is busy.
+     */
+    Optional<String> evictIfIdle(ServedModel model, String reason, String why) {
+        RunningEngine current = model.instance();
+        InstancePause pausing = current == null ? null : current.pausing();
+        RunningEngine instance = pausing == null ? model.evictIfIdle() : pausing.unlessTransitioning(model::evictIfIdle);
+        if (instance == null) return Optional.empty();
+        models.remove(model.name(), model);
+        metrics.evicted(reason); // counted as it leaves the listing, so the two never disagree
+        long bytes = instance.deviceBytes();
+        boolean paused = IdleModels.isPaused(instance);
+        long idleMillis = System.currentTimeMillis() - model.lastUsedMillis();
+        instance.close();
+        device.drainCaches();
+        return Optional.of("evicted " + (paused ? "paused " : "") + "model " + model.name() + " ("
+                + instance.manifest().id() + " " + instance.manifest().version() + ", " + (bytes >> 10)
+                + " KiB device memory, idle " + idleMillis + " ms)" + why);
     }
 
     /**
@@ -159,7 +195,7 @@ final class ModelRegistry {
                             + e.neededBytes() + " bytes (" + (e.neededBytes() >> 20) + " MiB) of device memory, and the device has "
                             + total + " bytes (" + (total >> 20) + " MiB) in all; no model was evicted");
                 }
-                Optional<String> evicted = evictLeastRecentlyUsedIdle("load", forModel);
+                Optional<String> evicted = idle.relieveLeastRecentlyUsedIdle("load", forModel);
                 if (evicted.isEmpty()) {
                     throw RequestFailure.outOfMemory(e.getMessage() + "; no idle model left to evict (device "
                             + device.figures() + ")");
@@ -197,7 +233,7 @@ final class ModelRegistry {
     }
 
     /** Takes a dead instance away from its model (if it is still there) and closes it once its requests left. */
-    private void retire(ServedModel model, RunningEngine dead) {
+    void retire(ServedModel model, RunningEngine dead) {
         if (model.retire(dead)) models.remove(model.name(), model);
         Thread.ofVirtual().name("engine-retire-" + model.name()).start(() -> {
             dead.gate().closeAndDrain();

@@ -6,7 +6,8 @@ import java.util.Optional;
 /**
  * Polls device memory and host RAM, and relieves pressure past a threshold: first the caches
  * (vmmkit's allocator keeps freed device memory for reuse), then idle models in least-recently-used
- * order until the figure is under the threshold. A model with requests in flight is never evicted.
+ * order until the figure is under the threshold: evicted, or for device memory paused under
+ * {@code --idle-policy pause}. A model with requests in flight is never evicted or paused.
  * ABI version 1 has no call to make an engine drop a cache, so for host RAM the engines' caches go
  * with their idle models too. Every action is logged with the figures.
  */
@@ -48,7 +49,7 @@ final class ResourceMonitor {
                     + (cleared >> 10) + " KiB of cached memory, now " + after);
         }
         while (after.fraction() > threshold) {
-            Optional<String> evicted = relief.evictLeastRecentlyUsedIdle(reason);
+            Optional<String> evicted = relief.relieveLeastRecentlyUsedIdle(reason);
             if (evicted.isEmpty()) {
                 if (!stuckReported) {
                     log(System.Logger.Level.WARNING, what + " " + after + " past " + percent(threshold)

@@ -51,6 +51,14 @@ interface RunningEngine extends AutoCloseable {
     /** Device memory the engine holds now. */
     long deviceBytes();
 
+    /**
+     * Pausing this instance: giving its device memory back with the contents kept, so that the next
+     * request wakes it without loading the model again; null where it cannot (in the host's process).
+     */
+    default InstancePause pausing() {
+        return null;
+    }
+
     /** False once the engine can no longer answer (its worker died); the host then starts a new one. */
     boolean alive();
 

@@ -34,6 +34,10 @@ final class WorkerChannel implements AutoCloseable {
     static final int PROBE = 6;
     /** Host to worker: engine_apply_chat_template with a chat's messages (DONE: whether rendered, then the text). */
     static final int CHAT_TEMPLATE = 7;
+    /** Host to worker: give the model's device memory back, its contents kept in host memory (DONE: what was given back). */
+    static final int PAUSE = 8;
+    /** Host to worker: bring a paused model's memory and contents back at the same addresses (DONE: how long it took). */
+    static final int RESUME = 9;
     /** Worker to host, first frame: the worker is up (its pid). */
     static final int READY = 64;
     /** Worker to host: a call succeeded (memory figures, then the call's results). */

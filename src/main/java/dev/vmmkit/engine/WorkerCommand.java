@@ -41,6 +41,8 @@ final class WorkerCommand {
         command.add("-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"));
         String log = System.getProperty("vmmkit.log");
         if (log != null) command.add("-Dvmmkit.log=" + log);
+        String pauseFault = System.getProperty(WorkerModelTag.PAUSE_FAULT_PROPERTY);
+        if (pauseFault != null) command.add("-D" + WorkerModelTag.PAUSE_FAULT_PROPERTY + "=" + pauseFault);
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
         command.add(EngineWorkerMain.class.getName());

@@ -27,6 +27,17 @@ final class WorkerEngine implements RunningEngine {
     private final String name;
     private final InFlightGate gate = new InFlightGate();
     private final WorkerProcess worker;
+    private final InstancePause pause = new InstancePause(new InstancePause.Calls() {
+        @Override
+        public InstancePause.Paused pause() throws InstancePause.Failed {
+            return pauseCall();
+        }
+
+        @Override
+        public long resume() throws InstancePause.Failed {
+            return resumeCall();
+        }
+    });
     private volatile long deviceBytes;
     private volatile boolean shutDown;
     private boolean closed;
@@ -190,6 +201,53 @@ final class WorkerEngine implements RunningEngine {
         }
     }
 
+    /** PAUSE: the worker gives the model's device memory back, its contents kept in host memory. */
+    private InstancePause.Paused pauseCall() throws InstancePause.Failed {
+        DataInputStream in = residencyCall(WorkerChannel.PAUSE, "pause");
+        try {
+            return new InstancePause.Paused(in.readLong(), in.readLong(), in.readLong(), in.readLong());
+        } catch (IOException e) {
+            throw unreadable("pause", e);
+        }
+    }
+
+    /** RESUME: the worker brings the model's memory and contents back; returns the time in ns. */
+    private long resumeCall() throws InstancePause.Failed {
+        DataInputStream in = residencyCall(WorkerChannel.RESUME, "resume");
+        try {
+            return in.readLong();
+        } catch (IOException e) {
+            throw unreadable("resume", e);
+        }
+    }
+
+    /** A PAUSE or RESUME call: its DONE payload past the figures, or its failure. */
+    private DataInputStream residencyCall(int type, String what) throws InstancePause.Failed {
+        WorkerProcess.Answer answer;
+        try {
+            answer = worker.call(type, what, null, timeout);
+        } catch (WorkerProcess.WorkerDied e) {
+            throw died(name + ": " + what, e.death);
+        }
+        try {
+            DataInputStream in = answer.payload();
+            if (answer.type() == WorkerChannel.FAILED) {
+                boolean outOfMemory = in.readBoolean();
+                figures(in);
+                throw new InstancePause.Failed(WorkerChannel.readString(in), outOfMemory);
+            }
+            figures(in);
+            return in;
+        } catch (IOException e) {
+            throw unreadable(what, e);
+        }
+    }
+
+    @Override
+    public InstancePause pausing() {
+        return pause;
+    }
+
     /** A call's answer past its memory figures; a FAILED answer is the engine's error (500). */
     private DataInputStream succeeded(WorkerProcess.Answer answer) throws IOException {
         DataInputStream in = answer.payload();
@@ -230,7 +288,8 @@ final class WorkerEngine implements RunningEngine {
 
     @Override
     public long deviceBytes() {
-        return deviceBytes;
+        InstancePause.Paused now = pause.paused();
+        return now == null ? deviceBytes : now.stillHeldBytes();
     }
 
     @Override

@@ -4,6 +4,7 @@ import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.VmmLog;
 import dev.vmmkit.engine.EngineHost;
 import dev.vmmkit.engine.EngineHttpServer;
+import dev.vmmkit.engine.IdlePolicy;
 import dev.vmmkit.engine.Isolation;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -74,6 +75,17 @@ public final class ServeCommand implements Callable<Integer> {
                     + "in-process: in this process (trusted plugins, no per-call cost). Default: ${DEFAULT-VALUE}.")
     private String isolation;
 
+    @Option(names = "--idle-policy", defaultValue = "evict", paramLabel = "POLICY",
+            description = "What happens to the least recently used idle model when device memory runs short. evict: it is "
+                    + "unloaded; pause: its device memory is given back and its contents kept in host memory (pinned), so "
+                    + "its next request wakes it without loading the file again (--isolation worker). Default: ${DEFAULT-VALUE}.")
+    private String idlePolicy;
+
+    @Option(names = "--pause-host-memory", defaultValue = "auto", paramLabel = "SIZE",
+            description = "Host memory the paused models' contents may take in all (e.g. 64G); a model whose copy "
+                    + "would pass it is evicted instead. auto: half the host's RAM. Default: ${DEFAULT-VALUE}.")
+    private String pauseHostMemory;
+
     @Option(names = "--request-timeout", defaultValue = "300s", paramLabel = "TIME",
             description = "How long one engine call may run before its worker is ended (answer 504; --isolation worker). Default: ${DEFAULT-VALUE}.")
     private String requestTimeout;
@@ -105,7 +117,9 @@ public final class ServeCommand implements Callable<Integer> {
         VmmLog.oneLinePerRecord();
         EngineHost.Settings settings = new EngineHost.Settings(engines, models, vramThreshold, ramThreshold,
                 parseDuration(pollInterval, "--poll-interval"), watch, Isolation.parse(isolation),
-                parseDuration(requestTimeout, "--request-timeout"));
+                parseDuration(requestTimeout, "--request-timeout"), IdlePolicy.parse(idlePolicy),
+                pauseHostMemory.trim().equalsIgnoreCase("auto") ? EngineHost.Settings.AUTO_PAUSE_HOST_MEMORY
+                        : parsePauseHostMemory(pauseHostMemory));
         VmmDriver driver = openDriver();
         EngineHost host = EngineHost.start(settings, driver);
         java.time.Duration drain = parseDuration(drainTimeout, "--drain-timeout");
@@ -151,6 +165,16 @@ public final class ServeCommand implements Callable<Integer> {
 
     private static String portInUseMessage(int port) {
         return "--port " + port + ": 127.0.0.1:" + port + " is already in use (another server? --port 0 picks a free one)";
+    }
+
+    /** A size of 0 or more (0: nothing is paused; every idle model is evicted). */
+    private static long parsePauseHostMemory(String text) {
+        try {
+            return dev.vmmkit.core.ByteSize.parse(text);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("--pause-host-memory '" + text + "' is not a size or auto (examples: 64G, 512M, auto): "
+                    + e.getMessage());
+        }
     }
 
     private VmmDriver openDriver() {

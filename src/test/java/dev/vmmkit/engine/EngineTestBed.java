@@ -32,6 +32,8 @@ final class EngineTestBed implements AutoCloseable {
     private java.util.function.UnaryOperator<dev.vmmkit.driver.VmmDriver> wrap = d -> d;
     private Isolation isolation = Isolation.IN_PROCESS;
     private Duration requestTimeout = EngineHost.Settings.DEFAULT_REQUEST_TIMEOUT;
+    private IdlePolicy idlePolicy = IdlePolicy.EVICT;
+    private long pauseHostMemory = EngineHost.Settings.AUTO_PAUSE_HOST_MEMORY;
     private EngineHost host;
     private EngineHttpServer server;
 
@@ -70,7 +72,7 @@ final class EngineTestBed implements AutoCloseable {
             throws IOException {
         driver = HostDriver.builder().capacity(deviceCapacity).build();
         host = EngineHost.start(new EngineHost.Settings(engines, models, vramThreshold, 0.9, Duration.ofMillis(pollMillis), watch,
-                        isolation, requestTimeout),
+                        isolation, requestTimeout, idlePolicy, pauseHostMemory),
                 wrap.apply(driver), null, ram == null ? () -> new MemoryFigures(1, 100) : ram);
         server = EngineHttpServer.start(host, 0);
         return this;
@@ -80,6 +82,13 @@ final class EngineTestBed implements AutoCloseable {
     EngineTestBed workers(Duration timeout) {
         this.isolation = Isolation.WORKER;
         this.requestTimeout = timeout;
+        return this;
+    }
+
+    /** Pauses idle models instead of evicting them, keeping at most {@code hostBytes} in host memory; call before start. */
+    EngineTestBed pauseIdleModels(long hostBytes) {
+        this.idlePolicy = IdlePolicy.PAUSE;
+        this.pauseHostMemory = hostBytes;
         return this;
     }
 

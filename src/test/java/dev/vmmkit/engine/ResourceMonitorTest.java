@@ -39,7 +39,7 @@ class ResourceMonitorTest {
         }
 
         @Override
-        public Optional<String> evictLeastRecentlyUsedIdle(String reason) {
+        public Optional<String> relieveLeastRecentlyUsedIdle(String reason) {
             for (String name : models.keySet()) {
                 if (busy.contains(name)) continue;
                 long bytes = models.remove(name);
