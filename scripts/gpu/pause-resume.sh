@@ -14,7 +14,7 @@
 #   2. per row, one process each: torch_memory_saver (torch hook mode), then vmmkit under
 #      `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit)
 #   3. two variants of 8 GiB kept: vmmkit without pinning ahead (VMM_PIN_AHEAD=off: the first pause
-#      pins its own memory) and with VMM_PINNED_HOST=register; two rows with vmmkit as PyTorch's
+#      pins its own memory) and with VMM_PINNED_HOST=alloc (cuMemHostAlloc, not the default); two rows with vmmkit as PyTorch's
 #      pluggable allocator
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
@@ -27,7 +27,7 @@
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
-# of steps 3 and 4: words of "no-pin-ahead register pluggable scenario", all by default; 0 none).
+# of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"
@@ -80,12 +80,12 @@ for row in "${rows[@]}"; do
     "${bench[@]}" bench vmmkit "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
-extras="${PAUSE_EXTRAS:-no-pin-ahead register pluggable scenario}"
-[ "$extras" = 1 ] && extras="no-pin-ahead register pluggable scenario"
+extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable scenario}"
+[ "$extras" = 1 ] && extras="no-pin-ahead alloc pluggable scenario"
 extra() { [[ " $extras " == *" $1 "* ]]; }
 extra no-pin-ahead && run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
-extra register && run vmmkit-register env PYTHONPATH="$root/python" VMM_PINNED_HOST=register IMPL_NAME=vmmkit-register \
+extra alloc && run vmmkit-alloc env PYTHONPATH="$root/python" VMM_PINNED_HOST=alloc IMPL_NAME=vmmkit-alloc \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
 extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed

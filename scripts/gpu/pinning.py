@@ -1,10 +1,11 @@
 """How fast host memory can be pinned, and how fast the device copies to and from it, each way
 (scripts/gpu/pause-resume.sh runs it first, as the native anchor of the pause rows):
 
-    alloc      cudaHostAlloc(portable), as vmmkit's default (VMM_PINNED_HOST=alloc)
+    alloc      cudaHostAlloc(portable), as VMM_PINNED_HOST=alloc
     register   mmap + madvise(MADV_HUGEPAGE), faulted in by THREADS threads, then
-               cudaHostRegister(portable), as VMM_PINNED_HOST=register
-    register-lazy  the same without faulting in first (the driver's pinning faults the pages)
+               cudaHostRegister(portable)
+    register-lazy  the same without faulting in first (the driver's pinning faults the pages), as
+               vmmkit's default (VMM_PINNED_HOST=register)
 
 Prints one line per method:
     pinning METHOD gib=G pin_ms=T pin_gibps=R [fault_ms=F register_ms=X]
