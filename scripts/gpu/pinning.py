@@ -3,9 +3,8 @@
 
     alloc      cudaHostAlloc(portable), as VMM_PINNED_HOST=alloc
     register   mmap + madvise(MADV_HUGEPAGE), faulted in by THREADS threads, then
-               cudaHostRegister(portable)
-    register-lazy  the same without faulting in first (the driver's pinning faults the pages), as
-               vmmkit's default (VMM_PINNED_HOST=register)
+               cudaHostRegister(portable), as vmmkit's default (VMM_PINNED_HOST=register)
+    register-lazy  the same without faulting in first (the driver's pinning faults the pages)
 
 Prints one line per method:
     pinning METHOD gib=G pin_ms=T pin_gibps=R [fault_ms=F register_ms=X]

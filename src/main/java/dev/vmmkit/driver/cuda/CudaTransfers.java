@@ -31,10 +31,10 @@ final class CudaTransfers implements HostTransfers {
 
     /**
      * {@code VMM_PINNED_HOST}: {@code register} ({@link RegisteredHostMemory}, the default) or {@code alloc}
-     * (cuMemHostAlloc). Register is the default because it pinned 8 GiB about 3.5 times faster on an
-     * H100 host (1.5 s against 5.5 s, scripts/gpu/pinning.py's register-lazy and alloc; a kept 8 GiB
-     * tag's memory pinned ahead in 1.4 s against 3.3 s) and copies as fast; a registration the host
-     * refuses falls back to cuMemHostAlloc, saying so once.
+     * (cuMemHostAlloc). Register is the default because it pins faster on an H100 host and copies as
+     * fast: 8 GiB in 0.5 s faulted in by 8 threads first, 1.5 s without, against 5.5 s
+     * (scripts/gpu/pinning.py); a registration the host refuses falls back to cuMemHostAlloc, saying
+     * so once.
      */
     public static final String PINNED_HOST = "VMM_PINNED_HOST";
 

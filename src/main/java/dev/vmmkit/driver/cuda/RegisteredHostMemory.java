@@ -7,6 +7,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.HostPages;
 import dev.vmmkit.driver.LibC;
 
 import java.lang.foreign.Arena;
@@ -21,10 +22,10 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * Pinned host memory made the other way ({@code VMM_PINNED_HOST=register}): anonymous memory from
  * mmap, advised to transparent huge pages, then page-locked and mapped for the device by
- * cuMemHostRegister. cuMemHostAlloc locks and maps 4 KiB pages one by one (about 2 GiB/s measured
- * on an H100 host); huge pages cut the pages the kernel and the driver walk 512-fold, so this may
- * pin faster. Which is faster on a given host is measured by {@code scripts/gpu/pause-resume.sh},
- * which pins both ways.
+ * cuMemHostRegister, after several threads have faulted it in ({@link HostPages}). cuMemHostAlloc
+ * locks and maps 4 KiB pages one by one (about 1.5 GiB/s measured on an H100 host); huge pages cut
+ * the pages the kernel and the driver walk 512-fold. {@code scripts/gpu/pause-resume.sh} pins both
+ * ways before its rows.
  */
 final class RegisteredHostMemory {
     /** CU_MEMHOSTREGISTER_PORTABLE: pinned for every context. */
@@ -44,6 +45,7 @@ final class RegisteredHostMemory {
             throw new DriverException(CudaResult.OUT_OF_MEMORY, "mmap: " + LibC.describeErrno(LibC.errno()), text);
         }
         LibC.madvise(address, bytes, LibC.MADV_HUGEPAGE); // advice only: without huge pages it still works
+        HostPages.faultIn(address, bytes);
         driver.prepare("cuMemHostRegister_v2");
         int result;
         try {
