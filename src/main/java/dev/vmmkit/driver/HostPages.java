@@ -14,8 +14,11 @@ import java.util.List;
 public final class HostPages {
     /** More threads than this add little: the kernel's page allocator is the limit. */
     private static final int MAX_THREADS = 8;
-    /** Below this one thread does it: starting threads would cost more. */
-    private static final long ONE_THREAD_BYTES = 64L << 20;
+    /**
+     * Each thread writes at least this much: starting threads would cost more, and callers that pin
+     * in 256 MiB pieces on several threads already (the allocator's pinning threads) get two each.
+     */
+    private static final long ONE_THREAD_BYTES = 128L << 20;
     private static final long HUGE_PAGE = 2L << 20;
 
     private HostPages() {
