@@ -206,12 +206,15 @@ class MemoryTagPinAheadTest {
         FaultPlan plan = new FaultPlan(1);
         WatchedDriver driver = new WatchedDriver(new FaultInjectingDriver(host, plan));
         try (VmmManager m = new VmmManager(driver, smallConfig(64 * MIB))) {
-            plan.failNth(DriverCall.PINNED_ALLOCATE, 1, CudaResult.OUT_OF_MEMORY);
+            // Every pin fails while the weights are allocated: an allocation made after a failed round
+            // may start another (that is the retry), so the count of failed rounds is not fixed.
+            plan.failAlways(DriverCall.PINNED_ALLOCATE, CudaResult.OUT_OF_MEMORY);
             m.usePinAhead(UNLIMITED);
             List<Block> weights = allocateWeights(m, host, new long[]{2 * MIB}, 50);
             m.awaitPinAhead();
-            assertEquals(1, plan.injected(DriverCall.PINNED_ALLOCATE));
+            assertTrue(plan.injected(DriverCall.PINNED_ALLOCATE) >= 1);
             assertEquals(0, m.stats().tags().hostBytesPinned(), "nothing pinned after the failure");
+            plan.clear(DriverCall.PINNED_ALLOCATE);
             m.pause("weights");
             m.resume("weights");
             assertIntact(host, weights, "weights");
