@@ -3,7 +3,6 @@ package dev.vmmkit.engine;
 import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -405,12 +404,8 @@ final class WorkerProcess implements AutoCloseable {
         }
         String reason = endingReason;
         boolean timedOut = reason != null && reason.contains("request timeout");
-        String worker = "the worker of " + name + " (pid " + process.pid() + ") ";
-        String caught = jvmReport();
-        String cause = reason != null && !reason.equals("closed by the host") ? worker + "was ended: " + reason
-                : caught != null ? worker + "crashed: " + caught + " (caught by its JVM, which " + describe(status) + ")"
-                : worker + describe(status);
-        Death end = new Death(cause, timedOut);
+        Death end = new Death(WorkerDeathCause.of("the worker of " + name + " (pid " + process.pid() + ")", reason, status, errorFile),
+                timedOut);
         try {
             onDeath.accept(end); // before anyone waiting for the death sees it
         } catch (RuntimeException e) {
@@ -418,53 +413,5 @@ final class WorkerProcess implements AutoCloseable {
         }
         death.complete(end);
         return end;
-    }
-
-    /** An exit status as the JDK reports it: 128 + N for a process killed by signal N. */
-    static String describe(int status) {
-        if (status > 128 && status < 128 + 65) {
-            int signal = status - 128;
-            return "was killed by signal " + signal + " (" + signalName(signal) + ")";
-        }
-        return "exited with status " + status;
-    }
-
-    private static String signalName(int signal) {
-        return switch (signal) {
-            case 1 -> "SIGHUP";
-            case 2 -> "SIGINT";
-            case 4 -> "SIGILL";
-            case 6 -> "SIGABRT";
-            case 7 -> "SIGBUS";
-            case 8 -> "SIGFPE";
-            case 9 -> "SIGKILL";
-            case 11 -> "SIGSEGV";
-            case 13 -> "SIGPIPE";
-            case 15 -> "SIGTERM";
-            default -> "signal " + signal;
-        };
-    }
-
-    /**
-     * The JVM in the worker catches a fault in native code, writes an error report and exits; the
-     * report's first lines name the signal and the frame. Null when there is no report.
-     */
-    private String jvmReport() {
-        if (!Files.isRegularFile(errorFile)) return null;
-        try {
-            List<String> lines = Files.readAllLines(errorFile);
-            String signal = null;
-            String frame = null;
-            for (String line : lines.subList(0, Math.min(lines.size(), 40))) {
-                String text = line.replaceFirst("^#\\s*", "").trim();
-                if (signal == null && text.matches("SIG[A-Z]+ \\(0x[0-9a-f]+\\).*")) signal = text.split(" ")[0];
-                if (frame == null && text.startsWith("C  [")) frame = text.substring(3).trim();
-            }
-            Files.deleteIfExists(errorFile);
-            if (signal == null) return null;
-            return signal + (frame == null ? "" : " in " + frame);
-        } catch (IOException | RuntimeException e) {
-            return null;
-        }
     }
 }

@@ -67,9 +67,9 @@ class WorkerChannelFaultTest {
 
     @Test
     void exitStatusesAndSignalsInWords() {
-        assertEquals("exited with status 3", WorkerProcess.describe(3));
-        assertEquals("was killed by signal 11 (SIGSEGV)", WorkerProcess.describe(128 + 11));
-        assertEquals("was killed by signal 9 (SIGKILL)", WorkerProcess.describe(128 + 9));
+        assertEquals("exited with status 3", WorkerDeathCause.describe(3));
+        assertEquals("was killed by signal 11 (SIGSEGV)", WorkerDeathCause.describe(128 + 11));
+        assertEquals("was killed by signal 9 (SIGKILL)", WorkerDeathCause.describe(128 + 9));
     }
 
     private static WorkerProcess start(Path dir, String script, CompletableFuture<WorkerProcess.Death> death) throws Exception {
