@@ -20,6 +20,9 @@
 #   beside     (src/test/c/bench_sync_beside.c, no vmmkit) cudaGetDevice alone and while another thread
 #              synchronises the device in a loop, one synchronisation, and a cache line's transfer
 #              between two cores: what the fence thread's work can cost the allocating thread
+#   driver     (scripts/gpu/first_vmm.c, no vmmkit) a process's first cuMemAlloc against its first
+#              cuMemCreate + reserve + map + setAccess, each timed, then a second one; and the same
+#              after one 2 MiB VMM allocation made first
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
@@ -27,7 +30,7 @@
 #              each with where vmmkit's driver time went by kind of call (VMM_LOG=info)
 # Prints one line per figure ("cold-path | test | native | vmmkit | ratio | notes") and exits
 # non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: STEPS
-# (default "first pair beside grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
+# (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
 # PAIR_SIZES, REPS (3: steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
 # use small SIZES_GIB there, e.g. "0.25 0.5").
@@ -36,7 +39,7 @@ source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" cold-path
 driver="${DRIVER:-cuda}"
 sizes_gib="${SIZES_GIB:-1 4 16}"
 pair_sizes="${PAIR_SIZES:-4096 2097152 67108864}"
-steps=" ${STEPS:-first pair beside grow bert} "
+steps=" ${STEPS:-first pair beside driver grow bert} "
 step() { [[ "$steps" == *" $1 "* ]]; }
 reps="${REPS:-3}"
 rows=()
@@ -147,6 +150,25 @@ done
 if step beside; then
   b="$(run beside native "$out/bench_sync_beside" 200000)"
   rows+=("cold-path | cudaGetDevice (ns, median) alone, and beside a thread synchronising the device in a loop | $(field "$b" get_device_ns) | $(field "$b" get_device_beside_ns) | $(ratio "$(field "$b" get_device_beside_ns)" "$(field "$b" get_device_ns)") | one cudaDeviceSynchronize $(field "$b" sync_ns) ns; one cache line between two cores $(field "$b" line_transfer_ns) ns")
+fi
+
+# 2b. The driver alone (scripts/gpu/first_vmm.c, no vmmkit): a process's first cuMemAlloc against
+# its first cuMemCreate + reserve + map + setAccess of the same size, each call timed, the first and
+# a second allocation, and the same after one small VMM allocation made first (what a start-up
+# warm-up on the device could do). The lines are printed as they come, one per allocation.
+if step driver && [ "$driver" = cuda ]; then
+  if gcc -O2 -Wall -o "$out/first_vmm" scripts/gpu/first_vmm.c -ldl 2> "$out/first_vmm.build.log"; then
+    for g in $sizes_gib; do
+      bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
+      for r in $(seq "$reps"); do
+        for mode in native vmm vmm-warm; do
+          timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
+        done
+      done
+    done
+  else
+    cat "$out/first_vmm.build.log"; echo "driver" >> "$out/failed-steps"
+  fi
 fi
 
 # 3. The first classic grow, 512 MiB -> 1 GiB, native first.

@@ -12,7 +12,9 @@
 #   1. builds torch_memory_saver from .device/torch_memory_saver (TMS_CUDA_MAJOR=13, pip without
 #      network, into the log folder; nothing is installed system-wide)
 #   2. per row, one process each: torch_memory_saver (torch hook mode), then vmmkit under
-#      `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit)
+#      `vmmkit run` (PyTorch's caching allocator over vmmkit, tags from python/vmmkit) at VMM_LOG=info,
+#      whose exit prints where the process's first pause and resume spent their time (Java around
+#      each driver call), listed before the table
 #   3. two variants of 8 GiB kept: vmmkit without pinning ahead (VMM_PIN_AHEAD=off: the first pause
 #      pins its own memory) and with VMM_PINNED_HOST=alloc (cuMemHostAlloc, not the default); two rows with vmmkit as PyTorch's
 #      pluggable allocator
@@ -76,7 +78,7 @@ bench=("$py" scripts/gpu/pause_resume.py)
 for row in "${rows[@]}"; do
   name="${row//:/-}"
   [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
-  run "vmmkit-$name" env PYTHONPATH="$root/python" ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
+  run "vmmkit-$name" env PYTHONPATH="$root/python" VMM_LOG=info ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
@@ -91,6 +93,12 @@ extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
 # 4. The scenario.
 extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
+
+echo
+echo "=== pause-resume: where each vmmkit row process's first pause and resume went (VMM_LOG=info)"
+for f in "$out"/vmmkit-*.log; do
+  grep -h 'first pause\|first resume\|first large allocation' "$f" | sed "s|^vmmkit: |$(basename "$f" .log): |"
+done
 
 echo
 echo "=== pause-resume: results (ms; GiB/s; free GiB before / paused / after)"

@@ -7,13 +7,13 @@ import java.util.concurrent.atomic.AtomicLongArray;
 /**
  * Times the driver calls made through it. While it is {@linkplain #arm armed} it keeps each call, on
  * every thread, so a caller can tell how long one operation spent in the driver and how long around
- * it: the breakdown of a first large allocation that {@code VMM_LOG=info} prints (one operation at a
+ * it: the breakdown of a first large allocation, pause or resume that {@code VMM_LOG=info} prints (one operation at a
  * time, at most {@value #MOST_CALLS} calls kept). It also adds up every call's time by kind
  * ({@link #totals}), for a replay's account of where its time went. A call costs two clock reads
  * and an atomic add more.
  */
 public final class TimingDriver extends ForwardingDriver {
-    static final int MOST_CALLS = 64;
+    static final int MOST_CALLS = 512;
 
     /** One call: what, on which thread (the armed one or another), when (System.nanoTime), how many bytes. */
     public record Call(DriverCall call, boolean otherThread, long startNanos, long endNanos, long bytes) {

@@ -34,7 +34,7 @@ final class InterposeSession {
     final PeakProfileUse profile;
     final NotServedWatch notServed;
     /** The breakdown of the first large allocation ({@code VMM_LOG=info}), else null. */
-    final FirstLargeAllocation firstLarge;
+    final FirstCalls firstCalls;
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
 
@@ -45,9 +45,9 @@ final class InterposeSession {
 
     /** That, with the program's peak profile (read by {@code factory}'s allocators, saved at a successful exit). */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile,
-                     PeakProfileUse profile, NotServedWatch notServed, FirstLargeAllocation firstLarge) {
+                     PeakProfileUse profile, NotServedWatch notServed, FirstCalls firstCalls) {
         this.monitorMode = monitorMode;
-        this.firstLarge = firstLarge;
+        this.firstCalls = firstCalls;
         this.profile = profile;
         this.notServed = notServed;
         this.managers = new DeviceManagers(device -> {
@@ -66,14 +66,14 @@ final class InterposeSession {
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode || lent ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
         NotServedWatch notServed = new NotServedWatch();
-        FirstLargeAllocation firstLarge = !monitorMode && !lent && VmmLog.isInfo() ? new FirstLargeAllocation() : null;
+        FirstCalls firstCalls = !monitorMode && !lent && VmmLog.isInfo() ? new FirstCalls() : null;
         ResourceFactory factory = monitorMode ? device -> null
                 : lent ? ProcessAllocators::lent
-                : VmmManagerFactory.orSystemProperty(profile, notServed, firstLarge);
+                : VmmManagerFactory.orSystemProperty(profile, notServed, firstCalls);
         Path stats = path(env.get("VMM_STATS_FILE"));
         if (stats != null) markUnfinished(stats, monitorMode);
         return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,
-                profile, notServed, firstLarge);
+                profile, notServed, firstCalls);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
@@ -132,7 +132,7 @@ final class InterposeSession {
         } catch (Throwable e) {
             InterposeLog.warnOnce("trace-close", "cannot finish the trace", e);
         }
-        if (firstLarge != null) firstLarge.report();
+        if (firstCalls != null) firstCalls.report();
         List<StatsWriter.DeviceFigures> devices = monitorMode ? List.of() : managers.stats();
         profile.save(devices, exitStatus);
         sayWhatWasNotServed();

@@ -65,13 +65,13 @@ public final class InterposedCalls {
 
     /** The address of {@code size} bytes on {@code device}; 0 for size 0; else -cudaError or {@link #PASS_THROUGH}. */
     public static long allocate(long size, int device, long stream) {
-        FirstLargeAllocation first = session.firstLarge;
+        FirstCalls first = session.firstCalls;
         if (first == null || !first.wants(size)) return allocateOnce(size, device, stream);
-        first.begin(device);
+        first.begin(FirstCalls.Kind.LARGE_ALLOCATION, device);
         try {
             return allocateOnce(size, device, stream);
         } finally {
-            first.end(size);
+            first.end(FirstCalls.Kind.LARGE_ALLOCATION, size);
         }
     }
 

@@ -78,9 +78,17 @@ public final class TagCalls {
                         + "' (no vmmkit_region_begin of that name)");
                 return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
             }
-            for (MemoryTagControl tags : targets) {
-                if (pause) tags.pause(tag);
-                else tags.resume(tag);
+            FirstCalls first = InterposedCalls.session().firstCalls;
+            FirstCalls.Kind kind = pause ? FirstCalls.Kind.PAUSE : FirstCalls.Kind.RESUME;
+            boolean timed = first != null && !targets.isEmpty() && first.wants(kind);
+            if (timed) first.begin(kind, -1);
+            try {
+                for (MemoryTagControl tags : targets) {
+                    if (pause) tags.pause(tag);
+                    else tags.resume(tag);
+                }
+            } finally {
+                if (timed) first.end(kind, 0);
             }
             return 0;
         } catch (TagTransitionException e) {

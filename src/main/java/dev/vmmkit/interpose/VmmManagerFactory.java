@@ -22,7 +22,7 @@ public final class VmmManagerFactory implements ResourceFactory {
     private final Map<String, String> env;
     private final PeakProfileUse profile;
     private final NotServedWatch notServed;
-    private final FirstLargeAllocation firstLarge;
+    private final FirstCalls firstCalls;
 
     public VmmManagerFactory() {
         this(System.getenv(), PeakProfileUse.NONE, null, null);
@@ -30,9 +30,9 @@ public final class VmmManagerFactory implements ResourceFactory {
 
     /** With {@code notServed} (or null), which then watches the device memory each device uses beyond vmmkit's. */
     VmmManagerFactory(Map<String, String> env, PeakProfileUse profile, NotServedWatch notServed,
-                      FirstLargeAllocation firstLarge) {
+                      FirstCalls firstCalls) {
         this.env = env;
-        this.firstLarge = firstLarge;
+        this.firstCalls = firstCalls;
         this.profile = profile;
         this.notServed = notServed;
     }
@@ -42,9 +42,9 @@ public final class VmmManagerFactory implements ResourceFactory {
      * from {@code profile} and whose devices {@code notServed} watches.
      */
     static ResourceFactory orSystemProperty(PeakProfileUse profile, NotServedWatch notServed,
-                                            FirstLargeAllocation firstLarge) throws ReflectiveOperationException {
+                                            FirstCalls firstCalls) throws ReflectiveOperationException {
         String name = System.getProperty(ResourceFactory.PROPERTY);
-        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile, notServed, firstLarge);
+        if (name == null || name.isBlank()) return new VmmManagerFactory(System.getenv(), profile, notServed, firstCalls);
         return (ResourceFactory) Class.forName(name.trim()).getDeclaredConstructor().newInstance();
     }
 
@@ -57,7 +57,7 @@ public final class VmmManagerFactory implements ResourceFactory {
                     + ": not a size");
         }
         VmmDriver opened = Drivers.open(kind, device, deviceMemory);
-        VmmDriver driver = firstLarge == null ? opened : firstLarge.watch(device, opened);
+        VmmDriver driver = firstCalls == null ? opened : firstCalls.watch(device, opened);
         try {
             VmmConfig config = VmmConfig.from(env);
             config = config.withPeakHintBytes(profile.hintFor(device, config.peakHintBytes(),

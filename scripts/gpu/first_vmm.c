@@ -1,0 +1,127 @@
+/*
+ * first_vmm.c: what the driver's virtual-memory calls cost for a process's first large allocation,
+ * against cuMemAlloc, and whether one small create/map/setAccess made earlier (as a start-up
+ * warm-up could) makes the first large one cheaper. No vmmkit: the driver API alone, through
+ * libcuda.so.1. One process per measurement, after the primary context is made current:
+ *   first_vmm native SIZE       cuMemAlloc(SIZE), timed, twice
+ *   first_vmm vmm SIZE          cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess of SIZE, each timed, twice
+ *   first_vmm vmm-warm SIZE     the same after one 2 MiB create/reserve/map/setAccess/unmap/release
+ * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemHandle;
+typedef void *CUcontext;
+typedef struct {
+    int type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    int requestedHandleTypes;
+    struct { int type; int id; } location; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+    void *win32HandleMetaData;
+    struct { unsigned char compressionType; unsigned char gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+    struct { int type; int id; } location;
+    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
+} CUmemAccessDesc;
+
+static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
+static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*cuMemCreate)(CUmemHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+static CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+static CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemHandle, unsigned long long);
+static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+static CUresult (*cuMemRelease)(CUmemHandle);
+static CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static void check(const char *what, CUresult r) {
+    if (r != 0) { fprintf(stderr, "first_vmm: %s failed (%d)\n", what, r); exit(1); }
+}
+
+static void *sym(void *lib, const char *name) {
+    void *f = dlsym(lib, name);
+    if (!f) { fprintf(stderr, "first_vmm: no %s in libcuda\n", name); exit(1); }
+    return f;
+}
+
+/* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
+static void vmm_allocation(size_t size, const char *label, int unmap_after) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1;
+    prop.location.type = 1;
+    prop.location.id = 0;
+    CUmemAccessDesc access = {{1, 0}, 3};
+    CUmemHandle handle;
+    CUdeviceptr va;
+    double t0 = now_us();
+    check("cuMemCreate", cuMemCreate(&handle, size, &prop, 0));
+    double t1 = now_us();
+    check("cuMemAddressReserve", cuMemAddressReserve(&va, size, 0, 0, 0));
+    double t2 = now_us();
+    check("cuMemMap", cuMemMap(va, size, 0, handle, 0));
+    double t3 = now_us();
+    check("cuMemSetAccess", cuMemSetAccess(va, size, &access, 1));
+    double t4 = now_us();
+    if (label)
+        printf("{\"test\":\"%s\",\"size\":%zu,\"create_us\":%.1f,\"reserve_us\":%.1f,\"map_us\":%.1f,\"set_access_us\":%.1f,\"total_us\":%.1f}\n",
+               label, size, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0);
+    if (unmap_after) {
+        check("cuMemUnmap", cuMemUnmap(va, size));
+        check("cuMemRelease", cuMemRelease(handle));
+        check("cuMemAddressFree", cuMemAddressFree(va, size));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) { fprintf(stderr, "usage: first_vmm native|vmm|vmm-warm SIZE\n"); return 2; }
+    size_t size = strtoull(argv[2], NULL, 0);
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) { fprintf(stderr, "first_vmm: %s\n", dlerror()); return 1; }
+    cuInit = sym(lib, "cuInit");
+    cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
+    cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
+    cuMemAlloc = sym(lib, "cuMemAlloc_v2");
+    cuMemCreate = sym(lib, "cuMemCreate");
+    cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
+    cuMemMap = sym(lib, "cuMemMap");
+    cuMemSetAccess = sym(lib, "cuMemSetAccess");
+    cuMemUnmap = sym(lib, "cuMemUnmap");
+    cuMemRelease = sym(lib, "cuMemRelease");
+    cuMemAddressFree = sym(lib, "cuMemAddressFree");
+    CUcontext ctx;
+    check("cuInit", cuInit(0));
+    check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
+    check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    CUdeviceptr small;
+    check("cuMemAlloc (4 KiB)", cuMemAlloc(&small, 4096)); /* as the runtime's start does */
+
+    if (strcmp(argv[1], "native") == 0) {
+        for (int i = 1; i <= 2; i++) {
+            CUdeviceptr p;
+            double t = now_us();
+            check("cuMemAlloc", cuMemAlloc(&p, size));
+            printf("{\"test\":\"native-%d\",\"size\":%zu,\"total_us\":%.1f}\n", i, size, now_us() - t);
+        }
+        return 0;
+    }
+    if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, NULL, 1);
+    else if (strcmp(argv[1], "vmm") != 0) { fprintf(stderr, "first_vmm: unknown mode %s\n", argv[1]); return 2; }
+    vmm_allocation(size, strcmp(argv[1], "vmm") == 0 ? "vmm-1" : "vmm-warm-1", 0);
+    vmm_allocation(size, strcmp(argv[1], "vmm") == 0 ? "vmm-2" : "vmm-warm-2", 0);
+    return 0;
+}

@@ -1,0 +1,149 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.driver.TimingDriver;
+import dev.vmmkit.driver.VmmDriver;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * At {@code VMM_LOG=info}: where the time of the process's first call of each {@link Kind} goes (its
+ * first large allocation, of at least {@value #FROM_BYTES} bytes, its first pause and its first
+ * resume of a memory tag), one line each on stderr at exit: the whole call inside Java, each driver
+ * call it made (and any another thread made meanwhile), and the Java time before, between and after
+ * them. These are the calls a program makes once and users time: loading a model, handing its memory
+ * back; the only ones whose cost is not the driver's alone, since their Java may run for the first time.
+ *
+ * <pre>
+ * vmmkit: first large allocation 1073741824 bytes: 182.4 us in Java = driver 96.1 us (3 calls) + java 86.3 us;
+ *   java 40.2 | create 1024M 20.1 | java 3.0 | map 1024M 0.8 | java 1.1 | set_access 1024M 75.2 | java 42.0
+ * </pre>
+ * (one line per kind, printed when the program exits). The time the shim spends before and after
+ * Java is the program's figure less this one. One call is timed at a time: the driver's timing
+ * adaptor keeps the calls of one operation.
+ */
+final class FirstCalls {
+    static final long FROM_BYTES = 64L << 20;
+
+    /** The calls timed, each once per process. */
+    enum Kind {
+        LARGE_ALLOCATION("first large allocation"), PAUSE("first pause"), RESUME("first resume");
+
+        final String label;
+
+        Kind(String label) {
+            this.label = label;
+        }
+    }
+
+    /** What one timed call left for {@link #report}: written before its done flag is set, read after. */
+    private static final class Timed {
+        final AtomicBoolean taken = new AtomicBoolean();
+        volatile boolean done;
+        long bytes;
+        long startNanos;
+        long endNanos;
+        List<TimingDriver> armed = List.of();
+        List<TimingDriver.Call> calls;
+    }
+
+    private final AtomicReferenceArray<TimingDriver> drivers = new AtomicReferenceArray<>(DeviceManagers.MAX_DEVICES);
+    private final Timed[] timed = {new Timed(), new Timed(), new Timed()};
+
+    /** A timing adaptor over {@code driver}, which this breakdown arms for {@code device}'s timed calls. */
+    VmmDriver watch(int device, VmmDriver driver) {
+        TimingDriver timing = new TimingDriver(driver);
+        if (device >= 0 && device < drivers.length()) drivers.set(device, timing);
+        return timing;
+    }
+
+    /** True for the process's first large request; one plain volatile read once done. */
+    boolean wants(long size) {
+        return size >= FROM_BYTES && wants(Kind.LARGE_ALLOCATION);
+    }
+
+    /** True for the process's first call of {@code kind}; one plain volatile read once done. */
+    boolean wants(Kind kind) {
+        Timed t = timed[kind.ordinal()];
+        return !t.done && t.taken.compareAndSet(false, true);
+    }
+
+    /**
+     * Starts timing the call {@link #wants} accepted, on {@code device} (every device when negative:
+     * a pause or resume reaches each allocator that knows the tag); {@link #end} follows in a
+     * finally. Nothing is formatted or printed meanwhile (that would load classes inside the
+     * program's call, as a lambda here would): {@link #report} prints at exit. The calls are
+     * copied when the timing ends (the next timed call arms the same drivers).
+     */
+    void begin(Kind kind, int device) {
+        Timed t = timed[kind.ordinal()];
+        List<TimingDriver> armed = new ArrayList<>(1);
+        for (int d = 0; d < drivers.length(); d++) {
+            TimingDriver timing = drivers.get(d);
+            if (timing != null && (device < 0 || d == device)) armed.add(timing);
+        }
+        for (TimingDriver timing : armed) timing.arm();
+        t.armed = armed;
+        t.startNanos = System.nanoTime();
+    }
+
+    /** Ends the timing {@link #begin} started, of a call of {@code bytes} bytes (0 when it has no size). */
+    void end(Kind kind, long bytes) {
+        Timed t = timed[kind.ordinal()];
+        t.endNanos = System.nanoTime();
+        for (TimingDriver timing : t.armed) timing.disarm();
+        // Copied now (after the time is taken): the next kind's call arms the same drivers again.
+        List<TimingDriver.Call> calls = new ArrayList<>();
+        for (TimingDriver timing : t.armed) calls.addAll(timing.calls());
+        calls.sort((a, b) -> Long.compare(a.startNanos(), b.startNanos()));
+        t.calls = calls;
+        t.bytes = bytes;
+        t.done = true;
+    }
+
+    /** Prints the breakdown of each kind of call that was timed (once, at the program's exit). */
+    void report() {
+        for (Kind kind : Kind.values()) {
+            Timed t = timed[kind.ordinal()];
+            if (!t.done || t.calls == null) continue;
+            InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, t.calls));
+            t.calls = null;
+        }
+    }
+
+    /** The breakdown of one call of {@code kind} from {@code start} to {@code end} with {@code calls}. */
+    static String line(Kind kind, long bytes, long start, long end, List<TimingDriver.Call> calls) {
+        StringBuilder steps = new StringBuilder();
+        StringBuilder others = new StringBuilder();
+        long driverNanos = 0;
+        int own = 0;
+        long at = start;
+        for (TimingDriver.Call c : calls) {
+            String step = c.call().key() + (c.bytes() > 0 ? " " + megabytes(c.bytes()) : "") + " " + micros(c.nanos());
+            if (c.otherThread()) {
+                others.append(others.isEmpty() ? "" : " | ").append(step);
+                continue;
+            }
+            steps.append("java ").append(micros(c.startNanos() - at)).append(" | ").append(step).append(" | ");
+            driverNanos += c.nanos();
+            own++;
+            at = c.endNanos();
+        }
+        steps.append("java ").append(micros(end - at));
+        long total = end - start;
+        return kind.label + (bytes > 0 ? " " + bytes + " bytes" : "") + ": " + micros(total) + " us in Java = driver "
+                + micros(driverNanos) + " us (" + own + " calls) + java " + micros(total - driverNanos) + " us; "
+                + steps + (others.isEmpty() ? "" : "; other threads meanwhile: " + others);
+    }
+
+    private static String micros(long nanos) {
+        return String.format(Locale.ROOT, "%.1f", nanos / 1e3);
+    }
+
+    private static String megabytes(long bytes) {
+        return bytes % (1L << 20) == 0 ? (bytes >> 20) + "M" : bytes + "B";
+    }
+}
