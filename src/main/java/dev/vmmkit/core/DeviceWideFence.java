@@ -33,7 +33,7 @@ import java.util.concurrent.locks.LockSupport;
  * pause; its tickets and frees stay waiting, so nothing is lost.
  *
  * <p>Between synchronisations the thread looks for work for {@value #SPIN_NANOS} ns before it
- * parks, reading the regions' lines once every {@value #POLL_NANOS} ns (so a free finds its line
+ * parks, reading the regions' lines once every {@link #POLL_NANOS} ns (so a free finds its line
  * still its own most of the time): a program that frees device-wide in a loop (cudaMalloc +
  * cudaFree of one size) gets each free's synchronisation started at once, with no wake-up latency
  * (tens of microseconds) between, and an idle program costs nothing after that.
@@ -50,8 +50,14 @@ final class DeviceWideFence implements AutoCloseable {
     private static final long LONGEST_RETRY_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
     /** How long the thread looks for new tickets before it parks. */
     static final long SPIN_NANOS = 100_000;
-    /** How often, while it looks, the thread reads the lines that frees write. */
-    static final long POLL_NANOS = 250;
+    /**
+     * How often, while it looks, the thread reads the lines that frees write, also right after a
+     * synchronisation: each read may pull a line from the freeing core, and a free published just
+     * after a read waits up to this long for its synchronisation to start. The system property
+     * {@code vmmkit.fence.pollNanos} overrides it, for {@code scripts/gpu/cold-path.sh} to measure
+     * the trade-off on a GPU.
+     */
+    static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 250));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
     static final long WAIT_SPIN_NANOS = 50_000;
 
@@ -327,22 +333,23 @@ final class DeviceWideFence implements AutoCloseable {
 
     /**
      * Waits for a ticket not yet completed or a published free not yet covered (which gets a ticket
-     * of the thread's own): looks every {@value #POLL_NANOS} ns for a while, then parks; returns the
+     * of the thread's own): looks every {@link #POLL_NANOS} ns for a while, then parks; returns the
      * newest ticket issued, which the next synchronisation covers, or -1 once closed.
      */
     private long nextTarget() {
         long now = System.nanoTime();
         long spinUntil = now + SPIN_NANOS;
+        long pollAt = now + POLL_NANOS;
         while (!closed) {
             long newest = issued.get();
             if (newest != completedTicket()) return newest;
-            if (regions.anyUncovered()) return issued.incrementAndGet();
+            if (now - pollAt >= 0) {
+                if (regions.anyUncovered()) return issued.incrementAndGet();
+                pollAt = now + POLL_NANOS;
+            }
             if (now - spinUntil < 0) {
-                long pollAt = now + POLL_NANOS;
-                do {
-                    Thread.onSpinWait();
-                    now = System.nanoTime();
-                } while (now - pollAt < 0);
+                Thread.onSpinWait();
+                now = System.nanoTime();
                 continue;
             }
             progress.set(PARKED, 1);
@@ -352,6 +359,7 @@ final class DeviceWideFence implements AutoCloseable {
             Thread.interrupted(); // close() interrupts after setting closed; the loop condition tells
             now = System.nanoTime();
             spinUntil = now + SPIN_NANOS;
+            pollAt = now; // woken: look at once
         }
         return -1;
     }
