@@ -86,6 +86,7 @@ int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t
         || read_int(json, "context_size", 16, 1 << 24, &o->context_size, error, size)
         || read_int(json, "threads", 1, 1024, &o->threads, error, size)
         || read_int(json, "gpu_layers", -1, 100000, &o->gpu_layers, error, size)
+        || read_int(json, "timing", 0, 1, &o->timing, error, size)
         || read_flash_attn(json, &o->flash_attn, error, size)) {
         return -1;
     }

@@ -15,6 +15,7 @@ typedef struct {
     int threads;        /* "threads": CPU threads (default: online CPUs, at most 8) */
     int gpu_layers;     /* "gpu_layers": layers offloaded to the GPU in the CUDA build (default all, -1) */
     int flash_attn;     /* "flash_attn": "auto" (default, llama.cpp's choice), "on" or "off": -1, 1, 0 as llama.cpp counts */
+    int timing;         /* "timing": 1 logs where each request's decoding time went (decode_timing.h); default 0 */
 } EngineOptions;
 
 /* One request's settings (ABI version 2's request_json), over the engine's options. */

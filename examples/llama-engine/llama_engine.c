@@ -28,6 +28,7 @@
 #define _GNU_SOURCE   /* dladdr */
 #include "vmmkit/engine_api.h"
 
+#include "decode_timing.h"
 #include "engine_options.h"
 #include "host_buffer.h"
 #include "logits.h"
@@ -264,6 +265,15 @@ static int piece(llama_token token, char* buffer, int size) {
     return length < 0 ? 0 : length;
 }
 
+/* The "timing" option's line for one request (decode_timing.h). */
+static void log_timing(const DecodeTiming* t, long tokens) {
+    double wall = decode_timing_now() - t->start;
+    say(1, "llama: timing: %ld tokens in %.2f ms (%.1f tokens/s): wait %.2f ms, queue %.2f, pick %.2f, rest %.2f "
+        "(per token: wait %.1f us, queue %.1f, pick %.1f, rest %.1f)", tokens, wall * 1e3, tokens / wall, t->wait * 1e3,
+        t->queue * 1e3, t->pick * 1e3, t->rest * 1e3, t->wait * 1e6 / tokens, t->queue * 1e6 / tokens,
+        t->pick * 1e6 / tokens, t->rest * 1e6 / tokens);
+}
+
 ENGINE_API int engine_generate_stream(const char* prompt, const char* request_json, EngineTokenCallback on_token,
                                       void* user, EngineGenerateResult* result) {
     result->finish_reason = ENGINE_FINISH_ERROR;
@@ -290,11 +300,14 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
     const float* logits = prompt_start(context, prompt_tokens, count, vocab_size);
     float* row = logprobs;   /* one row, reused: the host copies each token out in on_token */
     long produced = 0;
+    DecodeTiming timing;
+    decode_timing_start(&timing, options.timing);
     for (;;) {
         if (!logits) return decode_failed((int)produced);
         int best = take_logits(logits, row);
         llama_token token = sampling_choose(&sampling, logits, vocab_size, best);
         if (token < 0) return ERR_NO_MEMORY;
+        decode_timing_add(&timing, &timing.pick);
         float max = logits[best];
         produced++;
         int end = llama_vocab_is_eog(vocab, token);
@@ -303,6 +316,7 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
             /* Queue the next token first: the log-softmax and the callback run while the GPU decodes. */
             prompt_tokens[0] = token;
             if (llama_decode(context, llama_batch_get_one(prompt_tokens, 1)) != 0) return decode_failed((int)produced);
+            decode_timing_add(&timing, &timing.queue);
         }
         const float* all = logprobs_width == vocab_size ? row : scratch;
         float shift = max + logits_log_sum_exp(all, vocab_size, max);
@@ -314,16 +328,15 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
             .logprob = chosen, .top_ids = logprobs_width == vocab_size ? NULL : (const uint32_t*)top_ids,
             .top_logprobs = row, .top_len = (size_t)logprobs_width,   /* top_k 0: the whole distribution, by id */
         };
-        if (on_token(user, &event) != 0) {
-            result->finish_reason = ENGINE_FINISH_CANCELLED;
+        int cancelled = on_token(user, &event) != 0;
+        decode_timing_add(&timing, &timing.rest);
+        if (cancelled || end || !more) {
+            if (timing.on) log_timing(&timing, produced);
+            result->finish_reason = cancelled ? ENGINE_FINISH_CANCELLED : end ? ENGINE_FINISH_STOP : ENGINE_FINISH_LENGTH;
             return 0;
         }
-        if (end) {
-            result->finish_reason = ENGINE_FINISH_STOP;
-            return 0;
-        }
-        if (!more) return 0;
         logits = llama_get_logits_ith(context, -1);   /* llama_decode only queues the work on a GPU: this waits for it */
+        decode_timing_add(&timing, &timing.wait);
     }
 }
 

@@ -104,10 +104,11 @@ fi
 backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
 # The same settings as llama-bench's: all layers on the GPU, 8 threads, no FlashAttention, a context
 # just above the request's tokens (llama-bench's is prompt + generated tokens; ggml pads both to 256).
+# "timing": 1 logs where each request's decoding time went (printed at the end).
 cat > "$work/engines/llama/$backend/manifest.json" <<JSON
 {"id": "llama", "version": "$version", "abi_version": "2", "gpu_backend": "$backend",
  "architectures": ["llama"], "formats": ["gguf"], "binary": "libllama_engine.so",
- "options": {"max_tokens": $tokens, "context_size": 256, "gpu_layers": -1, "top_k": 5, "flash_attn": "off"$threads}}
+ "options": {"max_tokens": $tokens, "context_size": 256, "gpu_layers": -1, "top_k": 5, "flash_attn": "off", "timing": 1$threads}}
 JSON
 
 LLAMA_GGUF_PY="$gguf_py" bash scripts/tiny-gguf.sh "$work/models/big.gguf" "${dims[@]}" \
@@ -358,5 +359,12 @@ print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")
 stop(0 if not failures else 1)
 PY
 rc=$?
+# The engine's own account of each request (its "timing" option): the device's wait per token against
+# the loop's other work, to set beside decode_rate's "per token" split above.
+for log in serve serve-in-process; do
+  [ -f "$out/$log.log" ] || continue
+  echo "llama: the engine's timing of each request ($log.log):"
+  grep -ho 'llama: timing: .*' "$out/$log.log" | tail -12 | sed 's/^/  /'
+done
 echo "llama: done in $(elapsed)"
 exit $rc

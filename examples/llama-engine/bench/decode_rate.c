@@ -72,6 +72,9 @@ static llama_token next_token(struct llama_context* context, enum pick pick, int
     return ids[0];
 }
 
+/* Over every timed run: time in llama_decode (queueing a token), and in waiting for it and choosing the next. */
+static double queue_seconds, wait_and_pick_seconds;
+
 /* One run: the prompt (if any) in one batch, then tokens decoded one at a time. Seconds spent on
  * the generated tokens only, or a negative number when a decode fails. */
 static double one_run(struct llama_context* context, const llama_token* prompt, int prompt_count, int tokens,
@@ -84,8 +87,12 @@ static double one_run(struct llama_context* context, const llama_token* prompt, 
     }
     double start = now_seconds();
     for (int i = 0; i < tokens; i++) {
+        double t0 = now_seconds();
         if (llama_decode(context, llama_batch_get_one(&token, 1)) != 0) return -1;
+        double t1 = now_seconds();
         token = next_token(context, pick, vocab_size, scratch);
+        queue_seconds += t1 - t0;
+        wait_and_pick_seconds += now_seconds() - t1;
     }
     return now_seconds() - start;
 }
@@ -164,14 +171,16 @@ int main(int argc, char** argv) {
     double* rates = malloc((size_t)reps * sizeof *rates);
     float* scratch = malloc((size_t)vocab_size * sizeof *scratch);
     for (int r = -1; r < reps; r++) {
+        if (r == 0) queue_seconds = wait_and_pick_seconds = 0;   /* the untimed first run warms up */
         double seconds = one_run(context, prompt, prompt_count, tokens, pick, vocab_size, first, scratch);
         if (seconds < 0) { fprintf(stderr, "decode_rate: a decode failed\n"); return 1; }
         if (r >= 0) rates[r] = tokens / seconds;
     }
     qsort(rates, (size_t)reps, sizeof *rates, compare_doubles);
     printf("decode_rate: tokens_per_s %.1f (min %.1f, max %.1f, %d runs of %d tokens) ctx %u batch %u threads %d fa %s "
-           "prompt %d tokens pick %s\n", rates[reps / 2], rates[0], rates[reps - 1], reps, tokens, llama_n_ctx(context),
-           llama_n_batch(context), threads, fa, prompt_count, pick_names[pick]);
+           "prompt %d tokens pick %s; per token: queue %.1f us, wait and pick %.1f us\n", rates[reps / 2], rates[0],
+           rates[reps - 1], reps, tokens, llama_n_ctx(context), llama_n_batch(context), threads, fa, prompt_count,
+           pick_names[pick], queue_seconds * 1e6 / ((double)reps * tokens), wait_and_pick_seconds * 1e6 / ((double)reps * tokens));
     free(rates);
     free(scratch);
     llama_free(context);

@@ -364,6 +364,26 @@ class LlamaEngineTest {
     }
 
     @Test
+    void theTimingOptionServesTheSameTokensAndABadValueIsRefusedByName(@TempDir Path root) throws Exception {
+        List<Long> plain;
+        try (EngineTestBed bed = bed(root.resolve("plain"), "", "tiny")) {
+            bed.start();
+            plain = ids(bed.generate("tiny", "hello world"));
+        }
+        try (EngineTestBed bed = bed(root.resolve("timed"), ",\"timing\": 1", "tiny")) {
+            bed.start();
+            assertEquals(plain, ids(bed.generate("tiny", "hello world")), "timing only measures");
+        }
+        try (EngineTestBed bed = bed(root.resolve("bad"), ",\"timing\": 2", "tiny")) {
+            bed.start();
+            EngineTestBed.Answer answer = bed.generate("tiny", "hello world");
+            assertEquals(500, answer.status(), answer.text());
+            assertTrue(answer.error().contains("option \"timing\" must be a whole number from 0 to 1"),
+                    "the answer names the option and its range: " + answer.error());
+        }
+    }
+
+    @Test
     void aCorruptModelIsRefusedSayingWhyAndTheHostKeepsServing(@TempDir Path root) throws Exception {
         try (EngineTestBed bed = bed(root, "", "tiny")) {
             bed.start();
