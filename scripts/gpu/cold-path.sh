@@ -22,7 +22,9 @@
 #              between two cores: what the fence thread's work can cost the allocating thread
 #   driver     (scripts/gpu/first_vmm.c, no vmmkit) a process's first cuMemAlloc against its first
 #              cuMemCreate + reserve + map + setAccess, each timed, then a second one; and the same
-#              after one 2 MiB VMM allocation made first
+#              after one 2 MiB VMM allocation made first, with the address 1 GiB-aligned, and with
+#              exportable handles (as vmmkit makes them for CUDA IPC); then each is unmapped and
+#              released, timed
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
@@ -31,7 +33,9 @@
 # Prints one line per figure ("cold-path | test | native | vmmkit | ratio | notes") and exits
 # non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: STEPS
 # (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
-# PAIR_SIZES, FENCE_POLLS (fence poll intervals in ns to try on the pair, none by default), REPS (3:
+# PAIR_SIZES, FENCE_POLLS (fence poll intervals in ns to try on the pair, none by default),
+# FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
+# step 1 as a variant of its own; none by default), REPS (3:
 # steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
 # use small SIZES_GIB there, e.g. "0.25 0.5").
@@ -71,6 +75,7 @@ run() {
   case "$how" in
     vmmkit) cmd=(env VMM_LOG=info ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
     vmmkit-cold) cmd=(env VMM_LOG=info VMM_WARM_UP=0 ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
+    vmmkit-variant) cmd=(env VMM_LOG=info VMMKIT_JVM_OPTS="$variant" ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
   esac
   timeout 180 "${cmd[@]}" > "$out/$name.log" 2>&1
   local rc=$?
@@ -129,6 +134,17 @@ step first && for g in $sizes_gib; do
   breakdowns+=("${g} GiB, warm-up on (run $r, program saw $m_vmm us): $(breakdown "$out/first-${g}G-vmmkit-$r.log")")
   r="$(median_run "$m_cold" "first-${g}G-nowarm")"
   breakdowns+=("${g} GiB, VMM_WARM_UP=0 (run $r, program saw $m_cold us): $(breakdown "$out/first-${g}G-nowarm-$r.log")")
+  v=0
+  for variant in ${FIRST_VARIANTS:-}; do   # JVM options of the shim's JVM, one per variant
+    v=$((v + 1)); var=()
+    for r in $(seq "$reps"); do
+      var+=("$(field "$(run "first-${g}G-variant$v-$r" vmmkit-variant "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    done
+    m_var="$(median "${var[@]}")"
+    row "first cudaMalloc ${g} GiB, $variant (us, median of $reps)" "$m_nat" "$m_var" "runs ${var[*]}"
+    r="$(median_run "$m_var" "first-${g}G-variant$v")"
+    breakdowns+=("${g} GiB, $variant (run $r, program saw $m_var us): $(breakdown "$out/first-${g}G-variant$v-$r.log")")
+  done
 done
 
 # 2. cudaMalloc + cudaFree pair, median, native first; then vmmkit's pair freed on stream 0.
@@ -170,7 +186,7 @@ if step driver && [ "$driver" = cuda ]; then
     for g in $sizes_gib; do
       bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
       for r in $(seq "$reps"); do
-        for mode in native vmm vmm-warm; do
+        for mode in native vmm vmm-warm vmm-aligned vmm-export; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
         done
       done

@@ -6,6 +6,10 @@
  *   first_vmm native SIZE       cuMemAlloc(SIZE), timed, twice
  *   first_vmm vmm SIZE          cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess of SIZE, each timed, twice
  *   first_vmm vmm-warm SIZE     the same after one 2 MiB create/reserve/map/setAccess/unmap/release
+ *   first_vmm vmm-aligned SIZE  as vmm, the address reserved at a 1 GiB boundary (the driver can map
+ *                               a range with pages larger than 2 MiB only where it is aligned to them)
+ *   first_vmm vmm-export SIZE   as vmm, the handles exportable as POSIX descriptors (for CUDA IPC)
+ * Each allocation is then unmapped and released, timed too (the second first).
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
  */
 #include <dlfcn.h>
@@ -59,10 +63,26 @@ static void *sym(void *lib, const char *name) {
 }
 
 /* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
-static void vmm_allocation(size_t size, const char *label, int unmap_after) {
+static int exportable;
+
+typedef struct { CUmemHandle handle; CUdeviceptr va; size_t size; } Allocation;
+
+/* Unmaps and releases a, timing both; prints them under label. */
+static void free_allocation(Allocation a, const char *label) {
+    double t0 = now_us();
+    check("cuMemUnmap", cuMemUnmap(a.va, a.size));
+    double t1 = now_us();
+    check("cuMemRelease", cuMemRelease(a.handle));
+    double t2 = now_us();
+    check("cuMemAddressFree", cuMemAddressFree(a.va, a.size));
+    printf("{\"test\":\"%s-free\",\"size\":%zu,\"unmap_us\":%.1f,\"release_us\":%.1f}\n", label, a.size, t1 - t0, t2 - t1);
+}
+
+static Allocation vmm_allocation(size_t size, size_t alignment, const char *label, int unmap_after) {
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = 1;
+    prop.requestedHandleTypes = exportable; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
     prop.location.type = 1;
     prop.location.id = 0;
     CUmemAccessDesc access = {{1, 0}, 3};
@@ -71,20 +91,22 @@ static void vmm_allocation(size_t size, const char *label, int unmap_after) {
     double t0 = now_us();
     check("cuMemCreate", cuMemCreate(&handle, size, &prop, 0));
     double t1 = now_us();
-    check("cuMemAddressReserve", cuMemAddressReserve(&va, size, 0, 0, 0));
+    check("cuMemAddressReserve", cuMemAddressReserve(&va, size, alignment, 0, 0));
     double t2 = now_us();
     check("cuMemMap", cuMemMap(va, size, 0, handle, 0));
     double t3 = now_us();
     check("cuMemSetAccess", cuMemSetAccess(va, size, &access, 1));
     double t4 = now_us();
     if (label)
-        printf("{\"test\":\"%s\",\"size\":%zu,\"create_us\":%.1f,\"reserve_us\":%.1f,\"map_us\":%.1f,\"set_access_us\":%.1f,\"total_us\":%.1f}\n",
-               label, size, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0);
+        printf("{\"test\":\"%s\",\"size\":%zu,\"va_alignment_mib\":%llu,\"create_us\":%.1f,\"reserve_us\":%.1f,\"map_us\":%.1f,\"set_access_us\":%.1f,\"total_us\":%.1f}\n",
+               label, size, (unsigned long long)((va & -va) >> 20), t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0);
+    Allocation a = {handle, va, size};
     if (unmap_after) {
         check("cuMemUnmap", cuMemUnmap(va, size));
         check("cuMemRelease", cuMemRelease(handle));
         check("cuMemAddressFree", cuMemAddressFree(va, size));
     }
+    return a;
 }
 
 int main(int argc, char **argv) {
@@ -119,9 +141,17 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, NULL, 1);
+    size_t alignment = 0;
+    if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
+    else if (strcmp(argv[1], "vmm-aligned") == 0) alignment = (size_t)1 << 30;
+    else if (strcmp(argv[1], "vmm-export") == 0) exportable = 1;
     else if (strcmp(argv[1], "vmm") != 0) { fprintf(stderr, "first_vmm: unknown mode %s\n", argv[1]); return 2; }
-    vmm_allocation(size, strcmp(argv[1], "vmm") == 0 ? "vmm-1" : "vmm-warm-1", 0);
-    vmm_allocation(size, strcmp(argv[1], "vmm") == 0 ? "vmm-2" : "vmm-warm-2", 0);
+    char first[32], second[32];
+    snprintf(first, sizeof first, "%s-1", argv[1]);
+    snprintf(second, sizeof second, "%s-2", argv[1]);
+    Allocation a = vmm_allocation(size, alignment, first, 0);
+    Allocation b = vmm_allocation(size, alignment, second, 0);
+    free_allocation(b, second);
+    free_allocation(a, first);
     return 0;
 }

@@ -20,6 +20,7 @@
 # and keep the build there for the next run.
 # LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
 # memory figures only).
+# LLAMA_THREADS (8): the CPU threads of the engine, llama-bench, decode_rate and llama-server alike.
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
 # and no llama-bench (a check of the script itself).
 # Prints "llama-figure: NAME VALUE" lines; exits non-zero when a request fails or memory does not
@@ -91,7 +92,8 @@ if [ "$mode" = cuda ]; then
   dims=(--embd 2048 --layers 16 --heads 16 --kv-heads 16 --ff 5632 --vocab 32000 --context 2048 --type f16)
   tokens=128
   driver_args=(--driver cuda)
-  threads=', "threads": 8'
+  cpu_threads="${LLAMA_THREADS:-8}"
+  threads=", \"threads\": $cpu_threads"
 else
   [ -f target/engines/llama/cpu/libllama_engine.so ] || { echo "llama: build target/engines/llama/cpu first (scripts/fetch-llama-cpp.sh)"; exit 2; }
   cp -r target/engines/llama "$work/engines/"
@@ -102,7 +104,7 @@ else
   threads=', "threads": 1'
 fi
 backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
-# The same settings as llama-bench's: all layers on the GPU, 8 threads, no FlashAttention, a context
+# The same settings as llama-bench's: all layers on the GPU, LLAMA_THREADS CPU threads (8), no FlashAttention, a context
 # just above the request's tokens (llama-bench's is prompt + generated tokens; ggml pads both to 256).
 # "timing": 1 logs where each request's decoding time went (printed at the end).
 cat > "$work/engines/llama/$backend/manifest.json" <<JSON
@@ -120,7 +122,7 @@ echo "llama-figure: model_mib $model_mib"
 
 bench_ts=0
 if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
-  "$work/build/bin/llama-bench" -m "$work/models/big.gguf" -ngl 99 -p 0 -n $tokens -r 5 -fa off -t 8 -o json \
+  "$work/build/bin/llama-bench" -m "$work/models/big.gguf" -ngl 99 -p 0 -n $tokens -r 5 -fa off -t "$cpu_threads" -o json \
       >"$out/llama-bench.json" 2>"$out/llama-bench.log" || { tail "$out/llama-bench.log"; echo "llama: llama-bench failed"; exit 1; }
   bench_ts=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['avg_ts'])" "$out/llama-bench.json")
   echo "llama-figure: llama_bench_tg${tokens}_tokens_per_s $bench_ts"
@@ -134,14 +136,14 @@ if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
   if make -s -C examples/llama-engine decode-rate BACKEND=cuda LLAMA_DIR="$work" LLAMA_LIB="$work/lib" BUILD="$work/plugin"; then
     rate="$work/plugin/cuda/decode_rate"
     model="$work/models/big.gguf"
-    engine=(--tokens $tokens --prompt "hello world" --ctx 256 --batch 256 --threads 8)
+    engine=(--tokens $tokens --prompt "hello world" --ctx 256 --batch 256 --threads "$cpu_threads")
     decode_rate() {   # decode_rate LABEL COMMAND...: one "llama-figure: decode_rate_LABEL" line
       local label="$1"; shift
       local line
       line=$("$@" 2>>"$out/decode-rate.log" | grep '^decode_rate:')
       echo "llama-figure: decode_rate_$label ${line#decode_rate: tokens_per_s }"
     }
-    bench=(--tokens $tokens --pick random --ctx $tokens --threads 8)
+    bench=(--tokens $tokens --pick random --ctx $tokens --threads "$cpu_threads")
     decode_rate bench_settings "$rate" "$model" "${bench[@]}"
     decode_rate engine_settings_random_pick "$rate" "$model" "${engine[@]}" --pick random
     decode_rate engine_settings_touch_logits "$rate" "$model" "${engine[@]}" --pick touch
@@ -309,7 +311,7 @@ if cuda and os.path.exists(llama_server) and vmmkit_stream[0] is not None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # The settings vmmkit's engine uses: all layers on the GPU, 8 threads, no FlashAttention, context 256, one slot.
-    native = subprocess.Popen([llama_server, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-t", "8", "-fa", "off",
+    native = subprocess.Popen([llama_server, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-t", os.environ.get("LLAMA_THREADS", "8"), "-fa", "off",
                                "-c", "256", "-np", "1", "--host", "127.0.0.1", "--port", str(port)],
                               stdout=open(os.path.join(out, "llama-server.log"), "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

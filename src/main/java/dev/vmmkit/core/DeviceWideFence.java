@@ -35,8 +35,8 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Between synchronisations the thread looks for work for {@value #SPIN_NANOS} ns before it
  * parks, reading the regions' lines once every {@link #POLL_NANOS} ns (so a free finds its line
  * still its own most of the time): a program that frees device-wide in a loop (cudaMalloc +
- * cudaFree of one size) gets each free's synchronisation started at once, with no wake-up latency
- * (tens of microseconds) between, and an idle program costs nothing after that.
+ * cudaFree of one size) gets its frees covered a batch at a time, with no wake-up latency (tens of
+ * microseconds) between; a ticket is served at its next spin; an idle program costs nothing.
  *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
@@ -52,12 +52,15 @@ final class DeviceWideFence implements AutoCloseable {
     static final long SPIN_NANOS = 100_000;
     /**
      * How often, while it looks, the thread reads the lines that frees write, also right after a
-     * synchronisation: each read may pull a line from the freeing core, and a free published just
-     * after a read waits up to this long for its synchronisation to start. The system property
-     * {@code vmmkit.fence.pollNanos} overrides it, for {@code scripts/gpu/cold-path.sh} to measure
-     * the trade-off on a GPU.
+     * synchronisation: each read may pull a line from the freeing core, and each synchronisation it
+     * starts slows the freeing thread's driver calls. So frees that come back to back share one
+     * synchronisation every this many nanoseconds; a free after a quiet spell (the thread parked)
+     * is synchronised at once, and so is anything that waits ({@link #request},
+     * {@link #awaitCovered}). On an H200 a cudaMalloc + cudaFree pair of 2 or 64 MiB cost 1.3-1.4 us
+     * polling every 250 ns, 1.2 every 4 us, 0.54-0.59 every 16 us ({@code scripts/gpu/cold-path.sh},
+     * whose {@code FENCE_POLLS} sets the system property {@code vmmkit.fence.pollNanos} to compare).
      */
-    static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 250));
+    static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
     static final long WAIT_SPIN_NANOS = 50_000;
 
@@ -87,6 +90,8 @@ final class DeviceWideFence implements AutoCloseable {
      */
     private volatile int waiters;
     private volatile boolean closed;
+    /** Set by a wait for published frees: the thread reads them at its next spin, not at its next poll. */
+    private volatile boolean lookNow;
     private volatile Thread thread;
     // Guarded by this object's monitor (lastFailure is also read without it, to skip the monitor).
     private volatile RuntimeException lastFailure;
@@ -149,8 +154,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     /**
      * Waits at most {@code timeoutNanos} until the frees of {@code frees} up to {@code sequence} are
-     * covered; true when they are. Polls first, then sleeps on the monitor (the thread notifies after
-     * each synchronisation). Never throws for a failed synchronisation: the caller goes on without the
+     * covered; true when they are. Has the thread look at the published frees at once, polls, then sleeps on the
+     * monitor (the thread notifies after each synchronisation). Never throws for a failed synchronisation: the caller goes on without the
      * memory. With a fence on the calling thread, synchronises here.
      */
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
@@ -159,6 +164,8 @@ final class DeviceWideFence implements AutoCloseable {
             request();
             return frees.covered() >= sequence;
         }
+        lookNow = true; // the thread reads the published frees at once, not at its next poll
+        wake();
         long start = System.nanoTime();
         while (frees.covered() < sequence && !closed) {
             long waited = System.nanoTime() - start;
@@ -343,7 +350,8 @@ final class DeviceWideFence implements AutoCloseable {
         while (!closed) {
             long newest = issued.get();
             if (newest != completedTicket()) return newest;
-            if (now - pollAt >= 0) {
+            if (now - pollAt >= 0 || lookNow) {
+                lookNow = false;
                 if (regions.anyUncovered()) return issued.incrementAndGet();
                 pollAt = now + POLL_NANOS;
             }

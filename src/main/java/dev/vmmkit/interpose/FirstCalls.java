@@ -22,8 +22,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *   java 40.2 | create 1024M 20.1 | java 3.0 | map 1024M 0.8 | java 1.1 | set_access 1024M 75.2 | java 42.0
  * </pre>
  * (one line per kind, printed when the program exits). The time the shim spends before and after
- * Java is the program's figure less this one. One call is timed at a time: the driver's timing
- * adaptor keeps the calls of one operation.
+ * Java is the program's figure less this one.
  */
 final class FirstCalls {
     static final long FROM_BYTES = 64L << 20;
@@ -39,25 +38,40 @@ final class FirstCalls {
         }
     }
 
-    /** What one timed call left for {@link #report}: written before its done flag is set, read after. */
+    /** One kind's timed call: its own timing adaptor per device, and what {@link #report} prints. */
     private static final class Timed {
         final AtomicBoolean taken = new AtomicBoolean();
+        final AtomicReferenceArray<TimingDriver> drivers = new AtomicReferenceArray<>(DeviceManagers.MAX_DEVICES);
+        /** The device being timed (-1: every device) while the call runs, else NONE. */
+        volatile int timing = NONE;
         volatile boolean done;
+        // Written by the timed call before done is set; read by report after it.
         long bytes;
         long startNanos;
         long endNanos;
-        List<TimingDriver> armed = List.of();
-        List<TimingDriver.Call> calls;
     }
 
-    private final AtomicReferenceArray<TimingDriver> drivers = new AtomicReferenceArray<>(DeviceManagers.MAX_DEVICES);
+    private static final int NONE = Integer.MIN_VALUE;
     private final Timed[] timed = {new Timed(), new Timed(), new Timed()};
 
-    /** A timing adaptor over {@code driver}, which this breakdown arms for {@code device}'s timed calls. */
+    /**
+     * Timing adaptors over {@code driver}, one per kind (each kind keeps its own calls, so copying
+     * one kind's calls never has to happen inside another's call), which this breakdown arms for
+     * {@code device}'s timed calls. A driver opened inside a timed call (a device's first
+     * allocation makes its allocator) is armed at once.
+     */
     VmmDriver watch(int device, VmmDriver driver) {
-        TimingDriver timing = new TimingDriver(driver);
-        if (device >= 0 && device < drivers.length()) drivers.set(device, timing);
-        return timing;
+        VmmDriver wrapped = driver;
+        for (Timed t : timed) {
+            TimingDriver timing = new TimingDriver(wrapped);
+            if (device >= 0 && device < t.drivers.length()) {
+                t.drivers.set(device, timing);
+                int armedFor = t.timing;
+                if (armedFor != NONE && (armedFor < 0 || armedFor == device)) timing.arm();
+            }
+            wrapped = timing;
+        }
+        return wrapped;
     }
 
     /** True for the process's first large request; one plain volatile read once done. */
@@ -74,19 +88,16 @@ final class FirstCalls {
     /**
      * Starts timing the call {@link #wants} accepted, on {@code device} (every device when negative:
      * a pause or resume reaches each allocator that knows the tag); {@link #end} follows in a
-     * finally. Nothing is formatted or printed meanwhile (that would load classes inside the
-     * program's call, as a lambda here would): {@link #report} prints at exit. The calls are
-     * copied when the timing ends (the next timed call arms the same drivers).
+     * finally. Nothing is formatted, copied or printed until {@link #report}, at exit: that would
+     * load classes and allocate inside the program's call.
      */
     void begin(Kind kind, int device) {
         Timed t = timed[kind.ordinal()];
-        List<TimingDriver> armed = new ArrayList<>(1);
-        for (int d = 0; d < drivers.length(); d++) {
-            TimingDriver timing = drivers.get(d);
-            if (timing != null && (device < 0 || d == device)) armed.add(timing);
+        t.timing = device < 0 ? -1 : device;
+        for (int d = 0; d < t.drivers.length(); d++) {
+            TimingDriver timing = t.drivers.get(d);
+            if (timing != null && (device < 0 || d == device)) timing.arm();
         }
-        for (TimingDriver timing : armed) timing.arm();
-        t.armed = armed;
         t.startNanos = System.nanoTime();
     }
 
@@ -94,12 +105,11 @@ final class FirstCalls {
     void end(Kind kind, long bytes) {
         Timed t = timed[kind.ordinal()];
         t.endNanos = System.nanoTime();
-        for (TimingDriver timing : t.armed) timing.disarm();
-        // Copied now (after the time is taken): the next kind's call arms the same drivers again.
-        List<TimingDriver.Call> calls = new ArrayList<>();
-        for (TimingDriver timing : t.armed) calls.addAll(timing.calls());
-        calls.sort((a, b) -> Long.compare(a.startNanos(), b.startNanos()));
-        t.calls = calls;
+        t.timing = NONE;
+        for (int d = 0; d < t.drivers.length(); d++) {
+            TimingDriver timing = t.drivers.get(d);
+            if (timing != null) timing.disarm();
+        }
         t.bytes = bytes;
         t.done = true;
     }
@@ -108,10 +118,22 @@ final class FirstCalls {
     void report() {
         for (Kind kind : Kind.values()) {
             Timed t = timed[kind.ordinal()];
-            if (!t.done || t.calls == null) continue;
-            InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, t.calls));
-            t.calls = null;
+            if (!t.done || t.endNanos == 0) continue;
+            InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, calls(kind)));
+            t.endNanos = 0;
         }
+    }
+
+    /** The driver calls kept for {@code kind}'s timed call, over every device, in the order they started. */
+    List<TimingDriver.Call> calls(Kind kind) {
+        Timed t = timed[kind.ordinal()];
+        List<TimingDriver.Call> calls = new ArrayList<>();
+        for (int d = 0; d < t.drivers.length(); d++) {
+            TimingDriver timing = t.drivers.get(d);
+            if (timing != null) calls.addAll(timing.calls());
+        }
+        calls.sort((a, b) -> Long.compare(a.startNanos(), b.startNanos()));
+        return calls;
     }
 
     /** The breakdown of one call of {@code kind} from {@code start} to {@code end} with {@code calls}. */

@@ -13,18 +13,23 @@ import java.util.stream.Collectors;
 final class DeviceSyncGate {
     private final Semaphore permits = new Semaphore(0);
     private final AtomicInteger arrived = new AtomicInteger();
+    private final AtomicInteger returned = new AtomicInteger();
     private volatile boolean open;
 
     /** Called by a synchronisation: returns once let through. Interrupted (fence closing), it fails as a driver call would. */
     void pass() {
         arrived.incrementAndGet();
-        if (open) return;
+        if (open) {
+            returned.incrementAndGet();
+            return;
+        }
         try {
             permits.acquire();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while held at the gate");
         }
+        returned.incrementAndGet();
     }
 
     /** Lets {@code n} synchronisations through, waiting or still to come. */
@@ -41,6 +46,15 @@ final class DeviceSyncGate {
     /** Synchronisations that reached the gate so far. */
     int arrived() {
         return arrived.get();
+    }
+
+    /**
+     * Synchronisations that passed the gate so far (the device finished them). One thread
+     * synchronises at a time, so they pass in the order they arrived: the n-th to arrive has
+     * finished once this reaches n.
+     */
+    int returned() {
+        return returned.get();
     }
 
     /** Live fence threads ("vmmkit-device-fence") other than those in {@code earlier}. */

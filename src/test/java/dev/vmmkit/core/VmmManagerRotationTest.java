@@ -136,32 +136,33 @@ class VmmManagerRotationTest {
     /**
      * Random malloc/free loops of a few sizes, freed device-wide, with synchronisations let through
      * at random: no memory freed device-wide is handed out again before a synchronisation that
-     * started after its free has finished. The model: a synchronisation that starts after a free
-     * serves a ticket above the fence's started ticket read before the free, so the fence's
-     * completed ticket must have passed that value.
+     * started after its free has finished. The model counts synchronisations at the gate: one that
+     * starts after a free reaches the gate after the count read before the free, and they pass one
+     * at a time, in order, so by the time the memory comes back more synchronisations must have
+     * passed than had arrived before the free. (The fence's tickets cannot serve as the model: it
+     * marks the frees covered before it completes the ticket, so a reuse may see the ticket late.)
      */
     @Test
     void randomLoopsNeverReuseMemoryBeforeItsSynchronisation() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
             open(driver -> driver);
-            DeviceWideFence fence = m.deviceWideFence();
             SplittableRandom rng = new SplittableRandom(7);
-            List<long[]> freed = new ArrayList<>(); // {address, size, started ticket before the free}
+            List<long[]> freed = new ArrayList<>(); // {address, size, synchronisations arrived before the free}
             long[] sizes = {SIZE, 2 * SIZE, 3 * PAGE};
             for (int op = 0; op < 300; op++) {
                 long size = sizes[rng.nextInt(sizes.length)];
                 long p = m.allocate(size, DEVICE_WIDE);
-                long completed = fence.completedTicket();
+                long passed = gate.returned();
                 for (java.util.Iterator<long[]> it = freed.iterator(); it.hasNext(); ) {
                     long[] f = it.next();
                     if (p < f[0] + f[1] && f[0] < p + size) {
-                        assertTrue(completed > f[2], "op " + op + ": memory freed device-wide reused before its synchronisation");
+                        assertTrue(passed > f[2], "op " + op + ": memory freed device-wide reused before its synchronisation");
                         it.remove();
                     }
                 }
-                long startedBefore = fence.startedTicket();
+                long arrivedBefore = gate.arrived();
                 m.deallocate(p, DEVICE_WIDE);
-                freed.add(new long[]{p, size, startedBefore});
+                freed.add(new long[]{p, size, arrivedBefore});
                 if (rng.nextBoolean()) gate.letThrough(1);
             }
         });
@@ -169,15 +170,14 @@ class VmmManagerRotationTest {
 
     /**
      * The same model with three threads freeing device-wide at once while synchronisations are let
-     * through at random by a fourth: each thread notes the fence's started ticket, then frees; any
-     * thread that gets the memory again must find a later ticket completed.
+     * through at random by a fourth: each thread notes the synchronisations arrived at the gate, then
+     * frees; any thread that gets the memory again must find more of them passed.
      */
     @Test
     void concurrentLoopsNeverReuseMemoryBeforeItsSynchronisation() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
             open(driver -> driver);
-            DeviceWideFence fence = m.deviceWideFence();
-            List<long[]> freed = new ArrayList<>(); // {address, size, started ticket before the free}; guarded by itself
+            List<long[]> freed = new ArrayList<>(); // {address, size, synchronisations arrived before the free}; guarded by itself
             List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
             int threads = 3;
             java.util.concurrent.CountDownLatch start = new java.util.concurrent.CountDownLatch(1);
@@ -193,16 +193,16 @@ class VmmManagerRotationTest {
                         for (int op = 0; op < 200; op++) {
                             long size = sizes[rng.nextInt(sizes.length)];
                             long p = m.allocate(size, DEVICE_WIDE);
-                            long completed = fence.completedTicket();
+                            long passed = gate.returned();
                             synchronized (freed) {
                                 for (java.util.Iterator<long[]> it = freed.iterator(); it.hasNext(); ) {
                                     long[] f = it.next();
                                     if (p < f[0] + f[1] && f[0] < p + size) {
-                                        if (completed <= f[2]) violations.add("memory freed device-wide reused before its synchronisation");
+                                        if (passed <= f[2]) violations.add("memory freed device-wide reused before its synchronisation");
                                         it.remove();
                                     }
                                 }
-                                freed.add(new long[]{p, size, fence.startedTicket()}); // noted before the free
+                                freed.add(new long[]{p, size, gate.arrived()}); // noted before the free
                             }
                             m.deallocate(p, DEVICE_WIDE);
                         }

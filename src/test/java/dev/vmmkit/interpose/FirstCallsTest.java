@@ -45,7 +45,7 @@ class FirstCallsTest {
             first.end(FirstCalls.Kind.LARGE_ALLOCATION, FirstCalls.FROM_BYTES);
             watched.release(handle); // after the end: not kept
             watched.release(before);
-            List<TimingDriver.Call> kept = ((TimingDriver) watched).calls();
+            List<TimingDriver.Call> kept = first.calls(FirstCalls.Kind.LARGE_ALLOCATION);
             assertEquals(1, kept.size(), kept.toString());
             assertEquals(DriverCall.CREATE, kept.get(0).call());
             assertEquals(128 * 1024, kept.get(0).bytes());
@@ -72,8 +72,9 @@ class FirstCallsTest {
             first.end(FirstCalls.Kind.PAUSE, 0);
             onZero.release(a);
             onOne.release(b);
-            assertEquals(1, ((TimingDriver) onZero).calls().size(), "device 0's create, not its release");
-            assertEquals(1, ((TimingDriver) onOne).calls().size(), "device 1's create, not its release");
+            List<TimingDriver.Call> kept = first.calls(FirstCalls.Kind.PAUSE);
+            assertEquals(2, kept.size(), "each device's create, not its release: " + kept);
+            assertTrue(first.calls(FirstCalls.Kind.LARGE_ALLOCATION).isEmpty(), "another kind keeps nothing of the pause");
             String line = FirstCalls.line(FirstCalls.Kind.PAUSE, 0, 0, 5_000, List.of(
                     new TimingDriver.Call(DriverCall.UNMAP, false, 1_000, 3_000, 8192 * MIB)));
             assertEquals("first pause: 5.0 us in Java = driver 2.0 us (1 calls) + java 3.0 us; java 1.0 | unmap 8192M 2.0 | java 2.0",
@@ -81,6 +82,25 @@ class FirstCallsTest {
         } finally {
             zero.close();
             one.close();
+        }
+    }
+
+    @Test
+    void aDriverOpenedInsideTheTimedCallIsTimedFromItsFirstCall() {
+        HostDriver host = HostDriver.builder().granularity(64 * 1024).capacity(64 * MIB).build();
+        try {
+            FirstCalls first = new FirstCalls();
+            assertTrue(first.wants(FirstCalls.FROM_BYTES));
+            first.begin(FirstCalls.Kind.LARGE_ALLOCATION, 0);
+            VmmDriver opened = first.watch(0, host); // the device's first allocation opens its driver
+            long handle = opened.create(64 * 1024);
+            first.end(FirstCalls.Kind.LARGE_ALLOCATION, FirstCalls.FROM_BYTES);
+            opened.release(handle);
+            List<TimingDriver.Call> kept = first.calls(FirstCalls.Kind.LARGE_ALLOCATION);
+            assertEquals(1, kept.size(), kept.toString());
+            assertEquals(DriverCall.CREATE, kept.get(0).call());
+        } finally {
+            host.close();
         }
     }
 }

@@ -52,11 +52,19 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final List<AutoCloseable> contextUsers = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
 
+    /**
+     * Whether handles are made exportable (POSIX descriptors, for CUDA IPC) where the device can;
+     * the system property {@code vmmkit.cuda.exportable=false} makes plain ones, for
+     * {@code scripts/gpu/cold-path.sh} and {@code pause-resume.sh} to measure what exportability
+     * costs in cuMemCreate and cuMemRelease.
+     */
+    private static final boolean EXPORTABLE_WANTED = !"false".equals(System.getProperty("vmmkit.cuda.exportable"));
+
     private CudaDriver(int ordinal, int cuDevice, PrimaryContext context) {
         this.ordinal = ordinal;
         this.cuDevice = cuDevice;
         this.context = context;
-        this.exportable = queryPosixDescriptorSupport();
+        this.exportable = EXPORTABLE_WANTED && queryPosixDescriptorSupport();
         this.plainProp = CudaLayouts.allocationProp(structs, ordinal, false);
         this.exportableProp = CudaLayouts.allocationProp(structs, ordinal, true);
         this.allocationProp = exportable ? exportableProp : plainProp;
