@@ -198,6 +198,8 @@ def row(step):
           + ("" if gpu is None else f"   nvidia-smi {gpu:>7} MiB"), flush=True)
     return m, gpu
 
+eval_rates = []   # Ollama's "eval rate" of each answer: tokens after the first / eval_duration
+
 def generate(model, prompt="hello world"):
     t0 = time.perf_counter()
     status, answer = call("POST", "/api/generate", {"model": model, "prompt": prompt, "stream": False})
@@ -205,6 +207,8 @@ def generate(model, prompt="hello world"):
     if status != 200:
         failures.append(f"generate {model}: {status} {answer}")
         return None, took
+    if answer.get("eval_duration", 0) > 0 and answer.get("eval_count", 0) > 1:
+        eval_rates.append((answer["eval_count"] - 1) / (answer["eval_duration"] / 1e9))
     return [t["id"] for t in answer["tokens"]], took
 
 def streamed(base, body, runs=5):
@@ -257,6 +261,8 @@ print(f"llama: first request (load + {tokens} tokens) {took:.2f} s", flush=True)
 # first ones, beside llama.cpp's eight threads.
 runs = []
 for turn in range(3 + 9):
+    if turn == 3:
+        eval_rates.clear()
     ids, took = generate("big")
     if ids is not None:
         if ids != first:
@@ -268,6 +274,13 @@ if runs:
     print(f"llama-figure: served_tg{tokens}_tokens_per_s {served:.1f} (median of {len(runs)}, HTTP round trip included, {len(first)} tokens each)")
     if bench_ts:
         print(f"llama-figure: overhead_vs_llama_bench_percent {100 * (bench_ts / served - 1):.2f}")
+if eval_rates:
+    # Generation alone, as llama-bench's tg test (no prompt) and Ollama's "eval rate" count it: the
+    # answer's eval_duration runs from its first token to its last, measured by the host.
+    rate = sorted(eval_rates)[len(eval_rates) // 2]
+    print(f"llama-figure: served_eval_rate_tokens_per_s {rate:.1f} (median of {len(eval_rates)}; Ollama's eval_count - 1 over eval_duration, the same answers)")
+    if bench_ts:
+        print(f"llama-figure: eval_rate_overhead_vs_llama_bench_percent {100 * (bench_ts / rate - 1):.2f}")
 vmmkit_stream = streamed(server.base, dict(stream_body, model="big"))
 if vmmkit_stream[0] is not None:
     print(f"llama-figure: vmmkit_streamed_ttft_ms {vmmkit_stream[0]:.2f}")

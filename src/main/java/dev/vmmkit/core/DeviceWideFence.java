@@ -33,10 +33,11 @@ import java.util.concurrent.locks.LockSupport;
  * pause; its tickets and frees stay waiting, so nothing is lost.
  *
  * <p>Between synchronisations the thread looks for work for {@value #SPIN_NANOS} ns before it
- * parks, reading the regions' lines once every {@link #POLL_NANOS} ns (so a free finds its line
- * still its own most of the time): a program that frees device-wide in a loop (cudaMalloc +
- * cudaFree of one size) gets its frees covered a batch at a time, with no wake-up latency (tens of
- * microseconds) between; a ticket is served at its next spin; an idle program costs nothing.
+ * parks, reading the regions' lines only from {@link #POLL_NANOS} ns after its last synchronisation
+ * (so a free finds its line still its own most of the time): a program that frees device-wide in a
+ * loop (cudaMalloc + cudaFree of one size) gets its frees covered a batch at a time, with no wake-up
+ * latency (tens of microseconds) between; a ticket is served at its next spin; an idle program
+ * costs nothing.
  *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
@@ -51,12 +52,12 @@ final class DeviceWideFence implements AutoCloseable {
     /** How long the thread looks for new tickets before it parks. */
     static final long SPIN_NANOS = 100_000;
     /**
-     * How often, while it looks, the thread reads the lines that frees write, also right after a
-     * synchronisation: each read may pull a line from the freeing core, and each synchronisation it
-     * starts slows the freeing thread's driver calls. So frees that come back to back share one
-     * synchronisation every this many nanoseconds; a free after a quiet spell (the thread parked)
-     * is synchronised at once, and so is anything that waits ({@link #request},
-     * {@link #awaitCovered}). On an H200 a cudaMalloc + cudaFree pair of 2 or 64 MiB cost 1.3-1.4 us
+     * The shortest time between two synchronisations the thread starts for published frees: it
+     * reads the lines that frees write only once this long has passed since the last one (each read
+     * may pull a line from the freeing core, and each synchronisation slows the freeing thread's
+     * driver calls). So frees that come back to back share one synchronisation every this many
+     * nanoseconds, while a free after a quiet spell is synchronised at once, as is anything that
+     * waits ({@link #request}, {@link #awaitCovered}). On an H200 a cudaMalloc + cudaFree pair of 2 or 64 MiB cost 1.3-1.4 us
      * polling every 250 ns, 1.2 every 4 us, 0.54-0.59 every 16 us ({@code scripts/gpu/cold-path.sh},
      * whose {@code FENCE_POLLS} sets the system property {@code vmmkit.fence.pollNanos} to compare).
      */
@@ -90,7 +91,7 @@ final class DeviceWideFence implements AutoCloseable {
      */
     private volatile int waiters;
     private volatile boolean closed;
-    /** Set by a wait for published frees: the thread reads them at its next spin, not at its next poll. */
+    /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     private volatile Thread thread;
     // Guarded by this object's monitor (lastFailure is also read without it, to skip the monitor).
@@ -164,7 +165,7 @@ final class DeviceWideFence implements AutoCloseable {
             request();
             return frees.covered() >= sequence;
         }
-        lookNow = true; // the thread reads the published frees at once, not at its next poll
+        lookNow = true; // the thread reads the published frees at once, however recent its last synchronisation
         wake();
         long start = System.nanoTime();
         while (frees.covered() < sequence && !closed) {
@@ -319,8 +320,9 @@ final class DeviceWideFence implements AutoCloseable {
 
     private void serveUntilClosed() {
         long retryPause = FIRST_RETRY_PAUSE_NANOS;
+        long lastSynchronised = System.nanoTime() - POLL_NANOS; // the first free is synchronised at once
         while (true) {
-            long target = nextTarget();
+            long target = nextTarget(lastSynchronised);
             if (target < 0) return;
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             progress.set(STARTED, target);
@@ -335,25 +337,27 @@ final class DeviceWideFence implements AutoCloseable {
             retryPause = FIRST_RETRY_PAUSE_NANOS;
             regions.cover(covering);
             completedUpTo(target);
+            lastSynchronised = System.nanoTime();
         }
     }
 
     /**
      * Waits for a ticket not yet completed or a published free not yet covered (which gets a ticket
-     * of the thread's own): looks every {@link #POLL_NANOS} ns for a while, then parks; returns the
-     * newest ticket issued, which the next synchronisation covers, or -1 once closed.
+     * of the thread's own; frees are read only from {@link #POLL_NANOS} after {@code lastSynchronised},
+     * or when a wait asks): looks for a while, then parks; returns the newest ticket issued, which
+     * the next synchronisation covers, or -1 once closed.
      */
-    private long nextTarget() {
+    private long nextTarget(long lastSynchronised) {
         long now = System.nanoTime();
         long spinUntil = now + SPIN_NANOS;
-        long pollAt = now + POLL_NANOS;
+        long readFrom = lastSynchronised + POLL_NANOS; // at most one synchronisation of frees per POLL_NANOS
         while (!closed) {
             long newest = issued.get();
             if (newest != completedTicket()) return newest;
-            if (now - pollAt >= 0 || lookNow) {
-                lookNow = false;
+            boolean asked = lookNow;
+            if (now - readFrom >= 0 || asked) {
+                if (asked) lookNow = false; // written only when set: frees read the line it shares
                 if (regions.anyUncovered()) return issued.incrementAndGet();
-                pollAt = now + POLL_NANOS;
             }
             if (now - spinUntil < 0) {
                 Thread.onSpinWait();
@@ -367,7 +371,6 @@ final class DeviceWideFence implements AutoCloseable {
             Thread.interrupted(); // close() interrupts after setting closed; the loop condition tells
             now = System.nanoTime();
             spinUntil = now + SPIN_NANOS;
-            pollAt = now; // woken: look at once
         }
         return -1;
     }

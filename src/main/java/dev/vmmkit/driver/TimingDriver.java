@@ -71,9 +71,12 @@ public final class TimingDriver extends ForwardingDriver {
         return String.format(java.util.Locale.ROOT, "%.2f", nanos / 1e6);
     }
 
-    /** Starts keeping calls, from every thread; the calling thread's are the operation's own. */
+    /**
+     * Starts keeping calls, from every thread; the calling thread's are the operation's own. Calls
+     * kept earlier stay: an operation's are those from {@link #kept} before its arm to {@link #kept}
+     * after its disarm.
+     */
     public synchronized void arm() {
-        count = 0;
         armedBy = Thread.currentThread();
     }
 
@@ -82,10 +85,17 @@ public final class TimingDriver extends ForwardingDriver {
         armedBy = null;
     }
 
-    /** The calls kept between the last {@link #arm} and {@link #disarm}, in the order they started. */
-    public synchronized List<Call> calls() {
-        List<Call> kept = new ArrayList<>(count);
-        for (int i = 0; i < count; i++) kept.add(new Call(kinds[i], others[i], starts[i], ends[i], sizes[i]));
+    /** How many calls are kept so far (at most {@value #MOST_CALLS}). */
+    public synchronized int kept() {
+        return count;
+    }
+
+    /** The calls kept at positions {@code from} (inclusive) to {@code to}, in the order they started. */
+    public synchronized List<Call> calls(int from, int to) {
+        List<Call> kept = new ArrayList<>(Math.max(0, to - from));
+        for (int i = Math.max(0, from); i < Math.min(to, count); i++) {
+            kept.add(new Call(kinds[i], others[i], starts[i], ends[i], sizes[i]));
+        }
         kept.sort((a, b) -> Long.compare(a.startNanos, b.startNanos));
         return kept;
     }

@@ -38,40 +38,44 @@ final class FirstCalls {
         }
     }
 
-    /** One kind's timed call: its own timing adaptor per device, and what {@link #report} prints. */
+    /** One kind's timed call: which drivers it armed, its slice of their kept calls, what {@link #report} prints. */
     private static final class Timed {
         final AtomicBoolean taken = new AtomicBoolean();
-        final AtomicReferenceArray<TimingDriver> drivers = new AtomicReferenceArray<>(DeviceManagers.MAX_DEVICES);
         /** The device being timed (-1: every device) while the call runs, else NONE. */
         volatile int timing = NONE;
         volatile boolean done;
-        // Written by the timed call before done is set; read by report after it.
+        // Written by the timed call before done is set; read by report after it. Per device: the
+        // driver's kept calls from keptFrom to keptTo are this call's (-1: not armed).
+        final int[] keptFrom = new int[DeviceManagers.MAX_DEVICES];
+        final int[] keptTo = new int[DeviceManagers.MAX_DEVICES];
         long bytes;
         long startNanos;
         long endNanos;
     }
 
     private static final int NONE = Integer.MIN_VALUE;
+    /** Loads {@link Kind} with this class, at start-up: loading a class inside the program's first call costs 100-600 us. */
+    private static final Kind[] KINDS = Kind.values();
+    private final AtomicReferenceArray<TimingDriver> drivers = new AtomicReferenceArray<>(DeviceManagers.MAX_DEVICES);
     private final Timed[] timed = {new Timed(), new Timed(), new Timed()};
 
     /**
-     * Timing adaptors over {@code driver}, one per kind (each kind keeps its own calls, so copying
-     * one kind's calls never has to happen inside another's call), which this breakdown arms for
-     * {@code device}'s timed calls. A driver opened inside a timed call (a device's first
-     * allocation makes its allocator) is armed at once.
+     * A timing adaptor over {@code driver}, which this breakdown arms for {@code device}'s timed
+     * calls. A driver opened inside a timed call (a device's first allocation makes its
+     * allocator) is armed at once.
      */
     VmmDriver watch(int device, VmmDriver driver) {
-        VmmDriver wrapped = driver;
+        TimingDriver timing = new TimingDriver(driver);
+        if (device < 0 || device >= drivers.length()) return timing;
+        drivers.set(device, timing);
         for (Timed t : timed) {
-            TimingDriver timing = new TimingDriver(wrapped);
-            if (device >= 0 && device < t.drivers.length()) {
-                t.drivers.set(device, timing);
-                int armedFor = t.timing;
-                if (armedFor != NONE && (armedFor < 0 || armedFor == device)) timing.arm();
+            int armedFor = t.timing;
+            if (armedFor != NONE && (armedFor < 0 || armedFor == device)) {
+                t.keptFrom[device] = timing.kept();
+                timing.arm();
             }
-            wrapped = timing;
         }
-        return wrapped;
+        return timing;
     }
 
     /** True for the process's first large request; one plain volatile read once done. */
@@ -88,15 +92,18 @@ final class FirstCalls {
     /**
      * Starts timing the call {@link #wants} accepted, on {@code device} (every device when negative:
      * a pause or resume reaches each allocator that knows the tag); {@link #end} follows in a
-     * finally. Nothing is formatted, copied or printed until {@link #report}, at exit: that would
-     * load classes and allocate inside the program's call.
+     * finally. One call is timed at a time. Nothing is formatted, copied or printed until
+     * {@link #report}, at exit: that would load classes and allocate inside the program's call.
      */
     void begin(Kind kind, int device) {
         Timed t = timed[kind.ordinal()];
+        java.util.Arrays.fill(t.keptFrom, -1);
         t.timing = device < 0 ? -1 : device;
-        for (int d = 0; d < t.drivers.length(); d++) {
-            TimingDriver timing = t.drivers.get(d);
-            if (timing != null && (device < 0 || d == device)) timing.arm();
+        for (int d = device < 0 ? 0 : device; d < drivers.length() && (device < 0 || d == device); d++) {
+            TimingDriver timing = drivers.get(d);
+            if (timing == null) continue;
+            t.keptFrom[d] = timing.kept();
+            timing.arm();
         }
         t.startNanos = System.nanoTime();
     }
@@ -106,9 +113,11 @@ final class FirstCalls {
         Timed t = timed[kind.ordinal()];
         t.endNanos = System.nanoTime();
         t.timing = NONE;
-        for (int d = 0; d < t.drivers.length(); d++) {
-            TimingDriver timing = t.drivers.get(d);
-            if (timing != null) timing.disarm();
+        for (int d = 0; d < drivers.length(); d++) {
+            if (t.keptFrom[d] < 0) continue;
+            TimingDriver timing = drivers.get(d);
+            timing.disarm();
+            t.keptTo[d] = timing.kept();
         }
         t.bytes = bytes;
         t.done = true;
@@ -116,7 +125,7 @@ final class FirstCalls {
 
     /** Prints the breakdown of each kind of call that was timed (once, at the program's exit). */
     void report() {
-        for (Kind kind : Kind.values()) {
+        for (Kind kind : KINDS) {
             Timed t = timed[kind.ordinal()];
             if (!t.done || t.endNanos == 0) continue;
             InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, calls(kind)));
@@ -128,9 +137,9 @@ final class FirstCalls {
     List<TimingDriver.Call> calls(Kind kind) {
         Timed t = timed[kind.ordinal()];
         List<TimingDriver.Call> calls = new ArrayList<>();
-        for (int d = 0; d < t.drivers.length(); d++) {
-            TimingDriver timing = t.drivers.get(d);
-            if (timing != null) calls.addAll(timing.calls());
+        if (!t.done) return calls;
+        for (int d = 0; d < drivers.length(); d++) {
+            if (t.keptFrom[d] >= 0) calls.addAll(drivers.get(d).calls(t.keptFrom[d], t.keptTo[d]));
         }
         calls.sort((a, b) -> Long.compare(a.startNanos(), b.startNanos()));
         return calls;
