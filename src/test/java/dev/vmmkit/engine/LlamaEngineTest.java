@@ -344,42 +344,38 @@ class LlamaEngineTest {
 
     @Test
     void flashAttentionOnOrOffServesTheSameTokensAndAnUnknownWordIsRefusedByName(@TempDir Path root) throws Exception {
-        List<Long> off;
-        try (EngineTestBed bed = bed(root.resolve("off"), ",\"flash_attn\":\"off\"", "tiny")) {
-            bed.start();
-            off = ids(bed.generate("tiny", "hello world"));
-        }
-        try (EngineTestBed bed = bed(root.resolve("on"), ",\"flash_attn\": \"on\"", "tiny")) {
-            bed.start();
-            assertEquals(off, ids(bed.generate("tiny", "hello world")), "the same attention, computed another way");
-        }
-        try (EngineTestBed bed = bed(root.resolve("bad"), ",\"flash_attn\":\"fast\"", "tiny")) {
-            bed.start();
-            EngineTestBed.Answer answer = bed.generate("tiny", "hello world");
-            assertEquals(500, answer.status(), answer.text());
-            assertTrue(answer.error().contains("\"flash_attn\" must be \"auto\", \"on\" or \"off\""),
-                    "the answer names the option and its words: " + answer.error());
-            assertNull(bed.loadedModel("tiny"));
-        }
+        optionKeepsTheTokensAndABadValueIsRefused(root, ",\"flash_attn\":\"off\"", ",\"flash_attn\": \"on\"",
+                ",\"flash_attn\":\"fast\"", "\"flash_attn\" must be \"auto\", \"on\" or \"off\"");
     }
 
     @Test
     void theTimingOptionServesTheSameTokensAndABadValueIsRefusedByName(@TempDir Path root) throws Exception {
-        List<Long> plain;
-        try (EngineTestBed bed = bed(root.resolve("plain"), "", "tiny")) {
+        optionKeepsTheTokensAndABadValueIsRefused(root, "", ",\"timing\": 1", ",\"timing\": 2",
+                "option \"timing\" must be a whole number from 0 to 1");
+    }
+
+    /**
+     * An option that changes how the engine computes, not what: the tokens under {@code changed}
+     * are those under {@code baseline}; under {@code bad} the load fails with an answer that names
+     * the option ({@code error}) and nothing stays loaded.
+     */
+    private void optionKeepsTheTokensAndABadValueIsRefused(Path root, String baseline, String changed, String bad, String error)
+            throws Exception {
+        List<Long> expected;
+        try (EngineTestBed bed = bed(root.resolve("baseline"), baseline, "tiny")) {
             bed.start();
-            plain = ids(bed.generate("tiny", "hello world"));
+            expected = ids(bed.generate("tiny", "hello world"));
         }
-        try (EngineTestBed bed = bed(root.resolve("timed"), ",\"timing\": 1", "tiny")) {
+        try (EngineTestBed bed = bed(root.resolve("changed"), changed, "tiny")) {
             bed.start();
-            assertEquals(plain, ids(bed.generate("tiny", "hello world")), "timing only measures");
+            assertEquals(expected, ids(bed.generate("tiny", "hello world")), "the same tokens, computed or timed another way");
         }
-        try (EngineTestBed bed = bed(root.resolve("bad"), ",\"timing\": 2", "tiny")) {
+        try (EngineTestBed bed = bed(root.resolve("bad"), bad, "tiny")) {
             bed.start();
             EngineTestBed.Answer answer = bed.generate("tiny", "hello world");
             assertEquals(500, answer.status(), answer.text());
-            assertTrue(answer.error().contains("option \"timing\" must be a whole number from 0 to 1"),
-                    "the answer names the option and its range: " + answer.error());
+            assertTrue(answer.error().contains(error), "the answer names the option: " + answer.error());
+            assertNull(bed.loadedModel("tiny"));
         }
     }
 
