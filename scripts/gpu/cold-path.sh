@@ -23,8 +23,8 @@
 #   driver     (scripts/gpu/first_vmm.c, no vmmkit) a process's first cuMemAlloc against its first
 #              cuMemCreate + reserve + map + setAccess, each timed, then a second one; and the same
 #              after one 2 MiB VMM allocation made first, with the address 1 GiB-aligned, and with
-#              exportable handles (as vmmkit makes them for CUDA IPC); then each is unmapped and
-#              released, timed
+#              exportable handles (as vmmkit makes them for CUDA IPC), and inside one 256 GiB
+#              reservation (as vmmkit reserves per region); then each is unmapped and released, timed
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
@@ -35,7 +35,8 @@
 # (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
 # PAIR_SIZES, FENCE_POLLS (fence poll intervals in ns to try on the pair, none by default),
 # FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
-# step 1 as a variant of its own; none by default), REPS (3:
+# step 1 as a variant of its own; none by default), DRIVER_MODES (first_vmm's modes, all by default),
+# REPS (3:
 # steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
 # use small SIZES_GIB there, e.g. "0.25 0.5").
@@ -186,7 +187,7 @@ if step driver && [ "$driver" = cuda ]; then
     for g in $sizes_gib; do
       bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
       for r in $(seq "$reps"); do
-        for mode in native vmm vmm-warm vmm-aligned vmm-export; do
+        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-aligned vmm-export vmm-big-va}; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
         done
       done

@@ -9,6 +9,8 @@
  *   first_vmm vmm-aligned SIZE  as vmm, the address reserved at a 1 GiB boundary (the driver can map
  *                               a range with pages larger than 2 MiB only where it is aligned to them)
  *   first_vmm vmm-export SIZE   as vmm, the handles exportable as POSIX descriptors (for CUDA IPC)
+ *   first_vmm vmm-big-va SIZE   as vmm, mapped at the start of one 256 GiB reservation made first (as
+ *                               vmmkit reserves twice the device's memory per region)
  * Each allocation is then unmapped and released, timed too (the second first).
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
  */
@@ -64,6 +66,8 @@ static void *sym(void *lib, const char *name) {
 
 /* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
 static int exportable;
+static CUdeviceptr big_base, big_next;   /* vmm-big-va: the reservation, and where the next mapping goes */
+static const size_t BIG_VA = (size_t)256 << 30;
 
 typedef struct { CUmemHandle handle; CUdeviceptr va; size_t size; } Allocation;
 
@@ -74,7 +78,7 @@ static void free_allocation(Allocation a, const char *label) {
     double t1 = now_us();
     check("cuMemRelease", cuMemRelease(a.handle));
     double t2 = now_us();
-    check("cuMemAddressFree", cuMemAddressFree(a.va, a.size));
+    if (!big_base) check("cuMemAddressFree", cuMemAddressFree(a.va, a.size));
     printf("{\"test\":\"%s-free\",\"size\":%zu,\"unmap_us\":%.1f,\"release_us\":%.1f}\n", label, a.size, t1 - t0, t2 - t1);
 }
 
@@ -91,7 +95,12 @@ static Allocation vmm_allocation(size_t size, size_t alignment, const char *labe
     double t0 = now_us();
     check("cuMemCreate", cuMemCreate(&handle, size, &prop, 0));
     double t1 = now_us();
-    check("cuMemAddressReserve", cuMemAddressReserve(&va, size, alignment, 0, 0));
+    if (big_base) {
+        va = big_next;
+        big_next += size;
+    } else {
+        check("cuMemAddressReserve", cuMemAddressReserve(&va, size, alignment, 0, 0));
+    }
     double t2 = now_us();
     check("cuMemMap", cuMemMap(va, size, 0, handle, 0));
     double t3 = now_us();
@@ -145,6 +154,10 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
     else if (strcmp(argv[1], "vmm-aligned") == 0) alignment = (size_t)1 << 30;
     else if (strcmp(argv[1], "vmm-export") == 0) exportable = 1;
+    else if (strcmp(argv[1], "vmm-big-va") == 0) {
+        check("cuMemAddressReserve (256 GiB)", cuMemAddressReserve(&big_base, BIG_VA, 2u << 20, 0, 0));
+        big_next = big_base;
+    }
     else if (strcmp(argv[1], "vmm") != 0) { fprintf(stderr, "first_vmm: unknown mode %s\n", argv[1]); return 2; }
     char first[32], second[32];
     snprintf(first, sizeof first, "%s-1", argv[1]);

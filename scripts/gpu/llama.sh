@@ -21,6 +21,7 @@
 # LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
 # memory figures only).
 # LLAMA_THREADS (8): the CPU threads of the engine, llama-bench, decode_rate and llama-server alike.
+# LLAMA_ROUNDS (1): rounds of llama-bench then nine answers, interleaved, after the first figures.
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
 # and no llama-bench (a check of the script itself).
 # Prints "llama-figure: NAME VALUE" lines; exits non-zero when a request fails or memory does not
@@ -281,6 +282,36 @@ if eval_rates:
     print(f"llama-figure: served_eval_rate_tokens_per_s {rate:.1f} (median of {len(eval_rates)}; Ollama's eval_count - 1 over eval_duration, the same answers)")
     if bench_ts:
         print(f"llama-figure: eval_rate_overhead_vs_llama_bench_percent {100 * (bench_ts / rate - 1):.2f}")
+# Interleaved rounds (LLAMA_ROUNDS, 1 = none): llama-bench, then nine answers, again and again, so
+# the two are compared under the same drift of the machine (one process to the next moves a few %).
+rounds = int(os.environ.get("LLAMA_ROUNDS", "1"))
+bench_bin = os.path.join(work, "build", "bin", "llama-bench")
+if cuda and bench_ts and rounds > 1 and os.path.exists(bench_bin):
+    ratios = []
+    for r in range(1, rounds + 1):
+        done = subprocess.run([bench_bin, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-p", "0", "-n", str(tokens),
+                               "-r", "5", "-fa", "off", "-t", os.environ.get("LLAMA_THREADS", "8"), "-o", "json"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            print("llama: llama-bench failed in round", r, done.stderr[-300:])
+            break
+        round_bench = json.loads(done.stdout)[0]["avg_ts"]
+        eval_rates.clear()
+        round_served = []
+        for _ in range(9):
+            ids, took = generate("big")
+            if ids is not None:
+                round_served.append(len(ids) / took)
+        if not eval_rates:
+            break
+        round_eval = sorted(eval_rates)[len(eval_rates) // 2]
+        ratios.append(round_bench / round_eval)
+        print(f"llama-figure: round {r}: llama_bench {round_bench:.1f}, served eval rate {round_eval:.1f}, "
+              f"whole answers {sorted(round_served)[len(round_served) // 2]:.1f} tokens/s: eval rate {100 * (round_bench / round_eval - 1):.2f} % below")
+    if ratios:
+        ratios.sort()
+        print(f"llama-figure: interleaved_eval_rate_overhead_vs_llama_bench_percent {100 * (ratios[len(ratios) // 2] - 1):.2f} "
+              f"(median of {len(ratios)} rounds; each round's {', '.join(f'{100 * (x - 1):.2f}' for x in ratios)})")
 vmmkit_stream = streamed(server.base, dict(stream_body, model="big"))
 if vmmkit_stream[0] is not None:
     print(f"llama-figure: vmmkit_streamed_ttft_ms {vmmkit_stream[0]:.2f}")
