@@ -57,9 +57,10 @@ final class DeviceWideFence implements AutoCloseable {
      * may pull a line from the freeing core, and each synchronisation slows the freeing thread's
      * driver calls). So frees that come back to back share one synchronisation every this many
      * nanoseconds, while a free after a quiet spell is synchronised at once, as is anything that
-     * waits ({@link #request}, {@link #awaitCovered}). On an H200 a cudaMalloc + cudaFree pair of 2 or 64 MiB cost 1.3-1.4 us
-     * polling every 250 ns, 1.2 every 4 us, 0.54-0.59 every 16 us ({@code scripts/gpu/cold-path.sh},
-     * whose {@code FENCE_POLLS} sets the system property {@code vmmkit.fence.pollNanos} to compare).
+     * waits ({@link #request}, {@link #awaitCovered}). On an H200 a cudaMalloc + cudaFree pair of 2
+     * or 64 MiB took 1.3-1.4 us when the thread read the lines every 250 ns, and 0.93-0.99 us with
+     * this rule ({@code scripts/gpu/cold-path.sh}, whose {@code FENCE_POLLS} sets the system property
+     * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
@@ -155,9 +156,10 @@ final class DeviceWideFence implements AutoCloseable {
 
     /**
      * Waits at most {@code timeoutNanos} until the frees of {@code frees} up to {@code sequence} are
-     * covered; true when they are. Has the thread look at the published frees at once, polls, then sleeps on the
-     * monitor (the thread notifies after each synchronisation). Never throws for a failed synchronisation: the caller goes on without the
-     * memory. With a fence on the calling thread, synchronises here.
+     * covered; true when they are. Has the thread look at the published frees at once, polls, then
+     * sleeps on the monitor (the thread notifies after each synchronisation). Never throws for a
+     * failed synchronisation: the caller goes on without the memory. With a fence on the calling
+     * thread, synchronises here.
      */
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (frees.covered() >= sequence) return true;

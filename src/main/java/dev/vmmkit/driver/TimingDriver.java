@@ -7,10 +7,11 @@ import java.util.concurrent.atomic.AtomicLongArray;
 /**
  * Times the driver calls made through it. While it is {@linkplain #arm armed} it keeps each call, on
  * every thread, so a caller can tell how long one operation spent in the driver and how long around
- * it: the breakdown of a first large allocation, pause or resume that {@code VMM_LOG=info} prints (one operation at a
- * time, at most {@value #MOST_CALLS} calls kept). It also adds up every call's time by kind
- * ({@link #totals}), for a replay's account of where its time went. A call costs two clock reads
- * and an atomic add more.
+ * it: the breakdowns of a first large allocation, pause and resume that {@code VMM_LOG=info} prints.
+ * Operations are timed one at a time; the calls of all of them stay kept, an operation's being those
+ * between {@link #kept} before and after it (at most {@value #MOST_CALLS} in all). It also adds up
+ * every call's time by kind ({@link #totals}), for a replay's account of where its time went. A call
+ * costs two clock reads and an atomic add more.
  */
 public final class TimingDriver extends ForwardingDriver {
     static final int MOST_CALLS = 512;

@@ -33,7 +33,7 @@ final class InterposeSession {
     final IpcImports imports = new IpcImports();
     final PeakProfileUse profile;
     final NotServedWatch notServed;
-    /** The breakdown of the first large allocation ({@code VMM_LOG=info}), else null. */
+    /** The breakdowns of the first large allocation, pause and resume ({@code VMM_LOG=info}), else null. */
     final FirstCalls firstCalls;
     private final Path statsFile;
     private final AtomicBoolean finished = new AtomicBoolean();
