@@ -16,7 +16,6 @@ typedef struct {
     int on;
     double start, mark;
     double queue, wait, pick, rest;
-    long tokens;
 } DecodeTiming;
 
 static inline double decode_timing_now(void) {

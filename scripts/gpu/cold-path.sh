@@ -33,7 +33,7 @@
 # Prints one line per figure ("cold-path | test | native | vmmkit | ratio | notes") and exits
 # non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: STEPS
 # (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
-# PAIR_SIZES, FENCE_POLLS (fence poll intervals in ns to try on the pair, none by default),
+# PAIR_SIZES, FENCE_POLLS (gaps in ns after each fence synchronisation to try on the pair, none by default),
 # FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
 # step 1 as a variant of its own; none by default), DRIVER_MODES (first_vmm's modes, all by default),
 # REPS (3:
@@ -159,12 +159,12 @@ step pair && for s in $pair_sizes; do
   per_pair="$("$py" -c 'import sys; print(round(int(sys.argv[1]) / 60001, 3))' "$syncs" 2>/dev/null || echo "?")"
   row "cudaMalloc+cudaFree pair $(label "$s") (us, median; p99 native $(field "$nat" pair_p99_ns) ns, vmmkit $(field "$vmm" pair_p99_ns) ns)" \
     "$nat_us" "$(us "$(field "$vmm" pair_median_ns)")" "handles created $(creates "$out/pair-$s-vmmkit.json") (blocks rotated over, +1 warm-up page); device syncs $syncs ($per_pair per pair); batched $(field "$vmm" pair_batched_median_ns) ns, cpu $(field "$vmm" pair_cpu_ns) ns"
-  # The fence thread's poll interval (DeviceWideFence.POLL_NANOS): how often it reads the lines the
-  # frees write, which the freeing core then has to take back.
+  # The fence thread's gap (DeviceWideFence.POLL_NANOS): how long after a synchronisation it starts
+  # reading the lines the frees write again (each read the freeing core has to take back).
   for poll in ${FENCE_POLLS:-}; do
     pv="$(run "pair-$s-poll$poll" vmmkit env VMMKIT_JVM_OPTS="-Dvmmkit.fence.pollNanos=$poll" BENCH_PAIR_WARMUP=20000 "$out/bench_pair" "$s" 20000)"
     ps="$(creates "$out/pair-$s-poll$poll.json" device_synchronize)"
-    row "the same pair, fence polling every $poll ns $(label "$s") (us, median; p99 $(field "$pv" pair_p99_ns) ns)" \
+    row "the same pair, fence reading frees $poll ns after each synchronisation $(label "$s") (us, median; p99 $(field "$pv" pair_p99_ns) ns)" \
       "$nat_us" "$(us "$(field "$pv" pair_median_ns)")" "handles created $(creates "$out/pair-$s-poll$poll.json"); device syncs $ps; batched $(field "$pv" pair_batched_median_ns) ns"
   done
   str="$(run "pair-$s-stream0" vmmkit env BENCH_PAIR_WARMUP=20000 "$out/bench_pair" "$s" 20000 torch 0)"

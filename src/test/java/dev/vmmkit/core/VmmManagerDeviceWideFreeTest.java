@@ -26,7 +26,6 @@ import static dev.vmmkit.core.AllocatorTestSupport.smallConfig;
 import static dev.vmmkit.core.DeviceSyncGate.fenceThreadsSince;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
