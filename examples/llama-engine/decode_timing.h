@@ -1,9 +1,9 @@
 /*
  * Where one request's decoding time went, when the engine's "timing" option is 1: the time spent
  * queueing each token's decode (llama_decode), waiting for it (llama_get_logits_ith), choosing the
- * token (the top-k pass and the sampler), and the rest of the loop (the log-softmax, the text piece
- * and the host's callback, which run while the device decodes the next token), beside the loop's
- * wall time. The wait is the device's share; the others, on the critical path or not, are the
+ * token (the top-k pass and the sampler), the rest of the loop (the log-softmax and the text
+ * piece) and the host's callback (on_token), the last two while the device decodes the next token,
+ * beside the loop's wall time. The wait is the device's share; the others, on the critical path or not, are the
  * engine's. Logged at info level once per request, so the served path can be compared with
  * bench/decode_rate.c's plain loop.
  */
@@ -15,7 +15,7 @@
 typedef struct {
     int on;
     double start, mark;
-    double queue, wait, pick, rest;
+    double queue, wait, pick, rest, host;
 } DecodeTiming;
 
 static inline double decode_timing_now(void) {

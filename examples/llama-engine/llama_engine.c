@@ -268,10 +268,10 @@ static int piece(llama_token token, char* buffer, int size) {
 /* The "timing" option's line for one request (decode_timing.h). */
 static void log_timing(const DecodeTiming* t, long tokens) {
     double wall = decode_timing_now() - t->start;
-    say(1, "llama: timing: %ld tokens in %.2f ms (%.1f tokens/s): wait %.2f ms, queue %.2f, pick %.2f, rest %.2f "
-        "(per token: wait %.1f us, queue %.1f, pick %.1f, rest %.1f)", tokens, wall * 1e3, tokens / wall, t->wait * 1e3,
-        t->queue * 1e3, t->pick * 1e3, t->rest * 1e3, t->wait * 1e6 / tokens, t->queue * 1e6 / tokens,
-        t->pick * 1e6 / tokens, t->rest * 1e6 / tokens);
+    say(1, "llama: timing: %ld tokens in %.2f ms (%.1f tokens/s): wait %.2f ms, queue %.2f, pick %.2f, rest %.2f, host %.2f "
+        "(per token: wait %.1f us, queue %.1f, pick %.1f, rest %.1f, host %.1f)", tokens, wall * 1e3, tokens / wall,
+        t->wait * 1e3, t->queue * 1e3, t->pick * 1e3, t->rest * 1e3, t->host * 1e3, t->wait * 1e6 / tokens,
+        t->queue * 1e6 / tokens, t->pick * 1e6 / tokens, t->rest * 1e6 / tokens, t->host * 1e6 / tokens);
 }
 
 ENGINE_API int engine_generate_stream(const char* prompt, const char* request_json, EngineTokenCallback on_token,
@@ -328,8 +328,9 @@ ENGINE_API int engine_generate_stream(const char* prompt, const char* request_js
             .logprob = chosen, .top_ids = logprobs_width == vocab_size ? NULL : (const uint32_t*)top_ids,
             .top_logprobs = row, .top_len = (size_t)logprobs_width,   /* top_k 0: the whole distribution, by id */
         };
-        int cancelled = on_token(user, &event) != 0;
         decode_timing_add(&timing, &timing.rest);
+        int cancelled = on_token(user, &event) != 0;
+        decode_timing_add(&timing, &timing.host);
         if (cancelled || end || !more) {
             if (timing.on) log_timing(&timing, produced);
             result->finish_reason = cancelled ? ENGINE_FINISH_CANCELLED : end ? ENGINE_FINISH_STOP : ENGINE_FINISH_LENGTH;

@@ -11,7 +11,8 @@
 #              `vmmkit run --driver cuda --profile off` (a first run: no peak profile); and the same
 #              with VMM_WARM_UP=0 (no start-up warm-up: what it saves). vmmkit runs at VMM_LOG=info,
 #              which prints the breakdown of the first large allocation (Java before, between and
-#              after each driver call, and each call's time); the median run's breakdown is printed
+#              after each driver call, and each call's time); the median run's breakdown is printed;
+#              and once more at the default log level, where nothing is timed inside the call
 #   2. pair    cudaMalloc + cudaFree of the same size in a loop, median, at 4 KiB, 2 MiB and 64 MiB
 #              (PAIR_SIZES, bytes), native and vmmkit, with the blocks vmmkit rotates over (handles
 #              created) and the device synchronisations its fence made per pair; and the same pair
@@ -24,7 +25,9 @@
 #              cuMemCreate + reserve + map + setAccess, each timed, then a second one; and the same
 #              after one 2 MiB VMM allocation made first, with the address 1 GiB-aligned, and with
 #              exportable handles (as vmmkit makes them for CUDA IPC), and inside one 256 GiB
-#              reservation (as vmmkit reserves per region); then each is unmapped and released, timed
+#              reservation (as vmmkit reserves per region); then each is unmapped and released, timed;
+#              and the same first allocation from Java (`vmmkit driver-bench --first`, after each of
+#              JAVA_FIRST_BEFORE: nothing linked small settled), the JVM's process without vmmkit's allocator
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
@@ -74,6 +77,7 @@ run() {
   local name="$1" how="$2"; shift 2
   local cmd=("$@")
   case "$how" in
+    vmmkit-plain) cmd=(./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
     vmmkit) cmd=(env VMM_LOG=info ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
     vmmkit-cold) cmd=(env VMM_LOG=info VMM_WARM_UP=0 ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
     vmmkit-variant) cmd=(env VMM_LOG=info VMMKIT_JVM_OPTS="$variant" ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
@@ -119,9 +123,10 @@ row() { rows+=("cold-path | $1 | $2 | $3 | $(ratio "$3" "$2") | $4"); }
 # 1. First cudaMalloc of each size, native first; vmmkit with and without its start-up warm-up.
 step first && for g in $sizes_gib; do
   bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
-  nat=(); vmm=(); cold=(); handles=()
+  nat=(); vmm=(); cold=(); handles=(); plain=()
   for r in $(seq "$reps"); do
     nat+=("$(field "$(run "first-${g}G-native-$r" native "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    plain+=("$(field "$(run "first-${g}G-plain-$r" vmmkit-plain "$out/bench_cold" first "$bytes")" first_malloc_us)")
     vmm+=("$(field "$(run "first-${g}G-vmmkit-$r" vmmkit "$out/bench_cold" first "$bytes")" first_malloc_us)")
     cold+=("$(field "$(run "first-${g}G-nowarm-$r" vmmkit-cold "$out/bench_cold" first "$bytes")" first_malloc_us)")
     handles+=("$(creates "$out/first-${g}G-vmmkit-$r.json")")
@@ -130,6 +135,7 @@ step first && for g in $sizes_gib; do
   m_nat="$(median "${nat[@]}")"; m_vmm="$(median "${vmm[@]}")"; m_cold="$(median "${cold[@]}")"
   row "first cudaMalloc ${g} GiB (us, median of $reps)" "$m_nat" "$m_vmm" \
     "handles created ${handles[*]} (one is the warm-up pair's); runs ${vmm[*]}"
+  row "first cudaMalloc ${g} GiB, VMM_LOG unset: no breakdown timing (us, median of $reps)" "$m_nat" "$(median "${plain[@]}")" "runs ${plain[*]}"
   row "first cudaMalloc ${g} GiB, VMM_WARM_UP=0 (us, median of $reps)" "$m_nat" "$m_cold" "runs ${cold[*]}"
   r="$(median_run "$m_vmm" "first-${g}G-vmmkit")"
   breakdowns+=("${g} GiB, warm-up on (run $r, program saw $m_vmm us): $(breakdown "$out/first-${g}G-vmmkit-$r.log")")
@@ -189,6 +195,12 @@ if step driver && [ "$driver" = cuda ]; then
       for r in $(seq "$reps"); do
         for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-aligned vmm-export vmm-big-va}; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
+        done
+        # The same first allocation made from Java on the driver alone (no allocator, none of
+        # vmmkit's threads), after each of driver-bench's --first-before steps.
+        for before in ${JAVA_FIRST_BEFORE:-nothing linked small settled}; do
+          timeout 60 ./vmmkit driver-bench --driver cuda --first "$bytes" --first-before "$before" 2>&1 \
+            | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
         done
       done
     done

@@ -121,7 +121,7 @@ for line in open(sys.argv[1]):
         kv = dict(x.split("=") for x in f[5:]); rows[(f[1], f[2], f[3], f[4], kv["cycle"])] = kv
         kv["pin"] = pinned.get(f[1], {})  # the pinned copy of the same process (the latest one of that name)
 print()
-print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s | vmmkit share of pinned | released GiB (vmmkit / tms) | vmmkit pinned ahead: ready ms (waited) | intact | as fast |")
+print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s, best (first) | vmmkit share of pinned | released GiB (vmmkit / tms) | vmmkit pinned ahead: ready ms (waited) | intact | as fast |")
 print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 keys = sorted({k[1:] for k in rows if k[0] == "vmmkit"}, key=lambda k: (k[2], float(k[0]), k[1], k[3]))
 for size, contents, layout, cycle in keys:
@@ -137,10 +137,10 @@ for size, contents, layout, cycle in keys:
         fast = "yes" if float(v["pause_ms"]) <= float(t["pause_ms"]) and float(v["resume_ms"]) <= float(t["resume_ms"]) else "no"
     g = lambda r, k: r.get(k, "-") if r else "-"
     ready = "%s (%s)" % (g(v, "ready_ms"), g(v, "pin_wait_ms")) if contents == "keep" and cycle == "1" else "-"
-    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s | %s | %s |" % (
+    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s (%s / %s) | %s | %s / %s | %s | %s | %s |" % (
         size, contents, layout, cycle, g(v, "tensors"), g(t, "pause_ms"), g(t, "resume_ms"), g(v, "pause_ms"), g(v, "resume_ms"),
         g(t, "kept_backup_gibps"), g(t, "restore_gibps"), g(v, "kept_backup_gibps"), g(v, "restore_gibps"),
-        p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), share, g(v, "released"), g(t, "released"), ready,
+        p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), p.get("d2h_first_gibps", "-"), p.get("h2d_first_gibps", "-"), share, g(v, "released"), g(t, "released"), ready,
         g(v, "intact") + ("" if not t else "/" + g(t, "intact")), fast))
 print()
 for k, kv in rows.items():

@@ -12,7 +12,7 @@ bench prints, per row, one line
 timed once that memory is ready, W ms after the fill and checksum, Y ms after the allocation began;
 PIN_WAIT=0 times it at once; H: pinned host memory vmmkit holds after the cycle)
 and once per process the bandwidth of a plain pinned copy (cudaMemcpyAsync on pinned memory):
-    pinned IMPL d2h_gibps=... h2d_gibps=...
+    pinned IMPL d2h_gibps=... h2d_gibps=... d2h_first_gibps=... h2d_first_gibps=... (best of 3, and the first: memory never written, device idle before)
 Times include a device synchronisation after the call. Sizes in GiB; free memory in GiB, from
 cudaMemGetInfo (torch.cuda.mem_get_info), which vmmkit does not intercept.
 """
@@ -31,7 +31,7 @@ def pinned_bandwidth(nbytes=4 * GIB, reps=3):
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     best = {"d2h": 0.0, "h2d": 0.0}
-    for _ in range(reps):
+    for rep in range(reps):
         for way in ("d2h", "h2d"):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -40,7 +40,10 @@ def pinned_bandwidth(nbytes=4 * GIB, reps=3):
             else:
                 dev.copy_(host, non_blocking=True)
             torch.cuda.synchronize()
-            best[way] = max(best[way], nbytes / GIB / (time.perf_counter() - t0))
+            gibps = nbytes / GIB / (time.perf_counter() - t0)
+            best[way] = max(best[way], gibps)
+            if rep == 0:
+                best[way + "_first"] = gibps   # into memory never written before, after an idle device
     del host, dev
     torch.cuda.empty_cache()
     return best
@@ -138,7 +141,8 @@ class Tms:
 
 def bench(impl, rows):
     bw = pinned_bandwidth()
-    print("pinned %s d2h_gibps=%.1f h2d_gibps=%.1f" % (impl.name, bw["d2h"], bw["h2d"]), flush=True)
+    print("pinned %s d2h_gibps=%.1f h2d_gibps=%.1f d2h_first_gibps=%.1f h2d_first_gibps=%.1f"
+          % (impl.name, bw["d2h"], bw["h2d"], bw["d2h_first"], bw["h2d_first"]), flush=True)
     for i, row in enumerate(rows):
         size_gib, contents, layout = row.split(":")
         keep = contents == "keep"

@@ -52,6 +52,14 @@ public final class DriverBenchCommand implements Callable<Integer> {
             description = "Handles stitched into one range for part (d) (default: ${DEFAULT-VALUE}).")
     int stitchedHandles;
 
+    @Option(names = "--first", converter = ByteSizeConverter.class,
+            description = "Instead of the benchmark: time this process's first allocation of this size, one call each, and print one JSON line.")
+    Long firstSize;
+
+    @Option(names = "--first-before", defaultValue = "linked",
+            description = "What runs before --first's allocation: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    FirstAllocationTiming.Before firstBefore;
+
     private final PrintStream out;
     private final List<LatencySamples> results = new ArrayList<>();
 
@@ -77,6 +85,15 @@ public final class DriverBenchCommand implements Callable<Integer> {
             return 1;
         }
         try (driver) {
+            if (firstSize != null) {
+                if (firstSize <= 0 || firstSize % driver.granularity() != 0) {
+                    System.err.println("driver-bench: --first " + firstSize + " is not a positive multiple of the granularity "
+                            + driver.granularity());
+                    return 2;
+                }
+                FirstAllocationTiming.run(driver, firstSize, firstBefore, out);
+                return 0;
+            }
             if (size <= 0 || size % driver.granularity() != 0) {
                 System.err.println("driver-bench: --size " + size + " is not a positive multiple of the granularity "
                         + driver.granularity());
@@ -97,6 +114,9 @@ public final class DriverBenchCommand implements Callable<Integer> {
             return 0;
         } catch (DriverException e) {
             System.err.println("driver-bench: " + e.getMessage());
+            return 1;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
             return 1;
         }
     }

@@ -1,0 +1,64 @@
+package dev.vmmkit.tools;
+
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.cuda.CudaCallWarmUp;
+
+import java.io.PrintStream;
+import java.util.Locale;
+
+/**
+ * {@code vmmkit driver-bench --first SIZE}: a process's first large allocation made straight on
+ * the driver from Java (create, reserve, map, setAccess, one call each, no allocator), as
+ * {@code scripts/gpu/first_vmm.c} makes it from C. Side by side, the two say whether the JVM's
+ * process alone makes the driver's calls slower than in a C program, before any of vmmkit's
+ * threads or state exists; what ran first is chosen by {@link Before}.
+ */
+final class FirstAllocationTiming {
+    /** What the process does before the timed allocation. */
+    enum Before {
+        /** Nothing but opening the driver: the downcalls run for the first time inside the timing. */
+        NOTHING,
+        /** Every downcall linked and called once with arguments the driver refuses, as vmmkit's start-up does. */
+        LINKED,
+        /** Linked, then one allocation of the granularity made and freed, as a program's small first request does. */
+        SMALL,
+        /** As SMALL, then the thread idles 200 ms: the JVM's start-up work (its compilers) has settled. */
+        SETTLED
+    }
+
+    private static final long SETTLE_MILLIS = 200;
+
+    private FirstAllocationTiming() {
+    }
+
+    static void run(VmmDriver driver, long size, Before before, PrintStream out) throws InterruptedException {
+        if (before != Before.NOTHING) CudaCallWarmUp.run();
+        if (before == Before.SMALL || before == Before.SETTLED) {
+            long small = driver.granularity();
+            long va = driver.reserve(small, 0);
+            long handle = driver.create(small);
+            driver.map(va, small, handle);
+            driver.setAccess(va, small);
+            driver.unmap(va, small);
+            driver.release(handle);
+            driver.addressFree(va, small);
+        }
+        if (before == Before.SETTLED) Thread.sleep(SETTLE_MILLIS);
+        long t0 = System.nanoTime();
+        long handle = driver.create(size);
+        long t1 = System.nanoTime();
+        long va = driver.reserve(size, 0);
+        long t2 = System.nanoTime();
+        driver.map(va, size, handle);
+        long t3 = System.nanoTime();
+        driver.setAccess(va, size);
+        long t4 = System.nanoTime();
+        driver.unmap(va, size);
+        driver.release(handle);
+        driver.addressFree(va, size);
+        out.printf(Locale.ROOT, "{\"test\":\"java-first\",\"before\":\"%s\",\"size\":%d,\"create_us\":%.1f,\"reserve_us\":%.1f,"
+                        + "\"map_us\":%.1f,\"set_access_us\":%.1f,\"total_us\":%.1f}%n",
+                before.name().toLowerCase(Locale.ROOT), size, (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+                (t4 - t3) / 1e3, (t4 - t0) / 1e3);
+    }
+}
