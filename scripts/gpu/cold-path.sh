@@ -37,6 +37,8 @@
 # non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: STEPS
 # (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
 # PAIR_SIZES, FENCE_POLLS (gaps in ns after each fence synchronisation to try on the pair, none by default),
+# FIRST_IDLE_MS (idle spells in ms between step 1's warm-up and its timed cudaMalloc, each a row, native
+# and vmmkit; none by default), DRIVER_IDLE_MS (the same for first_vmm's modes),
 # FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
 # step 1 as a variant of its own; none by default), DRIVER_MODES (first_vmm's modes, all by default),
 # REPS (3:
@@ -141,6 +143,15 @@ step first && for g in $sizes_gib; do
   breakdowns+=("${g} GiB, warm-up on (run $r, program saw $m_vmm us): $(breakdown "$out/first-${g}G-vmmkit-$r.log")")
   r="$(median_run "$m_cold" "first-${g}G-nowarm")"
   breakdowns+=("${g} GiB, VMM_WARM_UP=0 (run $r, program saw $m_cold us): $(breakdown "$out/first-${g}G-nowarm-$r.log")")
+  # An idle spell between the warm-up and the first large cudaMalloc, native and vmmkit alike.
+  for idle in ${FIRST_IDLE_MS:-}; do
+    inat=(); ivmm=()
+    for r in $(seq "$reps"); do
+      inat+=("$(field "$(run "first-${g}G-idle$idle-native-$r" native env BENCH_COLD_IDLE_MS="$idle" "$out/bench_cold" first "$bytes")" first_malloc_us)")
+      ivmm+=("$(field "$(run "first-${g}G-idle$idle-plain-$r" vmmkit-plain env BENCH_COLD_IDLE_MS="$idle" "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    done
+    row "first cudaMalloc ${g} GiB after $idle ms idle, VMM_LOG unset (us, median of $reps)" "$(median "${inat[@]}")" "$(median "${ivmm[@]}")" "runs native ${inat[*]}; vmmkit ${ivmm[*]}"
+  done
   v=0
   for variant in ${FIRST_VARIANTS:-}; do   # JVM options of the shim's JVM, one per variant
     v=$((v + 1)); var=()
@@ -195,6 +206,10 @@ if step driver && [ "$driver" = cuda ]; then
       for r in $(seq "$reps"); do
         for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-aligned vmm-export vmm-big-va}; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
+          for idle in ${DRIVER_IDLE_MS:-}; do
+            FIRST_VMM_IDLE_MS="$idle" timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 \
+              | sed "s/^/cold-path driver ${g}G run $r idle $idle ms: /" | tee -a "$out/driver.txt"
+          done
         done
         # The same first allocation made from Java on the driver alone (no allocator, none of
         # vmmkit's threads), after each of driver-bench's --first-before steps.

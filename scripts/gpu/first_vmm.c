@@ -11,7 +11,8 @@
  *   first_vmm vmm-export SIZE   as vmm, the handles exportable as POSIX descriptors (for CUDA IPC)
  *   first_vmm vmm-big-va SIZE   as vmm, mapped at the start of one 256 GiB reservation made first (as
  *                               vmmkit reserves twice the device's memory per region)
- * Each allocation is then unmapped and released, timed too (the second first).
+ * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
+ * sleeps N ms before the timed allocations.
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
  */
 #include <dlfcn.h>
@@ -66,6 +67,15 @@ static void *sym(void *lib, const char *name) {
 
 /* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
 static int exportable;
+
+/* FIRST_VMM_IDLE_MS: the process sleeps this long before the timed allocations (after its warm-up),
+ * to show what an idle spell between a program's start and its first large allocation costs. */
+static void idle(void) {
+    const char *ms = getenv("FIRST_VMM_IDLE_MS");
+    if (!ms || atoi(ms) <= 0) return;
+    struct timespec t = {atoi(ms) / 1000, (atoi(ms) % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
 static CUdeviceptr big_base, big_next;   /* vmm-big-va: the reservation, and where the next mapping goes */
 static const size_t BIG_VA = (size_t)256 << 30;
 
@@ -140,6 +150,8 @@ int main(int argc, char **argv) {
     check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
     CUdeviceptr small;
     check("cuMemAlloc (4 KiB)", cuMemAlloc(&small, 4096)); /* as the runtime's start does */
+    if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
+    idle();
 
     if (strcmp(argv[1], "native") == 0) {
         for (int i = 1; i <= 2; i++) {
@@ -151,7 +163,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     size_t alignment = 0;
-    if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
+    if (strcmp(argv[1], "vmm-warm") == 0) { /* made before the idle spell */ }
     else if (strcmp(argv[1], "vmm-aligned") == 0) alignment = (size_t)1 << 30;
     else if (strcmp(argv[1], "vmm-export") == 0) exportable = 1;
     else if (strcmp(argv[1], "vmm-big-va") == 0) {

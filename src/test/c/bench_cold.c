@@ -2,7 +2,8 @@
  * bench_cold.c: what a program pays when it starts: the first large cudaMalloc, and the first
  * classic grow (cudaMalloc bigger, copy, cudaFree the old one). One measurement per process, after
  * one 4 KiB cudaMalloc + cudaFree that starts the runtime (and, under `vmmkit run`, vmmkit's JVM).
- * Usage: bench_cold first SIZE | bench_cold grow FROM TO. Prints one JSON line.
+ * Usage: bench_cold first SIZE | bench_cold grow FROM TO. Prints one JSON line. BENCH_COLD_IDLE_MS=N
+ * sleeps N ms between the warm-up and the timed call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,11 @@ int main(int argc, char **argv) {
     if ((e = cudaMalloc(&warm, 4096)) != 0) return fail("warm-up cudaMalloc", e);
     if ((e = cudaFree(warm)) != 0) return fail("warm-up cudaFree", e);
     if ((e = cudaDeviceSynchronize()) != 0) return fail("cudaDeviceSynchronize", e);
+    const char *idle_ms = getenv("BENCH_COLD_IDLE_MS"); /* an idle spell before the timed call */
+    if (idle_ms && atoi(idle_ms) > 0) {
+        struct timespec pause = {atoi(idle_ms) / 1000, (atoi(idle_ms) % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
 
     if (strcmp(argv[1], "first") == 0) {
         size_t size = strtoull(argv[2], NULL, 0);
