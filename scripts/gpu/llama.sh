@@ -150,8 +150,7 @@ if [ "$mode" = cuda ] && [ "$anchors" = 1 ]; then
     decode_rate engine_settings_touch_logits "$rate" "$model" "${engine[@]}" --pick touch
     decode_rate engine_settings_greedy_scan "$rate" "$model" "${engine[@]}" --pick greedy
     decode_rate engine_settings "$rate" "$model" "${engine[@]}" --pick engine
-    # The two settings that part llama-bench's loop from the engine's, one at a time.
-    decode_rate bench_settings_with_prompt "$rate" "$model" "${bench[@]}" --prompt "hello world"
+    # The engine's settings with llama-bench's batch (the two differ in batch and prompt alone).
     decode_rate engine_settings_batch_128 "$rate" "$model" "${engine[@]}" --pick engine --batch 128
     decode_rate engine_settings_fa_auto "$rate" "$model" "${engine[@]}" --pick engine --fa auto
     decode_rate engine_settings_no_cuda_graphs env GGML_CUDA_DISABLE_GRAPHS=1 "$rate" "$model" "${engine[@]}" --pick engine

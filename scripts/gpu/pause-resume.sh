@@ -40,6 +40,7 @@ failed=0
 results="$out/results.txt"
 : > "$results"
 echo "pause-resume: logs in $out"
+echo "pause-resume: transparent huge pages $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown), defrag $(cat /sys/kernel/mm/transparent_hugepage/defrag 2>/dev/null || echo unknown)"
 
 use_vmmkit_build pause-resume
 

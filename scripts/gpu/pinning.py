@@ -61,11 +61,31 @@ def pin_alloc(n):
     return p.value, time.perf_counter() - t0, {}
 
 
-def pin_register(n, fault_threads):
+def huge_mib(p, n):
+    """MiB of [p, p + n) the kernel backs with transparent huge pages (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        first = line.split()[0]
+        if "-" in first and not first.endswith(":"):
+            lo, hi = (int(x, 16) for x in first.split("-"))
+            inside = lo < p + n and hi > p
+        elif inside and first == "AnonHugePages:":
+            total += int(line.split()[1])
+    return total / 1024
+
+
+def pin_register(n, fault_threads, aligned=False):
     t0 = time.perf_counter()
-    p = libc.mmap(None, n, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
-    if p in (None, ctypes.c_void_p(-1).value):
+    pad = 2 * MIB if aligned else 0   # aligned: the buffer starts at a huge page boundary, as vmmkit's
+    m = libc.mmap(None, n + pad, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
+    if m in (None, ctypes.c_void_p(-1).value):
         raise RuntimeError("mmap failed")
+    p = (m + pad - 1) & ~(2 * MIB - 1) if aligned else m
+    if aligned:
+        if p > m:
+            libc.munmap(ctypes.c_void_p(m), ctypes.c_size_t(p - m))
+        if m + n + pad > p + n:
+            libc.munmap(ctypes.c_void_p(p + n), ctypes.c_size_t(m + n + pad - p - n))
     libc.madvise(p, n, 14)  # MADV_HUGEPAGE
     if fault_threads:
         step = (n // fault_threads + 2 * MIB - 1) & ~(2 * MIB - 1)
@@ -77,7 +97,7 @@ def pin_register(n, fault_threads):
     t1 = time.perf_counter()
     check(rt.cudaHostRegister(vp(p), ctypes.c_size_t(n), 1), "cudaHostRegister")
     t2 = time.perf_counter()
-    return p, t2 - t0, {"fault_ms": (t1 - t0) * 1e3, "register_ms": (t2 - t1) * 1e3}
+    return p, t2 - t0, {"fault_ms": (t1 - t0) * 1e3, "register_ms": (t2 - t1) * 1e3, "huge_mib": huge_mib(p, n)}
 
 
 def free(method, p, n):
@@ -168,7 +188,7 @@ def main():
     dev = torch.empty(copy_n, dtype=torch.uint8, device="cuda")
     dev.fill_(7)
     methods = [("alloc", lambda: pin_alloc(n)), ("register", lambda: pin_register(n, 8)),
-               ("register-lazy", lambda: pin_register(n, 0))]
+               ("register-aligned", lambda: pin_register(n, 8, aligned=True)), ("register-lazy", lambda: pin_register(n, 0))]
     for name, pin in methods:
         try:
             p, took, extra = pin()

@@ -3,10 +3,6 @@ package dev.vmmkit.engine;
 import dev.vmmkit.core.DeviceMemoryResource;
 
 import java.lang.foreign.Arena;
-import java.lang.foreign.Linker;
-import java.lang.invoke.MethodHandle;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.MethodType;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
@@ -21,18 +17,6 @@ import java.util.concurrent.locks.ReentrantLock;
  * copied out while the call still holds the engine, so the engine's buffers may be reused at once.
  */
 final class EngineInstance implements RunningEngine {
-    private static final Linker LINKER = Linker.nativeLinker();
-    private static final MethodHandle ON_TOKEN;
-
-    static {
-        try {
-            ON_TOKEN = MethodHandles.lookup().findVirtual(TokenUpcall.class, "onToken",
-                    MethodType.methodType(int.class, MemorySegment.class, MemorySegment.class));
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
-
     /** More results or logprobs than this from one call is taken for a broken engine. */
     private static final int MAX_RESULTS = 1 << 20;
 
@@ -135,20 +119,21 @@ final class EngineInstance implements RunningEngine {
     public Generation.Outcome stream(String prompt, String requestJson, Generation.Sink sink) {
         if (!library.streaming()) return blockingAsStream(prompt, sink);
         if (callLock != null) callLock.lock();
+        TokenUpcall upcall = new TokenUpcall(sink);
+        MemorySegment user = TokenCallbacks.register(upcall);
         try (Arena call = Arena.ofConfined()) {
-            TokenUpcall upcall = new TokenUpcall(sink);
-            MemorySegment onToken = LINKER.upcallStub(ON_TOKEN.bindTo(upcall), EngineAbi.ON_TOKEN_FN, call);
             MemorySegment result = call.allocate(EngineAbi.GENERATE_RESULT);
             EngineAbi.RESULT_FINISH.set(result, 0L, EngineAbi.FINISH_ERROR);
             EngineAbi.RESULT_PROMPT_TOKENS.set(result, 0L, -1);
             int rc = library.generateStream(call.allocateFrom(prompt),
-                    call.allocateFrom(requestJson == null ? "{}" : requestJson), onToken, result);
+                    call.allocateFrom(requestJson == null ? "{}" : requestJson), TokenCallbacks.STUB, user, result);
             if (upcall.failure != null) throw upcall.failure;
             if (rc < 0) throw RequestFailure.engineFailed(name + ": engine_generate_stream returned error " + rc);
             Generation.Finish finish = Generation.Finish.of((int) EngineAbi.RESULT_FINISH.get(result, 0L));
             if (upcall.stopped && finish != Generation.Finish.CANCELLED) finish = Generation.Finish.CANCELLED;
             return new Generation.Outcome(finish, (int) EngineAbi.RESULT_PROMPT_TOKENS.get(result, 0L));
         } finally {
+            TokenCallbacks.unregister(user);
             if (callLock != null) callLock.unlock();
         }
     }
@@ -180,7 +165,7 @@ final class EngineInstance implements RunningEngine {
      * Nothing may escape an upcall (the JVM would end), so a broken token or sink stops the engine
      * and the failure is thrown once the engine returned.
      */
-    private final class TokenUpcall {
+    private final class TokenUpcall implements TokenCallbacks.Receiver {
         private final Generation.Sink sink;
         boolean stopped;
         RequestFailure failure;
@@ -189,8 +174,8 @@ final class EngineInstance implements RunningEngine {
             this.sink = sink;
         }
 
-        @SuppressWarnings("unused") // called by the engine through the upcall stub
-        int onToken(MemorySegment user, MemorySegment raw) {
+        @Override
+        public int onToken(MemorySegment raw) {
             if (stopped) return 1; // the engine broke the contract by calling again; keep saying stop
             try {
                 if (!sink.accept(copyToken(raw))) stopped = true;

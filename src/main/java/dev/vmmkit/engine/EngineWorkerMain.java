@@ -12,7 +12,6 @@ import java.io.EOFException;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -20,7 +19,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.function.Consumer;
 
 /**
  * An engine worker: the process that runs one engine instance for the host ({@link WorkerProcess}
@@ -66,12 +64,8 @@ public final class EngineWorkerMain {
     /** Calls asked to stop, until they end. */
     private final java.util.Set<Integer> cancelled = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-    /** Writes live streams' frames, so the engine's decoding thread never writes to the channel itself. */
-    private final StreamWriter streamWriter;
-
     private EngineWorkerMain(WorkerChannel channel) {
         this.channel = channel;
-        this.streamWriter = new StreamWriter(channel);
     }
 
     public static void main(String[] args) throws Exception {
@@ -248,19 +242,14 @@ public final class EngineWorkerMain {
      */
     private void stream(int call, String prompt, String request, boolean live, long arrived) {
         WorkerChannel.Frames held = live ? null : new WorkerChannel.Frames(1024);
-        // Live: every frame of the call goes through the writer thread, in order (see StreamWriter).
-        Consumer<WorkerChannel.Frames> to = live ? streamWriter::send : this::sendNow;
         long[] firstToken = {-1};
         modelTag.enter();
-        if (live) streamWriter.open();
         try {
             Generation.Outcome outcome = instance.stream(prompt, request, token -> {
                 if (cancelled.contains(call)) return false;
                 try {
                     if (held == null) {
-                        WorkerChannel.Frames frame = new WorkerChannel.Frames(64);
-                        frame.add(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
-                        streamWriter.send(frame);
+                        channel.write(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
                     } else {
                         if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - arrived;
                         held.add(WorkerChannel.TOKEN, call, out -> WorkerChannel.writeToken(out, token));
@@ -274,15 +263,14 @@ public final class EngineWorkerMain {
                 }
                 return !cancelled.contains(call);
             });
-            reply(held, to, WorkerChannel.DONE, call, out -> {
+            reply(held, WorkerChannel.DONE, call, out -> {
                 out.writeInt(outcome.finish().ordinal());
                 out.writeInt(outcome.promptTokens());
                 out.writeLong(firstToken[0]);
             });
         } catch (RuntimeException e) {
-            failed(held, to, call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
+            failed(held, call, false, 0, e.getMessage() == null ? e.toString() : e.getMessage());
         } finally {
-            if (live) streamWriter.end();
             cancelled.remove(call);
             modelTag.leave();
         }
@@ -353,7 +341,6 @@ public final class EngineWorkerMain {
 
     private void shutdown() {
         readers.shutdown();
-        streamWriter.close();
         if (concurrentCalls != null) concurrentCalls.shutdown();
         if (instance != null) instance.close();
         instance = null;
@@ -365,15 +352,14 @@ public final class EngineWorkerMain {
 
     /** DONE or FAILED always lead with the memory figures: the instance's bytes and the driver's use. */
     private void reply(int type, int call, WorkerChannel.Payload rest) {
-        reply(null, this::sendNow, type, call, rest);
+        reply(null, type, call, rest);
     }
 
-    /** The answer, after the frames held in {@code before} (none when null), in one write, handed to {@code to}. */
-    private void reply(WorkerChannel.Frames before, Consumer<WorkerChannel.Frames> to, int type, int call,
-                       WorkerChannel.Payload rest) {
+    /** The answer, after the frames held in {@code before} (none when null), in one write. */
+    private void reply(WorkerChannel.Frames before, int type, int call, WorkerChannel.Payload rest) {
         long instanceBytes = heldBytes();
         long driverUsed = driverUsedBytes();
-        send(before, to, type, call, out -> {
+        send(before, type, call, out -> {
             out.writeLong(instanceBytes);
             out.writeLong(driverUsed);
             if (rest != null) rest.write(out);
@@ -381,15 +367,14 @@ public final class EngineWorkerMain {
     }
 
     private void failed(int call, boolean outOfMemory, long neededBytes, String message) {
-        failed(null, this::sendNow, call, outOfMemory, neededBytes, message);
+        failed(null, call, outOfMemory, neededBytes, message);
     }
 
     /** FAILED: out of memory or not, the memory figures, the message, and the least bytes the load needs (0: unknown). */
-    private void failed(WorkerChannel.Frames before, Consumer<WorkerChannel.Frames> to, int call, boolean outOfMemory,
-                        long neededBytes, String message) {
+    private void failed(WorkerChannel.Frames before, int call, boolean outOfMemory, long neededBytes, String message) {
         long instanceBytes = heldBytes();
         long driverUsed = driverUsedBytes();
-        send(before, to, WorkerChannel.FAILED, call, out -> {
+        send(before, WorkerChannel.FAILED, call, out -> {
             out.writeBoolean(outOfMemory);
             out.writeLong(instanceBytes);
             out.writeLong(driverUsed);
@@ -398,20 +383,10 @@ public final class EngineWorkerMain {
         });
     }
 
-    private void send(WorkerChannel.Frames before, Consumer<WorkerChannel.Frames> to, int type, int call,
-                      WorkerChannel.Payload payload) {
-        WorkerChannel.Frames frames = before == null ? new WorkerChannel.Frames(64) : before;
+    private void send(WorkerChannel.Frames before, int type, int call, WorkerChannel.Payload payload) {
         try {
+            WorkerChannel.Frames frames = before == null ? new WorkerChannel.Frames(64) : before;
             frames.add(type, call, payload);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e); // writing to memory: cannot happen
-        }
-        to.accept(frames);
-    }
-
-    /** Writes frames on this thread. */
-    private void sendNow(WorkerChannel.Frames frames) {
-        try {
             channel.send(frames);
         } catch (IOException e) {
             Runtime.getRuntime().halt(72); // the host is gone

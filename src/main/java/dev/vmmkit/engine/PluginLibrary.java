@@ -125,9 +125,10 @@ final class PluginLibrary implements AutoCloseable {
         return generateStream != null;
     }
 
-    int generateStream(MemorySegment prompt, MemorySegment requestJson, MemorySegment onToken, MemorySegment result) {
+    int generateStream(MemorySegment prompt, MemorySegment requestJson, MemorySegment onToken, MemorySegment user,
+                       MemorySegment result) {
         try {
-            return (int) generateStream.invokeExact(prompt, requestJson, onToken, MemorySegment.NULL, result);
+            return (int) generateStream.invokeExact(prompt, requestJson, onToken, user, result);
         } catch (Throwable t) {
             throw rethrown(t);
         }
