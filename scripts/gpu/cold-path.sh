@@ -27,7 +27,7 @@
 #              exportable handles (as vmmkit makes them for CUDA IPC), and inside one 256 GiB
 #              reservation (as vmmkit reserves per region); then each is unmapped and released, timed;
 #              and the same first allocation from Java (`vmmkit driver-bench --first`, after each of
-#              JAVA_FIRST_BEFORE: nothing linked small settled), the JVM's process without vmmkit's allocator
+#              JAVA_FIRST_BEFORE: nothing linked small settled synced manager), the raw calls in a JVM
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
@@ -204,7 +204,7 @@ if step driver && [ "$driver" = cuda ]; then
     for g in $sizes_gib; do
       bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
       for r in $(seq "$reps"); do
-        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-aligned vmm-export vmm-big-va}; do
+        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-kept vmm-sync vmm-aligned vmm-export vmm-big-va}; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
           for idle in ${DRIVER_IDLE_MS:-}; do
             FIRST_VMM_IDLE_MS="$idle" timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 \
@@ -213,7 +213,7 @@ if step driver && [ "$driver" = cuda ]; then
         done
         # The same first allocation made from Java on the driver alone (no allocator, none of
         # vmmkit's threads), after each of driver-bench's --first-before steps.
-        for before in ${JAVA_FIRST_BEFORE:-nothing linked small settled}; do
+        for before in ${JAVA_FIRST_BEFORE:-nothing linked small settled synced manager}; do
           timeout 60 ./vmmkit driver-bench --driver cuda --first "$bytes" --first-before "$before" 2>&1 \
             | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
         done

@@ -11,6 +11,10 @@
  *   first_vmm vmm-export SIZE   as vmm, the handles exportable as POSIX descriptors (for CUDA IPC)
  *   first_vmm vmm-big-va SIZE   as vmm, mapped at the start of one 256 GiB reservation made first (as
  *                               vmmkit reserves twice the device's memory per region)
+ *   first_vmm vmm-kept SIZE     as vmm-warm, the 2 MiB allocation left mapped (as vmmkit's first small
+ *                               request leaves its page)
+ *   first_vmm vmm-sync SIZE     as vmm-kept, then cuCtxSynchronize (as a program's cudaDeviceSynchronize,
+ *                               or vmmkit's fence after a cudaFree) just before the timed allocations
  * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
  * sleeps N ms before the timed allocations.
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
@@ -48,6 +52,7 @@ static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, 
 static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
 static CUresult (*cuMemRelease)(CUmemHandle);
 static CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+static CUresult (*cuCtxSynchronize)(void);
 
 static double now_us(void) {
     struct timespec t;
@@ -144,6 +149,7 @@ int main(int argc, char **argv) {
     cuMemUnmap = sym(lib, "cuMemUnmap");
     cuMemRelease = sym(lib, "cuMemRelease");
     cuMemAddressFree = sym(lib, "cuMemAddressFree");
+    cuCtxSynchronize = sym(lib, "cuCtxSynchronize");
     CUcontext ctx;
     check("cuInit", cuInit(0));
     check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
@@ -151,7 +157,9 @@ int main(int argc, char **argv) {
     CUdeviceptr small;
     check("cuMemAlloc (4 KiB)", cuMemAlloc(&small, 4096)); /* as the runtime's start does */
     if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
+    if (strcmp(argv[1], "vmm-kept") == 0 || strcmp(argv[1], "vmm-sync") == 0) vmm_allocation(2u << 20, 0, NULL, 0);
     idle();
+    if (strcmp(argv[1], "vmm-sync") == 0) check("cuCtxSynchronize", cuCtxSynchronize());
 
     if (strcmp(argv[1], "native") == 0) {
         for (int i = 1; i <= 2; i++) {
@@ -163,7 +171,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     size_t alignment = 0;
-    if (strcmp(argv[1], "vmm-warm") == 0) { /* made before the idle spell */ }
+    if (strcmp(argv[1], "vmm-warm") == 0 || strcmp(argv[1], "vmm-kept") == 0 || strcmp(argv[1], "vmm-sync") == 0) {
+        /* made before the idle spell */
+    }
     else if (strcmp(argv[1], "vmm-aligned") == 0) alignment = (size_t)1 << 30;
     else if (strcmp(argv[1], "vmm-export") == 0) exportable = 1;
     else if (strcmp(argv[1], "vmm-big-va") == 0) {

@@ -56,7 +56,7 @@ public final class DriverBenchCommand implements Callable<Integer> {
             description = "Instead of the benchmark: time this process's first allocation of this size, one call each, and print one JSON line.")
     Long firstSize;
 
-    @Option(names = "--first-before", defaultValue = "linked",
+    @Option(names = "--first-before", defaultValue = "LINKED",
             description = "What runs before --first's allocation: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
     FirstAllocationTiming.Before firstBefore;
 

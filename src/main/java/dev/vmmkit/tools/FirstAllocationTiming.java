@@ -27,6 +27,8 @@ final class FirstAllocationTiming {
         SMALL,
         /** As SMALL, then the thread idles 200 ms: the JVM's start-up work (its compilers) has settled. */
         SETTLED,
+        /** As SMALL, then the device synchronised (a program's cudaDeviceSynchronize, vmmkit's fence after a cudaFree). */
+        SYNCED,
         /**
          * Linked, then vmmkit's allocator made on the driver (its threads started), a 4 KiB request
          * served and freed as cudaFree frees it, and the device synchronised: what a program's
@@ -42,7 +44,7 @@ final class FirstAllocationTiming {
 
     static void run(VmmDriver driver, long size, Before before, PrintStream out) throws InterruptedException {
         if (before != Before.NOTHING) CudaCallWarmUp.run();
-        if (before == Before.SMALL || before == Before.SETTLED) {
+        if (before == Before.SMALL || before == Before.SETTLED || before == Before.SYNCED) {
             long small = driver.granularity();
             long va = driver.reserve(small, 0);
             long handle = driver.create(small);
@@ -53,6 +55,7 @@ final class FirstAllocationTiming {
             driver.addressFree(va, small);
         }
         if (before == Before.SETTLED) Thread.sleep(SETTLE_MILLIS);
+        if (before == Before.SYNCED) driver.events().synchronizeDevice();
         VmmManager manager = null;
         if (before == Before.MANAGER) {
             manager = new VmmManager(driver, VmmConfig.from(System.getenv()));

@@ -33,6 +33,26 @@ class DriverBenchCommandTest {
     }
 
     @Test
+    void firstPrintsOneLineOfTheFirstAllocationsCallsAfterEachKindOfStart() {
+        for (FirstAllocationTiming.Before before : FirstAllocationTiming.Before.values()) {
+            if (before == FirstAllocationTiming.Before.SETTLED) continue; // the same steps as SMALL, then a sleep
+            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+            int exit = new CommandLine(new DriverBenchCommand(new PrintStream(bytes, true, StandardCharsets.UTF_8)))
+                    .execute("--driver", "host", "--first", "64M", "--first-before", before.name());
+            String out = bytes.toString(StandardCharsets.UTF_8).strip();
+            assertEquals(0, exit, out);
+            assertTrue(out.matches("\\{\"test\":\"java-first\",\"before\":\"" + before.name().toLowerCase(java.util.Locale.ROOT)
+                    + "\",\"size\":67108864,\"create_us\":[0-9.]+,\"reserve_us\":[0-9.]+,\"map_us\":[0-9.]+,"
+                    + "\"set_access_us\":[0-9.]+,\"total_us\":[0-9.]+}"), out);
+        }
+    }
+
+    @Test
+    void aFirstSizeOffTheGranularityIsAUsageError() {
+        assertEquals(2, VmmkitCli.run("driver-bench", "--driver", "host", "--first", "3M"));
+    }
+
+    @Test
     void reportsEveryCallKindWithAsManySamplesAsAskedFor() {
         int iterations = 120; // the stitched part times at most 100 rounds
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
