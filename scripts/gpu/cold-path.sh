@@ -125,10 +125,14 @@ row() { rows+=("cold-path | $1 | $2 | $3 | $(ratio "$3" "$2") | $4"); }
 # 1. First cudaMalloc of each size, native first; vmmkit with and without its start-up warm-up.
 step first && for g in $sizes_gib; do
   bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
-  nat=(); vmm=(); cold=(); handles=(); plain=()
+  nat=(); vmm=(); cold=(); handles=(); plain=(); gaps=()
   for r in $(seq "$reps"); do
-    nat+=("$(field "$(run "first-${g}G-native-$r" native "$out/bench_cold" first "$bytes")" first_malloc_us)")
-    plain+=("$(field "$(run "first-${g}G-plain-$r" vmmkit-plain "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    line="$(run "first-${g}G-native-$r" native "$out/bench_cold" first "$bytes")"
+    nat+=("$(field "$line" first_malloc_us)")
+    gaps+=("native free $(field "$line" warmup_free_us) sync $(field "$line" warmup_sync_us);")
+    line="$(run "first-${g}G-plain-$r" vmmkit-plain "$out/bench_cold" first "$bytes")"
+    plain+=("$(field "$line" first_malloc_us)")
+    gaps+=("vmmkit free $(field "$line" warmup_free_us) sync $(field "$line" warmup_sync_us);")
     vmm+=("$(field "$(run "first-${g}G-vmmkit-$r" vmmkit "$out/bench_cold" first "$bytes")" first_malloc_us)")
     cold+=("$(field "$(run "first-${g}G-nowarm-$r" vmmkit-cold "$out/bench_cold" first "$bytes")" first_malloc_us)")
     handles+=("$(creates "$out/first-${g}G-vmmkit-$r.json")")
@@ -137,7 +141,7 @@ step first && for g in $sizes_gib; do
   m_nat="$(median "${nat[@]}")"; m_vmm="$(median "${vmm[@]}")"; m_cold="$(median "${cold[@]}")"
   row "first cudaMalloc ${g} GiB (us, median of $reps)" "$m_nat" "$m_vmm" \
     "handles created ${handles[*]} (one is the warm-up pair's); runs ${vmm[*]}"
-  row "first cudaMalloc ${g} GiB, VMM_LOG unset: no breakdown timing (us, median of $reps)" "$m_nat" "$(median "${plain[@]}")" "runs ${plain[*]}"
+  row "first cudaMalloc ${g} GiB, VMM_LOG unset: no breakdown timing (us, median of $reps)" "$m_nat" "$(median "${plain[@]}")" "runs ${plain[*]}; the warm-up's cudaFree and cudaDeviceSynchronize before it (us): ${gaps[*]}"
   row "first cudaMalloc ${g} GiB, VMM_WARM_UP=0 (us, median of $reps)" "$m_nat" "$m_cold" "runs ${cold[*]}"
   r="$(median_run "$m_vmm" "first-${g}G-vmmkit")"
   breakdowns+=("${g} GiB, warm-up on (run $r, program saw $m_vmm us): $(breakdown "$out/first-${g}G-vmmkit-$r.log")")
@@ -200,11 +204,11 @@ fi
 # a second allocation, and the same after one small VMM allocation made first (what a start-up
 # warm-up on the device could do). The lines are printed as they come, one per allocation.
 if step driver && [ "$driver" = cuda ]; then
-  if gcc -O2 -Wall -o "$out/first_vmm" scripts/gpu/first_vmm.c -ldl 2> "$out/first_vmm.build.log"; then
+  if gcc -O2 -Wall -o "$out/first_vmm" scripts/gpu/first_vmm.c -ldl -lpthread 2> "$out/first_vmm.build.log"; then
     for g in $sizes_gib; do
       bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
       for r in $(seq "$reps"); do
-        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-kept vmm-sync vmm-aligned vmm-export vmm-big-va}; do
+        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-kept vmm-sync vmm-sync-relaxed vmm-sync-thread vmm-aligned vmm-export vmm-big-va}; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
           for idle in ${DRIVER_IDLE_MS:-}; do
             FIRST_VMM_IDLE_MS="$idle" timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 \

@@ -15,11 +15,15 @@
  *                               request leaves its page)
  *   first_vmm vmm-sync SIZE     as vmm-kept, then cuCtxSynchronize (as a program's cudaDeviceSynchronize,
  *                               or vmmkit's fence after a cudaFree) just before the timed allocations
+ *   first_vmm vmm-sync-relaxed SIZE  as vmm-sync, the synchronisation in the relaxed stream-capture
+ *                               mode and the mode put back (cuThreadExchangeStreamCaptureMode), as vmmkit's
+ *   first_vmm vmm-sync-thread SIZE   as vmm-sync-relaxed, made by another thread (as vmmkit's fence), joined
  * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
  * sleeps N ms before the timed allocations.
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +57,7 @@ static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
 static CUresult (*cuMemRelease)(CUmemHandle);
 static CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
 static CUresult (*cuCtxSynchronize)(void);
+static CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
 
 static double now_us(void) {
     struct timespec t;
@@ -62,6 +67,20 @@ static double now_us(void) {
 
 static void check(const char *what, CUresult r) {
     if (r != 0) { fprintf(stderr, "first_vmm: %s failed (%d)\n", what, r); exit(1); }
+}
+
+static CUcontext context;
+
+/* cuCtxSynchronize in the relaxed capture mode (2), the thread's mode put back after. */
+static void *relaxed_sync(void *unused) {
+    (void)unused;
+    if (!context) return NULL;
+    check("cuCtxSetCurrent", cuCtxSetCurrent(context));
+    int mode = 2;
+    check("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode(&mode));
+    check("cuCtxSynchronize", cuCtxSynchronize());
+    check("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode(&mode));
+    return NULL;
 }
 
 static void *sym(void *lib, const char *name) {
@@ -150,16 +169,24 @@ int main(int argc, char **argv) {
     cuMemRelease = sym(lib, "cuMemRelease");
     cuMemAddressFree = sym(lib, "cuMemAddressFree");
     cuCtxSynchronize = sym(lib, "cuCtxSynchronize");
+    cuThreadExchangeStreamCaptureMode = sym(lib, "cuThreadExchangeStreamCaptureMode");
     CUcontext ctx;
     check("cuInit", cuInit(0));
     check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
     check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    context = ctx;
     CUdeviceptr small;
     check("cuMemAlloc (4 KiB)", cuMemAlloc(&small, 4096)); /* as the runtime's start does */
     if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
-    if (strcmp(argv[1], "vmm-kept") == 0 || strcmp(argv[1], "vmm-sync") == 0) vmm_allocation(2u << 20, 0, NULL, 0);
+    int kept = strcmp(argv[1], "vmm-kept") == 0 || strncmp(argv[1], "vmm-sync", 8) == 0;
+    if (kept) vmm_allocation(2u << 20, 0, NULL, 0);
     idle();
     if (strcmp(argv[1], "vmm-sync") == 0) check("cuCtxSynchronize", cuCtxSynchronize());
+    if (strcmp(argv[1], "vmm-sync-relaxed") == 0) relaxed_sync(NULL);
+    if (strcmp(argv[1], "vmm-sync-thread") == 0) {
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, relaxed_sync, NULL) != 0 || pthread_join(thread, NULL) != 0) return 1;
+    }
 
     if (strcmp(argv[1], "native") == 0) {
         for (int i = 1; i <= 2; i++) {
@@ -171,7 +198,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     size_t alignment = 0;
-    if (strcmp(argv[1], "vmm-warm") == 0 || strcmp(argv[1], "vmm-kept") == 0 || strcmp(argv[1], "vmm-sync") == 0) {
+    if (strcmp(argv[1], "vmm-warm") == 0 || kept) {
         /* made before the idle spell */
     }
     else if (strcmp(argv[1], "vmm-aligned") == 0) alignment = (size_t)1 << 30;
