@@ -30,7 +30,8 @@
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
 # of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none; also
-# "plain-handles": 8 GiB discarded and kept with handles that are not exportable for CUDA IPC).
+# "plain-handles": 8 GiB discarded and kept with handles that are not exportable for CUDA IPC),
+# PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"

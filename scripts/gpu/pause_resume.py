@@ -170,6 +170,8 @@ def bench(impl, rows):
             torch.cuda.synchronize()
             pause_s = time.perf_counter() - t0
             paused = free_gib()
+            # PAUSE_GAP_MS: the other phase's time between a pause and its resume (none by default).
+            time.sleep(float(os.environ.get("PAUSE_GAP_MS", "0")) / 1e3)
             t0 = time.perf_counter()
             impl.resume(tag)
             torch.cuda.synchronize()
