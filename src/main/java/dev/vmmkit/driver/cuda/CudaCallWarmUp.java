@@ -31,6 +31,12 @@ public final class CudaCallWarmUp {
             // cuThreadExchangeStreamCaptureMode cuCtxGetCurrent's) without touching an event.
             CudaApi.cuDeviceGet(out, -1);
             CudaApi.cuCtxGetCurrent(out);
+            // Shapes of their own: the fence thread's first device synchronisation and the first
+            // memory query (the not-served sampler's) would otherwise build their code on their
+            // first call, beside a program's first allocations. This thread has no current
+            // context, so both are refused (CUDA_ERROR_INVALID_CONTEXT) without synchronising.
+            CudaApi.cuCtxSynchronize();
+            CudaApi.cuMemGetInfo(MemorySegment.NULL, MemorySegment.NULL);
             return true;
         } catch (RuntimeException | LinkageError e) {
             return false;
