@@ -16,8 +16,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Why one: a stub made per call bound a new method handle each time, and the JVM specialises a
  * method handle that has run about 128 times by generating a class for it. With a stub per call
  * every generation of 128 tokens paid for making the stub and for that class, and every token
- * went through a handle not compiled yet: 15-70 us per token in the engine's timing ("host"),
- * against well under a microsecond for a call through one stub compiled once.
+ * went through a handle not compiled yet: the host's share of a token in the engine's timing
+ * ("host") was 15-46 us on the CPU build, and 5-8 us with one stub (docs/engine.md).
  */
 final class TokenCallbacks {
     /** What a call does with each token: 0 to go on, 1 to stop (the engine's on_token contract). */

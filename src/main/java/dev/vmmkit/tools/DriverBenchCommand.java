@@ -91,7 +91,12 @@ public final class DriverBenchCommand implements Callable<Integer> {
                             + driver.granularity());
                     return 2;
                 }
-                FirstAllocationTiming.run(driver, firstSize, firstBefore, out);
+                try {
+                    FirstAllocationTiming.run(driver, firstSize, firstBefore, out);
+                } catch (IllegalArgumentException e) { // a malformed VMM_* setting, for --first-before manager
+                    System.err.println("driver-bench: " + e.getMessage());
+                    return 2;
+                }
                 return 0;
             }
             if (size <= 0 || size % driver.granularity() != 0) {

@@ -58,7 +58,7 @@ final class FirstAllocationTiming {
         if (before == Before.SYNCED) driver.events().synchronizeDevice();
         VmmManager manager = null;
         if (before == Before.MANAGER) {
-            manager = new VmmManager(driver, VmmConfig.from(System.getenv()));
+            manager = new VmmManager(driver, VmmConfig.fromEnvironment());
             long small = manager.allocate(4096, 0);
             manager.deallocate(small, DeviceMemoryResource.DEVICE_WIDE_STREAM);
             driver.events().synchronizeDevice();
