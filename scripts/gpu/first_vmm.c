@@ -153,7 +153,12 @@ static Allocation vmm_allocation(size_t size, size_t alignment, const char *labe
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: first_vmm native|vmm|vmm-warm SIZE\n"); return 2; }
+    static const char *const modes[] = {"native", "vmm", "vmm-warm", "vmm-kept", "vmm-sync", "vmm-sync-relaxed",
+                                        "vmm-sync-thread", "vmm-aligned", "vmm-export", "vmm-big-va"};
+    int known = 0;
+    for (size_t i = 0; argc >= 3 && i < sizeof modes / sizeof *modes; i++) known |= strcmp(argv[1], modes[i]) == 0;
+    if (!known) { fprintf(stderr, "usage: first_vmm MODE SIZE (MODE: see the comment at the top)\n"); return 2; }
+    const char *mode = argv[1];
     size_t size = strtoull(argv[2], NULL, 0);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) { fprintf(stderr, "first_vmm: %s\n", dlerror()); return 1; }
@@ -177,18 +182,18 @@ int main(int argc, char **argv) {
     context = ctx;
     CUdeviceptr small;
     check("cuMemAlloc (4 KiB)", cuMemAlloc(&small, 4096)); /* as the runtime's start does */
-    if (strcmp(argv[1], "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
-    int kept = strcmp(argv[1], "vmm-kept") == 0 || strncmp(argv[1], "vmm-sync", 8) == 0;
-    if (kept) vmm_allocation(2u << 20, 0, NULL, 0);
+    /* What comes before the idle spell and the timed allocations. */
+    if (strcmp(mode, "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
+    if (strcmp(mode, "vmm-kept") == 0 || strncmp(mode, "vmm-sync", 8) == 0) vmm_allocation(2u << 20, 0, NULL, 0);
     idle();
-    if (strcmp(argv[1], "vmm-sync") == 0) check("cuCtxSynchronize", cuCtxSynchronize());
-    if (strcmp(argv[1], "vmm-sync-relaxed") == 0) relaxed_sync(NULL);
-    if (strcmp(argv[1], "vmm-sync-thread") == 0) {
+    if (strcmp(mode, "vmm-sync") == 0) check("cuCtxSynchronize", cuCtxSynchronize());
+    if (strcmp(mode, "vmm-sync-relaxed") == 0) relaxed_sync(NULL);
+    if (strcmp(mode, "vmm-sync-thread") == 0) {
         pthread_t thread;
         if (pthread_create(&thread, NULL, relaxed_sync, NULL) != 0 || pthread_join(thread, NULL) != 0) return 1;
     }
 
-    if (strcmp(argv[1], "native") == 0) {
+    if (strcmp(mode, "native") == 0) {
         for (int i = 1; i <= 2; i++) {
             CUdeviceptr p;
             double t = now_us();
@@ -197,20 +202,17 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    /* How the timed allocations are made. */
     size_t alignment = 0;
-    if (strcmp(argv[1], "vmm-warm") == 0 || kept) {
-        /* made before the idle spell */
-    }
-    else if (strcmp(argv[1], "vmm-aligned") == 0) alignment = (size_t)1 << 30;
-    else if (strcmp(argv[1], "vmm-export") == 0) exportable = 1;
-    else if (strcmp(argv[1], "vmm-big-va") == 0) {
+    if (strcmp(mode, "vmm-aligned") == 0) alignment = (size_t)1 << 30;
+    if (strcmp(mode, "vmm-export") == 0) exportable = 1;
+    if (strcmp(mode, "vmm-big-va") == 0) {
         check("cuMemAddressReserve (256 GiB)", cuMemAddressReserve(&big_base, BIG_VA, 2u << 20, 0, 0));
         big_next = big_base;
     }
-    else if (strcmp(argv[1], "vmm") != 0) { fprintf(stderr, "first_vmm: unknown mode %s\n", argv[1]); return 2; }
     char first[32], second[32];
-    snprintf(first, sizeof first, "%s-1", argv[1]);
-    snprintf(second, sizeof second, "%s-2", argv[1]);
+    snprintf(first, sizeof first, "%s-1", mode);
+    snprintf(second, sizeof second, "%s-2", mode);
     Allocation a = vmm_allocation(size, alignment, first, 0);
     Allocation b = vmm_allocation(size, alignment, second, 0);
     free_allocation(b, second);
