@@ -74,18 +74,11 @@ def huge_mib(p, n):
     return total / 1024
 
 
-def pin_register(n, fault_threads, aligned=False):
+def pin_register(n, fault_threads):
     t0 = time.perf_counter()
-    pad = 2 * MIB if aligned else 0   # aligned: the buffer starts at a huge page boundary, as vmmkit's
-    m = libc.mmap(None, n + pad, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
-    if m in (None, ctypes.c_void_p(-1).value):
+    p = libc.mmap(None, n, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
+    if p in (None, ctypes.c_void_p(-1).value):
         raise RuntimeError("mmap failed")
-    p = (m + pad - 1) & ~(2 * MIB - 1) if aligned else m
-    if aligned:
-        if p > m:
-            libc.munmap(ctypes.c_void_p(m), ctypes.c_size_t(p - m))
-        if m + n + pad > p + n:
-            libc.munmap(ctypes.c_void_p(p + n), ctypes.c_size_t(m + n + pad - p - n))
     libc.madvise(p, n, 14)  # MADV_HUGEPAGE
     if fault_threads:
         step = (n // fault_threads + 2 * MIB - 1) & ~(2 * MIB - 1)
@@ -188,7 +181,7 @@ def main():
     dev = torch.empty(copy_n, dtype=torch.uint8, device="cuda")
     dev.fill_(7)
     methods = [("alloc", lambda: pin_alloc(n)), ("register", lambda: pin_register(n, 8)),
-               ("register-aligned", lambda: pin_register(n, 8, aligned=True)), ("register-lazy", lambda: pin_register(n, 0))]
+               ("register-lazy", lambda: pin_register(n, 0))]
     for name, pin in methods:
         try:
             p, took, extra = pin()

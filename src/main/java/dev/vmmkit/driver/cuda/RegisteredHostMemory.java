@@ -30,8 +30,6 @@ import java.util.concurrent.ConcurrentHashMap;
 final class RegisteredHostMemory {
     /** CU_MEMHOSTREGISTER_PORTABLE: pinned for every context. */
     private static final int CU_MEMHOSTREGISTER_PORTABLE = 1;
-    private static final long HUGE_PAGE = 2L << 20;
-    private static final long SMALL_PAGE = 4096;
 
     private final CudaDriver driver;
     private final ConcurrentHashMap<Long, Long> sizes = new ConcurrentHashMap<>();
@@ -42,7 +40,7 @@ final class RegisteredHostMemory {
 
     long allocate(long bytes) {
         String text = CallText.pinnedAllocate(bytes);
-        long address = mapHugePageAligned(bytes);
+        long address = LibC.mmap(0, bytes, LibC.PROT_READ | LibC.PROT_WRITE, LibC.MAP_PRIVATE | LibC.MAP_ANONYMOUS, -1, 0);
         if (address == LibC.MAP_FAILED) {
             throw new DriverException(CudaResult.OUT_OF_MEMORY, "mmap: " + LibC.describeErrno(LibC.errno()), text);
         }
@@ -62,23 +60,6 @@ final class RegisteredHostMemory {
         }
         sizes.put(address, bytes);
         return address;
-    }
-
-    /**
-     * Anonymous memory starting at a huge page boundary: the kernel backs only whole, aligned 2 MiB
-     * ranges with transparent huge pages, and mmap aligns large mappings to 4 KiB alone on older
-     * kernels, leaving a buffer's first and last pages small. The device reads a buffer of huge
-     * pages with fewer translations, which a restore (host to device) feels most.
-     */
-    private static long mapHugePageAligned(long bytes) {
-        long padded = bytes + HUGE_PAGE;
-        long mapped = LibC.mmap(0, padded, LibC.PROT_READ | LibC.PROT_WRITE, LibC.MAP_PRIVATE | LibC.MAP_ANONYMOUS, -1, 0);
-        if (mapped == LibC.MAP_FAILED) return mapped;
-        long aligned = (mapped + HUGE_PAGE - 1) & -HUGE_PAGE;
-        if (aligned > mapped) LibC.munmap(mapped, aligned - mapped);
-        long end = (aligned + bytes + SMALL_PAGE - 1) & -SMALL_PAGE;
-        if (mapped + padded > end) LibC.munmap(end, mapped + padded - end);
-        return aligned;
     }
 
     /** True when {@code address} was made here (and not freed yet). */
