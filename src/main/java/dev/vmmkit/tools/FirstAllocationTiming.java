@@ -13,8 +13,8 @@ import java.util.Locale;
  * {@code vmmkit driver-bench --first SIZE}: a process's first large allocation made straight on
  * the driver from Java (create, reserve, map, setAccess, one call each, no allocator), as
  * {@code scripts/gpu/first_vmm.c} makes it from C. Side by side, the two say whether the JVM's
- * process alone makes the driver's calls slower than in a C program, before any of vmmkit's
- * threads or state exists; what ran first is chosen by {@link Before}.
+ * process makes the driver's calls slower than in a C program, and which step before them
+ * ({@link Before}, up to making vmmkit's allocator) does.
  */
 final class FirstAllocationTiming {
     /** What the process does before the timed allocation. */
@@ -63,6 +63,14 @@ final class FirstAllocationTiming {
             manager.deallocate(small, DeviceMemoryResource.DEVICE_WIDE_STREAM);
             driver.events().synchronizeDevice();
         }
+        try {
+            timeFirstAllocation(driver, size, before, out);
+        } finally {
+            if (manager != null) manager.close();
+        }
+    }
+
+    private static void timeFirstAllocation(VmmDriver driver, long size, Before before, PrintStream out) {
         long t0 = System.nanoTime();
         long handle = driver.create(size);
         long t1 = System.nanoTime();
@@ -75,7 +83,6 @@ final class FirstAllocationTiming {
         driver.unmap(va, size);
         driver.release(handle);
         driver.addressFree(va, size);
-        if (manager != null) manager.close();
         out.printf(Locale.ROOT, "{\"test\":\"java-first\",\"before\":\"%s\",\"size\":%d,\"create_us\":%.1f,\"reserve_us\":%.1f,"
                         + "\"map_us\":%.1f,\"set_access_us\":%.1f,\"total_us\":%.1f}%n",
                 before.name().toLowerCase(Locale.ROOT), size, (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
