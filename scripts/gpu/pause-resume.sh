@@ -30,7 +30,8 @@
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
 # of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none; also
-# "plain-handles": 8 GiB discarded and kept with handles that are not exportable for CUDA IPC),
+# "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with handles that are
+# not exportable for CUDA IPC),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
@@ -95,7 +96,7 @@ extra() { [[ " $extras " == *" $1 "* ]]; }
 extra no-pin-ahead && run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
 extra plain-handles && run vmmkit-plain-handles env PYTHONPATH="$root/python" VMM_LOG=info VMMKIT_JVM_OPTS=-Dvmmkit.cuda.exportable=false \
-  IMPL_NAME=vmmkit-plain-handles ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:discard:single 8:keep:single
+  IMPL_NAME=vmmkit-plain-handles ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit ${PLAIN_ROWS:-8:discard:single 8:keep:single}
 extra alloc && run vmmkit-alloc env PYTHONPATH="$root/python" VMM_PINNED_HOST=alloc IMPL_NAME=vmmkit-alloc \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
 extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \

@@ -41,6 +41,13 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     /** Reallocation and remap-instead-of-copy: the zero-copy decisions and their counters. */
     private final ManagerResizing resizing;
 
+    /**
+     * Whether a manager starts its fence's thread when it opens ({@link DeviceWideFence#start});
+     * {@code -Dvmmkit.fence.startAtOpen=false} starts it at the first device-wide free instead, to
+     * measure what starting it early saves ({@code scripts/gpu/cold-path.sh}'s FIRST_VARIANTS).
+     */
+    private static final boolean START_FENCE_AT_OPEN = !"false".equals(System.getProperty("vmmkit.fence.startAtOpen"));
+
     /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
         this(driver, config, false);
@@ -58,6 +65,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         this.peerAccess = new PeerAccess(this.driver, () -> regions.allWith(tags.regions()));
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);
+        if (START_FENCE_AT_OPEN) deviceFence.start();
     }
 
     /** Which peer devices may access this manager's memory (cudaDeviceEnablePeerAccess). */

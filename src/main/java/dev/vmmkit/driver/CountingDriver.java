@@ -166,6 +166,11 @@ public final class CountingDriver extends ForwardingDriver {
     /** Counts event calls, then forwards them to the delegate's events. */
     private final class CountingEvents implements StreamEvents {
         @Override
+        public void prepareThread() {
+            delegate.events().prepareThread(); // no device work: not counted, timed or failed
+        }
+
+        @Override
         public long create() {
             counted(DriverCall.EVENT_CREATE);
             return delegate.events().create();

@@ -146,6 +146,11 @@ public final class FaultInjectingDriver extends ForwardingDriver {
     /** Event calls under the same plan. */
     private final class FaultInjectingEvents implements StreamEvents {
         @Override
+        public void prepareThread() {
+            delegate.events().prepareThread(); // no device work: not counted, timed or failed
+        }
+
+        @Override
         public long create() {
             int fault = plan.faultFor(DriverCall.EVENT_CREATE);
             if (fault != CudaResult.SUCCESS) {

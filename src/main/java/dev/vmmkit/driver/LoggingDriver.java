@@ -167,6 +167,11 @@ public final class LoggingDriver extends ForwardingDriver {
     /** Event calls, logged the same way. */
     private final class LoggingEvents implements StreamEvents {
         @Override
+        public void prepareThread() {
+            delegate.events().prepareThread(); // no device work: not counted, timed or failed
+        }
+
+        @Override
         public long create() {
             try {
                 long event = delegate.events().create();

@@ -30,4 +30,13 @@ public interface StreamEvents {
      * already had one; the call does not break a CUDA-graph capture running on another thread.
      */
     void synchronizeDevice();
+
+    /**
+     * Readies the calling thread for {@link #synchronizeDevice}, without synchronising or making
+     * anything: on CUDA, makes the device's context current on it and sets its stream-capture mode
+     * once. A thread that will synchronise later (the fence's) calls it when it starts, so that its
+     * first synchronisation does not set the thread up beside a program's first allocations.
+     */
+    default void prepareThread() {
+    }
 }

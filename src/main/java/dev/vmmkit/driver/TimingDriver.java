@@ -220,6 +220,11 @@ public final class TimingDriver extends ForwardingDriver {
     /** Times event calls, then forwards them to the delegate's events. */
     private final class TimedEvents implements StreamEvents {
         @Override
+        public void prepareThread() {
+            delegate.events().prepareThread(); // no device work: not counted, timed or failed
+        }
+
+        @Override
         public long create() {
             long t = start();
             try {

@@ -80,6 +80,16 @@ final class CudaEvents implements StreamEvents {
         }
     }
 
+    @Override
+    public void prepareThread() {
+        driver.prepare("cuThreadExchangeStreamCaptureMode");
+        int previousMode = exchangeCaptureMode(CudaLayouts.CU_STREAM_CAPTURE_MODE_RELAXED);
+        int restored = exchangeCaptureModeResult(previousMode);
+        if (restored != CudaResult.SUCCESS) {
+            throw failure(restored, CallText.exchangeCaptureMode(previousMode));
+        }
+    }
+
     /** Sets this thread's stream-capture mode; returns the one it had. */
     private static int exchangeCaptureMode(int mode) {
         int result = exchangeCaptureModeResult(mode);
