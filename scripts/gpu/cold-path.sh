@@ -40,7 +40,8 @@
 # FIRST_IDLE_MS (idle spells in ms between step 1's warm-up and its timed cudaMalloc, each a row, native
 # and vmmkit; none by default), DRIVER_IDLE_MS (the same for first_vmm's modes),
 # FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
-# step 1 as a variant of its own; none by default), DRIVER_MODES (first_vmm's modes, all by default),
+# step 1 as a variant of its own; none by default; at VMM_LOG=VARIANT_LOG, info by default, set it
+# empty for no breakdown timing), DRIVER_MODES (first_vmm's modes, all by default),
 # REPS (3:
 # steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
@@ -82,7 +83,7 @@ run() {
     vmmkit-plain) cmd=(./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
     vmmkit) cmd=(env VMM_LOG=info ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
     vmmkit-cold) cmd=(env VMM_LOG=info VMM_WARM_UP=0 ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
-    vmmkit-variant) cmd=(env VMM_LOG=info VMMKIT_JVM_OPTS="$variant" ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
+    vmmkit-variant) cmd=(env VMM_LOG="${VARIANT_LOG-info}" VMMKIT_JVM_OPTS="$variant" ./vmmkit run --driver "$driver" --profile off --stats "$out/$name.json" -- "$@") ;;
   esac
   timeout 180 "${cmd[@]}" > "$out/$name.log" 2>&1
   local rc=$?
