@@ -64,11 +64,6 @@ final class DeviceWideFence implements AutoCloseable {
      * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
-    /**
-     * EXPERIMENT: after a quiet spell (the thread parked), frees are read only this long after the
-     * wake-up, unless a ticket or a wait asks; 0 (the default) reads them at once.
-     */
-    static final long QUIET_GRACE_NANOS = Math.max(0, Long.getLong("vmmkit.fence.quietGraceNanos", 0));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
     static final long WAIT_SPIN_NANOS = 50_000;
 
@@ -396,7 +391,6 @@ final class DeviceWideFence implements AutoCloseable {
             Thread.interrupted(); // close() interrupts after setting closed; the loop condition tells
             now = System.nanoTime();
             spinUntil = now + SPIN_NANOS;
-            if (QUIET_GRACE_NANOS > 0) readFrom = Math.max(readFrom, now + QUIET_GRACE_NANOS);
         }
         return -1;
     }

@@ -49,6 +49,8 @@ final class FirstCalls {
         final int[] keptFrom = new int[DeviceManagers.MAX_DEVICES];
         final int[] keptTo = new int[DeviceManagers.MAX_DEVICES];
         long bytes;
+        /** Whether the start-up warm-up's thread still ran when the call began. */
+        boolean besideWarmUp;
         long startNanos;
         long endNanos;
     }
@@ -105,6 +107,7 @@ final class FirstCalls {
             t.keptFrom[d] = timing.kept();
             timing.arm();
         }
+        t.besideWarmUp = StartUpWarmUp.running();
         t.startNanos = System.nanoTime();
     }
 
@@ -128,7 +131,8 @@ final class FirstCalls {
         for (Kind kind : KINDS) {
             Timed t = timed[kind.ordinal()];
             if (!t.done || t.endNanos == 0) continue;
-            InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, calls(kind)));
+            InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, calls(kind))
+                    + (t.besideWarmUp ? "; the start-up warm-up was still running" : ""));
             t.endNanos = 0;
         }
     }

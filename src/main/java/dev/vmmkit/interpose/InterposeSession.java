@@ -132,7 +132,11 @@ final class InterposeSession {
         } catch (Throwable e) {
             InterposeLog.warnOnce("trace-close", "cannot finish the trace", e);
         }
-        if (firstCalls != null) firstCalls.report();
+        if (firstCalls != null) {
+            String warmUp = StartUpWarmUp.summary();
+            if (warmUp != null) InterposeLog.info(warmUp);
+            firstCalls.report();
+        }
         List<StatsWriter.DeviceFigures> devices = monitorMode ? List.of() : managers.stats();
         profile.save(devices, exitStatus);
         sayWhatWasNotServed();

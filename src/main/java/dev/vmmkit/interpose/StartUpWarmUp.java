@@ -25,6 +25,10 @@ final class StartUpWarmUp {
     private static final long DRY_DEVICE_BYTES = 4L << 30;
 
     private static volatile boolean stopped;
+    /** Set by the warm-up's thread: when it started and ended (0: not yet), and the rounds it ran. */
+    private static volatile long startedAtNanos;
+    private static volatile long endedAtNanos;
+    private static volatile int roundsDone;
 
     private StartUpWarmUp() {
     }
@@ -54,13 +58,30 @@ final class StartUpWarmUp {
             return null; // reported where the allocator is made
         }
         return Thread.ofPlatform().daemon().name(THREAD_NAME).priority(Thread.MIN_PRIORITY)
-                .start(() -> exercise(cuda, config));
+                .start(() -> {
+                    startedAtNanos = System.nanoTime();
+                    roundsDone = exercise(cuda, config);
+                    endedAtNanos = System.nanoTime();
+                });
     }
 
-    /** The warm-up itself, on the calling thread (the AOT cache's training run calls it too). */
-    static void exercise(boolean cuda, VmmConfig config) {
+    /** True while the warm-up's thread runs: its work then shares the machine with the program's calls. */
+    static boolean running() {
+        return startedAtNanos != 0 && endedAtNanos == 0;
+    }
+
+    /** How the warm-up went, for {@code VMM_LOG=info} at exit; null when it never started. */
+    static String summary() {
+        long started = startedAtNanos, ended = endedAtNanos;
+        if (started == 0) return null;
+        if (ended == 0) return "start-up warm-up: still running at exit";
+        return String.format(java.util.Locale.ROOT, "start-up warm-up: %d rounds in %.1f ms", roundsDone, (ended - started) / 1e6);
+    }
+
+    /** The warm-up itself, on the calling thread (the AOT cache's training run calls it too); returns the allocator's rounds run. */
+    static int exercise(boolean cuda, VmmConfig config) {
         if (cuda) CudaCallWarmUp.run();
-        AllocatorWarmUp.run(new DryDriver(DRY_PAGE_BYTES, DRY_DEVICE_BYTES), config, AllocatorWarmUp.ROUNDS, () -> !stopped);
+        return AllocatorWarmUp.run(new DryDriver(DRY_PAGE_BYTES, DRY_DEVICE_BYTES), config, AllocatorWarmUp.ROUNDS, () -> !stopped);
     }
 
     /** Ends a warm-up still running after its current round (the program is exiting). */

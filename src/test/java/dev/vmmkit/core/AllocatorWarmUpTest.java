@@ -36,6 +36,13 @@ class AllocatorWarmUpTest {
     }
 
     @Test
+    void onTheDryDriverEveryRoundRuns() {
+        // A round that fails ends the warm-up silently: the rounds done say whether any did.
+        assertEquals(AllocatorWarmUp.ROUNDS, AllocatorWarmUp.run(new DryDriver(2 * MIB, 4L << 30), VmmConfig.DEFAULTS,
+                AllocatorWarmUp.ROUNDS, () -> true));
+    }
+
+    @Test
     void itStopsWhenAsked() {
         AtomicInteger asked = new AtomicInteger();
         int rounds = AllocatorWarmUp.run(new DryDriver(2 * MIB, 4L << 30), VmmConfig.DEFAULTS, 100,
