@@ -50,8 +50,12 @@ final class DeviceWideFence implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(DeviceWideFence.class.getName());
     private static final long FIRST_RETRY_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     private static final long LONGEST_RETRY_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-    /** How long the thread looks for new tickets before it parks. */
-    static final long SPIN_NANOS = 100_000;
+    /**
+     * How long the thread looks for new tickets before it parks; the system property
+     * {@code vmmkit.fence.spinNanos} sets it, to measure what the spin costs the driver calls a
+     * program makes meanwhile ({@code scripts/gpu/cold-path.sh}'s FIRST_VARIANTS).
+     */
+    static final long SPIN_NANOS = Math.max(0, Long.getLong("vmmkit.fence.spinNanos", 100_000));
     /**
      * The shortest time between two synchronisations the thread starts for published frees: it
      * reads the lines that frees write only once this long has passed since the last one (each read
