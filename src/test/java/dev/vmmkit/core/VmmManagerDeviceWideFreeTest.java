@@ -186,6 +186,21 @@ class VmmManagerDeviceWideFreeTest {
     }
 
     @Test
+    void theFencesThreadStartsWhenTheManagerOpensAndSynchronisesNothingUntilAFree() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> new DeviceSyncGatedDriver(driver, gate));
+            assertEquals(1, fenceThreadsSince(fenceThreadsBefore).size(),
+                    "the fence's thread runs before any free, so no program call pays for its start");
+            long a = m.allocate(PAGE, ONE);
+            m.deallocate(a, ONE);
+            assertEquals(0, gate.arrived(), "no synchronisation without a device-wide free");
+            assertEquals(0L, m.stats().driverCalls().getOrDefault(DriverCall.DEVICE_SYNCHRONIZE, 0L));
+            m.deallocate(m.allocate(PAGE, TWO), DEVICE_WIDE);
+            gate.awaitArrivals(1); // the thread already running takes the free
+        });
+    }
+
+    @Test
     void theFreeCallsNoDriverFunctionAndAsksTheFenceForASynchronisationAtOnce() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
             open(driver -> new DeviceSyncGatedDriver(driver, gate)); // synchronisations held at the gate
@@ -199,7 +214,7 @@ class VmmManagerDeviceWideFreeTest {
             assertEquals(withoutDeviceSync(before), withoutDeviceSync(after), "deallocate made a driver call");
             assertEquals(1, after.getOrDefault(DriverCall.DEVICE_SYNCHRONIZE, 0L)
                     - before.getOrDefault(DriverCall.DEVICE_SYNCHRONIZE, 0L), "one synchronisation, on the fence's thread");
-            assertEquals(1, fenceThreadsSince(fenceThreadsBefore).size(), "the first free started the fence's thread");
+            assertEquals(1, fenceThreadsSince(fenceThreadsBefore).size(), "one thread serves the manager's fence");
 
             gate.letThrough(1); // a's synchronisation returns; b's starts after it
             gate.awaitArrivals(2);
