@@ -82,50 +82,62 @@ final class Completion {
      */
     static Result run(EngineHost host, Request request, Runnable leased, Listener listener) {
         long start = System.nanoTime();
-        TextStream text = new TextStream(request.stop());
-        List<Generation.Token> tokens = new ArrayList<>();
-        long[] firstToken = {-1};
-        boolean[] clientGone = {false};
-        Generation.Outcome outcome;
         String engine;
         String engineVersion;
         try (ModelRegistry.Lease lease = host.registry().acquire(request.model())) {
             engine = lease.instance().manifest().id();
             engineVersion = lease.instance().manifest().version();
+            java.util.concurrent.locks.Lock turn = lease.instance().turn();
+            if (turn != null) turn.lock();
             try {
-                String prompt = request.prompt().render(lease.instance());
-                leased.run();
-                Generation.Sink sink = token -> {
-                    if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - start;
-                    tokens.add(token);
-                    String delta = text.add(token.text());
-                    if (listener != null && (!delta.isEmpty() || token.text().length == 0)) {
-                        if (!listener.delta(delta, token)) {
-                            clientGone[0] = true;
-                            return false;
-                        }
-                    }
-                    return !text.stopped();
-                };
-                // Without a listener or a stop string nothing looks at a token before the end.
-                if (listener == null && request.stop().isEmpty()) sink = Generation.Sink.atEnd(sink);
-                outcome = lease.instance().stream(prompt, request.requestJson(), sink);
-            } catch (RequestFailure failure) {
-                host.metrics().serving().generated(request.model(), "error", System.nanoTime() - start, firstToken[0], 0, tokens.size());
-                throw failure;
+                return generate(host, request, leased, listener, lease, engine, engineVersion, start);
+            } finally {
+                if (turn != null) turn.unlock();
             }
-            if (outcome.firstTokenAt() >= 0) firstToken[0] = outcome.firstTokenAt() - start;
-            String finish = clientGone[0] ? "cancelled"
-                    : text.stopped() ? "stop"
-                    : outcome.finish() == Generation.Finish.CANCELLED ? "cancelled" : outcome.finish().label();
-            if (!clientGone[0]) {
-                String rest = text.finish();
-                if (!rest.isEmpty() && listener != null) listener.delta(rest, null);
-            }
-            long duration = System.nanoTime() - start;
-            // counted before the lease ends, so the next request on this model sees these figures
-            host.metrics().serving().generated(request.model(), finish, duration, firstToken[0], outcome.promptTokens(), tokens.size());
-            return new Result(text.text(), tokens, finish, outcome.promptTokens(), engine, engineVersion, duration, firstToken[0]);
         }
+    }
+
+    /** The request's generation and its accounting, on the instance {@code lease} holds (in its turn, where it has one). */
+    private static Result generate(EngineHost host, Request request, Runnable leased, Listener listener,
+                                   ModelRegistry.Lease lease, String engine, String engineVersion, long start) {
+        TextStream text = new TextStream(request.stop());
+        List<Generation.Token> tokens = new ArrayList<>();
+        long[] firstToken = {-1};
+        boolean[] clientGone = {false};
+        Generation.Outcome outcome;
+        try {
+            String prompt = request.prompt().render(lease.instance());
+            leased.run();
+            Generation.Sink sink = token -> {
+                if (firstToken[0] < 0) firstToken[0] = System.nanoTime() - start;
+                tokens.add(token);
+                String delta = text.add(token.text());
+                if (listener != null && (!delta.isEmpty() || token.text().length == 0)) {
+                    if (!listener.delta(delta, token)) {
+                        clientGone[0] = true;
+                        return false;
+                    }
+                }
+                return !text.stopped();
+            };
+            // Without a listener or a stop string nothing looks at a token before the end.
+            if (listener == null && request.stop().isEmpty()) sink = Generation.Sink.atEnd(sink);
+            outcome = lease.instance().stream(prompt, request.requestJson(), sink);
+        } catch (RequestFailure failure) {
+            host.metrics().serving().generated(request.model(), "error", System.nanoTime() - start, firstToken[0], 0, tokens.size());
+            throw failure;
+        }
+        if (outcome.firstTokenAt() >= 0) firstToken[0] = outcome.firstTokenAt() - start;
+        String finish = clientGone[0] ? "cancelled"
+                : text.stopped() ? "stop"
+                : outcome.finish() == Generation.Finish.CANCELLED ? "cancelled" : outcome.finish().label();
+        if (!clientGone[0]) {
+            String rest = text.finish();
+            if (!rest.isEmpty() && listener != null) listener.delta(rest, null);
+        }
+        long duration = System.nanoTime() - start;
+        // counted in the request's turn, so the next request on this instance sees these figures
+        host.metrics().serving().generated(request.model(), finish, duration, firstToken[0], outcome.promptTokens(), tokens.size());
+        return new Result(text.text(), tokens, finish, outcome.promptTokens(), engine, engineVersion, duration, firstToken[0]);
     }
 }

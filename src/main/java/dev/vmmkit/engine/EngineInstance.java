@@ -246,6 +246,11 @@ final class EngineInstance implements RunningEngine {
     }
 
     @Override
+    public java.util.concurrent.locks.Lock turn() {
+        return callLock; // the lock its calls take: reentrant, so a request holding it calls in
+    }
+
+    @Override
     public InFlightGate gate() {
         return gate;
     }

@@ -42,6 +42,14 @@ interface RunningEngine extends AutoCloseable {
 
     InFlightGate gate();
 
+    /**
+     * Held by a request from its prompt's rendering to the end of its accounting, for an engine
+     * whose calls are serialised (its manifest is not {@code "concurrent"}); null for one that is.
+     * The engine itself serialises its calls; holding this too keeps the next request from
+     * starting before the previous one's figures are counted, so it sees them.
+     */
+    java.util.concurrent.locks.Lock turn();
+
     PluginSnapshot snapshot();
 
     default EngineManifest manifest() {

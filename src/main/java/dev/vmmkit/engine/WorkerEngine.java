@@ -26,6 +26,8 @@ final class WorkerEngine implements RunningEngine {
     private final Duration timeout;
     private final String name;
     private final InFlightGate gate = new InFlightGate();
+    /** {@link #turn()}: the worker serialises the calls themselves. */
+    private final java.util.concurrent.locks.ReentrantLock turn;
     private final WorkerProcess worker;
     private final InstancePause pause = new InstancePause(new InstancePause.Calls() {
         @Override
@@ -48,6 +50,7 @@ final class WorkerEngine implements RunningEngine {
     private WorkerEngine(PluginSnapshot snapshot, DeviceMemory device, Duration timeout, String name,
                          Path privateDir) throws IOException, WorkerProcess.WorkerDied {
         this.snapshot = snapshot;
+        this.turn = snapshot.manifest().concurrent() ? null : new java.util.concurrent.locks.ReentrantLock();
         this.device = device;
         this.timeout = timeout;
         this.name = name;
@@ -274,6 +277,11 @@ final class WorkerEngine implements RunningEngine {
     private static RequestFailure died(String what, WorkerProcess.Death death) {
         String message = what + " failed: " + death.cause();
         return death.timedOut() ? RequestFailure.timedOut(message) : RequestFailure.workerCrashed(message);
+    }
+
+    @Override
+    public java.util.concurrent.locks.Lock turn() {
+        return turn;
     }
 
     @Override
