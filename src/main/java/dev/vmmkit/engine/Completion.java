@@ -82,24 +82,23 @@ final class Completion {
      */
     static Result run(EngineHost host, Request request, Runnable leased, Listener listener) {
         long start = System.nanoTime();
-        String engine;
-        String engineVersion;
-        try (ModelRegistry.Lease lease = host.registry().acquire(request.model())) {
-            engine = lease.instance().manifest().id();
-            engineVersion = lease.instance().manifest().version();
-            java.util.concurrent.locks.Lock turn = lease.instance().turn();
+        ModelRegistry.Lease lease = host.registry().acquire(request.model());
+        java.util.concurrent.locks.Lock turn = null;
+        try {
+            turn = lease.instance().turn();
             if (turn != null) turn.lock();
-            try {
-                return generate(host, request, leased, listener, lease, engine, engineVersion, start);
-            } finally {
-                if (turn != null) turn.unlock();
-            }
+            return generate(host, request, leased, listener, lease, start);
+        } finally {
+            lease.close(); // inside the turn: the next request finds this one counted out of the model too
+            if (turn != null) turn.unlock();
         }
     }
 
     /** The request's generation and its accounting, on the instance {@code lease} holds (in its turn, where it has one). */
     private static Result generate(EngineHost host, Request request, Runnable leased, Listener listener,
-                                   ModelRegistry.Lease lease, String engine, String engineVersion, long start) {
+                                   ModelRegistry.Lease lease, long start) {
+        String engine = lease.instance().manifest().id();
+        String engineVersion = lease.instance().manifest().version();
         TextStream text = new TextStream(request.stop());
         List<Generation.Token> tokens = new ArrayList<>();
         long[] firstToken = {-1};
