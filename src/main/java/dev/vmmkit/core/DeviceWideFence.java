@@ -352,7 +352,8 @@ final class DeviceWideFence implements AutoCloseable {
     private void serveUntilClosed() {
         long retryPause = FIRST_RETRY_PAUSE_NANOS;
         long lastSynchronised = System.nanoTime() - POLL_NANOS; // the first free is synchronised at once
-        boolean inAStream = false; // no spin before the first synchronisation
+        boolean synchronisedBefore = false; // the thread's start is no synchronisation: no spin after the first
+        boolean inAStream = false;
         while (true) {
             long target = nextTarget(lastSynchronised, inAStream);
             if (target < 0) return;
@@ -370,7 +371,8 @@ final class DeviceWideFence implements AutoCloseable {
             regions.cover(covering);
             completedUpTo(target);
             long now = System.nanoTime();
-            inAStream = now - lastSynchronised < STREAM_NANOS;
+            inAStream = synchronisedBefore && now - lastSynchronised < STREAM_NANOS;
+            synchronisedBefore = true;
             lastSynchronised = now;
         }
     }
