@@ -62,6 +62,8 @@ final class StartUpWarmUp {
         } catch (RuntimeException badSetting) {
             return null; // reported where the allocator is made
         }
+        allocatorEndedAtNanos = 0; // a second start (a host JVM's, a test's) is timed afresh
+        cudaEndedAtNanos = 0;
         startedAtNanos = System.nanoTime();
         if (cuda) {
             daemon(CUDA_THREAD_NAME, () -> {

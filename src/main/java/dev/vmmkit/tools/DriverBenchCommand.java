@@ -86,11 +86,7 @@ public final class DriverBenchCommand implements Callable<Integer> {
         }
         try (driver) {
             if (firstSize != null) {
-                if (firstSize <= 0 || firstSize % driver.granularity() != 0) {
-                    System.err.println("driver-bench: --first " + firstSize + " is not a positive multiple of the granularity "
-                            + driver.granularity());
-                    return 2;
-                }
+                if (!wholeGranules("--first", firstSize, driver)) return 2;
                 try {
                     FirstAllocationTiming.run(driver, firstSize, firstBefore, out);
                 } catch (IllegalArgumentException e) { // a malformed VMM_* setting, for --first-before manager
@@ -99,11 +95,7 @@ public final class DriverBenchCommand implements Callable<Integer> {
                 }
                 return 0;
             }
-            if (size <= 0 || size % driver.granularity() != 0) {
-                System.err.println("driver-bench: --size " + size + " is not a positive multiple of the granularity "
-                        + driver.granularity());
-                return 2;
-            }
+            if (!wholeGranules("--size", size, driver)) return 2;
             printHeader(driver);
             if (driver instanceof CudaDriver cuda) {
                 checkData(cuda);
@@ -128,6 +120,14 @@ public final class DriverBenchCommand implements Callable<Integer> {
 
     private int warmup() {
         return Math.min(iterations, Math.max(10, iterations / 10));
+    }
+
+    /** True when {@code bytes} is a positive multiple of the driver's granularity; else says so for {@code option}. */
+    private static boolean wholeGranules(String option, long bytes, VmmDriver driver) {
+        if (bytes > 0 && bytes % driver.granularity() == 0) return true;
+        System.err.println("driver-bench: " + option + " " + bytes + " is not a positive multiple of the granularity "
+                + driver.granularity());
+        return false;
     }
 
     private void printHeader(VmmDriver driver) {
