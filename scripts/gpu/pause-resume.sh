@@ -31,7 +31,8 @@
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
 # of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none; also
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with handles that are
-# not exportable for CUDA IPC),
+# not exportable for CUDA IPC; "create-after-release": scripts/gpu/create_after_release.c, the driver
+# alone, for each of RELEASE_SIZES_GIB (8 40), exportable handles and plain, each of its modes),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
@@ -101,6 +102,21 @@ extra alloc && run vmmkit-alloc env PYTHONPATH="$root/python" VMM_PINNED_HOST=al
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
 extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
+# The driver alone after a release (scripts/gpu/create_after_release.c): what a resume's first create pays.
+if extra create-after-release; then
+  echo; echo "=== create-after-release (the driver alone, no vmmkit)"
+  if gcc -O2 -Wall -o "$out/create_after_release" scripts/gpu/create_after_release.c -ldl 2> "$out/create_after_release.build.log"; then
+    for gib in ${RELEASE_SIZES_GIB:-8 40}; do
+      for exportable in 1 0; do
+        for mode in fresh again untouched small-first gap small-gap; do
+          timeout 60 "$out/create_after_release" "$mode" $((gib << 30)) "$exportable" 2>&1 | tee -a "$out/create-after-release.txt"
+        done
+      done
+    done
+  else
+    failed=1; cat "$out/create_after_release.build.log"
+  fi
+fi
 # 4. The scenario.
 extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
 

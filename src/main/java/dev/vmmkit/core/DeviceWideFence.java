@@ -5,6 +5,7 @@ import dev.vmmkit.driver.StreamEvents;
 
 import java.lang.System.Logger.Level;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
@@ -41,6 +42,12 @@ import java.util.concurrent.locks.LockSupport;
  * served at its next spin. After a lone synchronisation it parks at once; an idle program costs
  * nothing.
  *
+ * <p>A lone synchronisation that nobody waits for is held while an allocating thread is inside a
+ * slow path's driver calls ({@link #requestDriving}), for at most {@link #HOLD_NANOS}: a device
+ * synchronisation on another thread slows those calls, and the first large allocation of a program
+ * comes right after its first free (a runtime's start-up cudaFree), so the two used to overlap.
+ * Frees in a stream are never held, nor anything a request or a wait asks for.
+ *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
  * <p>{@link #onCallingThread} makes a fence without a thread, for seeded tests that must repeat
@@ -75,6 +82,12 @@ final class DeviceWideFence implements AutoCloseable {
      * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
+    /**
+     * The longest a lone synchronisation for frees nobody waits for is held while allocating threads
+     * are inside a slow path's driver calls ({@link #requestDriving}). The system property
+     * {@code vmmkit.fence.holdNanos} sets it (0: never held), to measure what the overlap costs.
+     */
+    static final long HOLD_NANOS = Math.max(0, Long.getLong("vmmkit.fence.holdNanos", 2_000_000));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
     static final long WAIT_SPIN_NANOS = 50_000;
 
@@ -86,6 +99,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     private final StreamEvents events;
     private final boolean onCallingThread;
+    /** {@link #HOLD_NANOS}, or a test's own bound. */
+    private final long holdNanos;
 
     /** Tickets handed out; lock-free. */
     private final AtomicLong issued = new AtomicLong();
@@ -95,6 +110,8 @@ final class DeviceWideFence implements AutoCloseable {
      * (a request or a free unparks it).
      */
     private final AtomicLongArray progress = new AtomicLongArray(64);
+    /** Allocating threads inside a slow path's driver calls (create, map, setAccess). */
+    private final AtomicInteger requestsDriving = new AtomicInteger();
     /** Every region's device-wide frees. */
     private final FreesToCover regions = new FreesToCover();
     /**
@@ -107,6 +124,10 @@ final class DeviceWideFence implements AutoCloseable {
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     private volatile Thread thread;
+    /** True while the thread holds a lone synchronisation ({@link #holdWhileRequestsDrive}); tests read it. */
+    private volatile boolean holding;
+    /** The thread's newest ticket for published frees that no wait asked for (only the thread touches it). */
+    private long unaskedTicket = -1;
     // Guarded by this object's monitor (lastFailure is also read without it, to skip the monitor).
     private volatile RuntimeException lastFailure;
     /** The newest ticket that the failed synchronisation in {@link #lastFailure} would have completed. */
@@ -114,17 +135,23 @@ final class DeviceWideFence implements AutoCloseable {
     private boolean failureLogged;
 
     DeviceWideFence(StreamEvents events) {
-        this(events, false);
+        this(events, false, HOLD_NANOS);
     }
 
-    private DeviceWideFence(StreamEvents events, boolean onCallingThread) {
+    /** A fence whose lone synchronisations are held at most {@code holdNanos} (tests). */
+    DeviceWideFence(StreamEvents events, long holdNanos) {
+        this(events, false, holdNanos);
+    }
+
+    private DeviceWideFence(StreamEvents events, boolean onCallingThread, long holdNanos) {
         this.events = events;
         this.onCallingThread = onCallingThread;
+        this.holdNanos = holdNanos;
     }
 
     /** A fence that synchronises inside {@link #request}, on the caller's thread (deterministic tests). */
     static DeviceWideFence onCallingThread(StreamEvents events) {
-        return new DeviceWideFence(events, true);
+        return new DeviceWideFence(events, true, 0);
     }
 
     /**
@@ -145,6 +172,23 @@ final class DeviceWideFence implements AutoCloseable {
         long ticket = issued.incrementAndGet();
         wake(); // after the increment: a thread about to park sees the ticket
         return ticket;
+    }
+
+    /**
+     * An allocating thread enters a slow path's driver calls; {@link #requestDriven} when it leaves
+     * them (in a finally). A lone synchronisation waits for none to be inside, at most
+     * {@link #HOLD_NANOS}.
+     */
+    void requestDriving() {
+        requestsDriving.incrementAndGet();
+    }
+
+    /** An allocating thread left a slow path's driver calls: unparks a held thread when it was the last. */
+    void requestDriven() {
+        if (requestsDriving.decrementAndGet() == 0 && progress.get(PARKED) != 0) {
+            Thread serving = thread;
+            if (serving != null) LockSupport.unpark(serving);
+        }
     }
 
     /** The frees of one more region; {@link #forget} it when the region closes. */
@@ -357,6 +401,8 @@ final class DeviceWideFence implements AutoCloseable {
         while (true) {
             long target = nextTarget(lastSynchronised, inAStream);
             if (target < 0) return;
+            boolean lone = !synchronisedBefore || System.nanoTime() - lastSynchronised >= STREAM_NANOS;
+            if (lone) target = holdWhileRequestsDrive(target);
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             progress.set(STARTED, target);
             try {
@@ -393,7 +439,11 @@ final class DeviceWideFence implements AutoCloseable {
             boolean asked = lookNow;
             if (now - readFrom >= 0 || asked) {
                 if (asked) lookNow = false; // written only when set: frees read the line it shares
-                if (regions.anyUncovered()) return issued.incrementAndGet();
+                if (regions.anyUncovered()) {
+                    long ticket = issued.incrementAndGet();
+                    if (!asked) unaskedTicket = ticket;
+                    return ticket;
+                }
             }
             if (now - spinUntil < 0) {
                 Thread.onSpinWait();
@@ -409,6 +459,39 @@ final class DeviceWideFence implements AutoCloseable {
             spinUntil = now + SPIN_NANOS;
         }
         return -1;
+    }
+
+    /**
+     * Before a lone synchronisation: while allocating threads are inside a slow path's driver calls,
+     * parks until the last leaves, at most {@link #HOLD_NANOS}. Not held when {@code target} is a
+     * ticket someone asked for (its {@link #request}er or a wait for frees waits), nor once a wait asks for the frees
+     * ({@link #lookNow}) or another ticket is requested. Returns the ticket the synchronisation
+     * completes: the newest issued, so a request that ended the hold shares it.
+     */
+    private long holdWhileRequestsDrive(long target) {
+        if (holdNanos == 0 || requestsDriving.get() == 0 || target != unaskedTicket) return target;
+        long deadline = System.nanoTime() + holdNanos;
+        holding = true;
+        progress.set(PARKED, 1); // requestDriven, a request or a free after this line unparks
+        while (requestsDriving.get() > 0 && issued.get() == target && !lookNow && !closed) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) break;
+            LockSupport.parkNanos(this, left);
+        }
+        progress.set(PARKED, 0);
+        holding = false;
+        Thread.interrupted(); // close() interrupts after setting closed
+        return issued.get();
+    }
+
+    /** Whether the thread holds a lone synchronisation now, waiting for a slow path's driver calls (tests). */
+    boolean holding() {
+        return holding;
+    }
+
+    /** Allocating threads inside a slow path's driver calls now (tests: none once every call returned). */
+    int requestsDriving() {
+        return requestsDriving.get();
     }
 
     /** Normally after close; if an Error ended the thread early, the next request starts another. */

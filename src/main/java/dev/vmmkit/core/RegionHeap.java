@@ -102,7 +102,7 @@ final class RegionHeap {
         this.views = new RegionViews(this, name, base, span);
         this.handles = new HandleSupply(this, driver, pool, accounting, budget, config, others);
         this.reclaimer = new FreeHandleReclaimer(this);
-        this.slowPath = new SlowPath(this, others);
+        this.slowPath = new SlowPath(this, others, deviceFence);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 

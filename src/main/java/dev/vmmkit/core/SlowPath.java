@@ -24,10 +24,13 @@ final class SlowPath {
     private final RegionHeap region;
     private final RegionHeap.OtherRegions others;
     private final PlacementChooser placer;
+    /** Told when this path is inside its driver calls, so that a lone synchronisation waits them out. */
+    private final DeviceWideFence deviceFence;
 
-    SlowPath(RegionHeap region, RegionHeap.OtherRegions others) {
+    SlowPath(RegionHeap region, RegionHeap.OtherRegions others, DeviceWideFence deviceFence) {
         this.region = region;
         this.others = others;
+        this.deviceFence = deviceFence;
         this.placer = new PlacementChooser(region);
     }
 
@@ -124,9 +127,14 @@ final class SlowPath {
 
         HandleRun handles = new HandleRun();
         try {
-            region.handles.acquire(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom,
-                    loading ? placement.wholeTo - placement.mapFrom : 0, counted, handles);
-            region.pages.mapRun(placement.mapFrom, handles);
+            deviceFence.requestDriving();
+            try {
+                region.handles.acquire(placement.mapTo - placement.mapFrom, placement.neededTo - placement.mapFrom,
+                        loading ? placement.wholeTo - placement.mapFrom : 0, counted, handles);
+                region.pages.mapRun(placement.mapFrom, handles);
+            } finally {
+                deviceFence.requestDriven();
+            }
         } catch (RuntimeException e) {
             boolean clean = region.handles.giveBackUnmapped(placement.mapFrom, handles);
             region.lock.lock();

@@ -8,6 +8,7 @@ import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -111,6 +112,69 @@ class DeviceWideFenceTest {
             assertEquals(0, idle.covered(), "a region that published nothing has nothing covered");
             assertEquals(2, fence.completedTicket(), "one ticket of the thread's own per synchronisation");
         });
+    }
+
+    /**
+     * A lone synchronisation for frees nobody waits for waits while an allocation is inside its
+     * driver calls (a synchronisation beside them slows them), and runs once the allocation leaves.
+     */
+    @Test
+    void aLoneSynchronisationWaitsWhileAnAllocationIsInsideItsDriverCalls() {
+        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10))) {
+            assertTimeoutPreemptively(TIMEOUT, () -> {
+                held.start();
+                DeviceWideFrees region = held.register();
+                held.requestDriving();
+                region.publish(1);
+                held.wake();
+                while (!held.holding()) Thread.onSpinWait();
+                assertEquals(0, gate.arrived(), "no synchronisation while the allocation's driver calls run");
+                held.requestDriven();
+                gate.awaitArrivals(1);
+                gate.letThrough(1);
+                while (!held.awaitCovered(region, 1, 1_000_000)) Thread.onSpinWait();
+                assertEquals(0, held.requestsDriving());
+            });
+        }
+    }
+
+    /** Nothing anyone waits for is held: a ticket requested ends the hold. */
+    @Test
+    void aRequestedSynchronisationIsNotHeldBehindAnAllocationsDriverCalls() {
+        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10))) {
+            assertTimeoutPreemptively(TIMEOUT, () -> {
+                DeviceWideFrees region = heldLoneSynchronisation(held);
+                long ticket = held.request();
+                gate.awaitArrivals(1); // the request ended the hold
+                gate.letThrough(1);
+                held.await(ticket);
+                assertEquals(1, region.covered(), "the free published before it is covered too");
+            });
+        }
+    }
+
+    /** Nor a wait for the published frees. */
+    @Test
+    void aWaitForTheFreesEndsTheHold() {
+        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10))) {
+            assertTimeoutPreemptively(TIMEOUT, () -> {
+                DeviceWideFrees region = heldLoneSynchronisation(held);
+                gate.open();
+                assertTrue(held.awaitCovered(region, 1, TimeUnit.SECONDS.toNanos(10)));
+            });
+        }
+    }
+
+    /** Starts {@code held}, enters a slow path's driver calls for good, publishes a free, and returns once the thread holds its synchronisation. */
+    private DeviceWideFrees heldLoneSynchronisation(DeviceWideFence held) {
+        held.start();
+        DeviceWideFrees region = held.register();
+        held.requestDriving();
+        region.publish(1);
+        held.wake();
+        while (!held.holding()) Thread.onSpinWait();
+        assertEquals(0, gate.arrived());
+        return region;
     }
 
     @Test

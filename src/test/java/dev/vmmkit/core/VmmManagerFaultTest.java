@@ -146,6 +146,8 @@ class VmmManagerFaultTest {
 
             workload(m, host, model, rng, 300, true, note + ", faulty phase");
             boolean injected = plan.injected(kind) > 0;
+            assertEquals(0, m.deviceWideFence().requestsDriving(),
+                    note + ": a failed slow path still counts as inside its driver calls (would hold the fence's synchronisations)");
             plan.clear();
             workload(m, host, model, rng, 120, false, note + ", after the faults stopped");
 

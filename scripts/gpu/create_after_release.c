@@ -1,0 +1,160 @@
+/*
+ * create_after_release.c: why a resume's first cuMemCreate is slow. After a pause released a tag's
+ * handles, the next large create took 2.3-3.0 ms for 8 GiB and 16-19 ms for 40 GiB on an H100,
+ * where a process's first 4 GiB create takes 110-214 us. Is that work the driver left over from the
+ * release (paid by whichever create comes next, of any size, or done by itself given time), or work
+ * on the new memory (paid per byte created)? No vmmkit: the driver API alone, through libcuda.so.1.
+ * One process per line:
+ *   create_after_release MODE SIZE EXPORTABLE
+ * creates a handle of SIZE bytes (exportable as a POSIX descriptor when EXPORTABLE is 1, as vmmkit's
+ * are), maps it, grants access, writes every byte (cuMemsetD8), synchronises, unmaps and releases
+ * it, as a pause does; then, by MODE:
+ *   again       creates SIZE again at once, timed
+ *   small-first creates 2 MiB first (timed), releases it, then SIZE (timed)
+ *   gap         sleeps 1 s, then creates SIZE (timed)
+ *   small-gap   creates and releases 2 MiB at once (timed), sleeps 1 s, then creates SIZE (timed)
+ *   untouched   as again, the first handle never written (only created, mapped and released)
+ *   fresh       no first handle: creates SIZE once, timed (a process's first create of that size)
+ * Then maps and grants access to the last handle, timed. The driver's free memory is printed after
+ * each step. Prints one JSON line. Built and run by scripts/gpu/pause-resume.sh (extra
+ * "create-after-release").
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemHandle;
+typedef void *CUcontext;
+typedef struct {
+    int type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    int requestedHandleTypes;
+    struct { int type; int id; } location; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+    void *win32HandleMetaData;
+    struct { unsigned char compressionType; unsigned char gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+    struct { int type; int id; } location;
+    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
+} CUmemAccessDesc;
+
+static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
+static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuMemCreate)(CUmemHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+static CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+static CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemHandle, unsigned long long);
+static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+static CUresult (*cuMemRelease)(CUmemHandle);
+static CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+static CUresult (*cuCtxSynchronize)(void);
+static CUresult (*cuMemGetInfo)(size_t *, size_t *);
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static void check(const char *what, CUresult r) {
+    if (r != 0) { fprintf(stderr, "create_after_release: %s failed (%d)\n", what, r); exit(1); }
+}
+
+static void *sym(void *lib, const char *name) {
+    void *f = dlsym(lib, name);
+    if (!f) { fprintf(stderr, "create_after_release: no %s in libcuda\n", name); exit(1); }
+    return f;
+}
+
+static CUmemAllocationProp prop;
+
+static double free_gib(void) {
+    size_t free_bytes, total;
+    check("cuMemGetInfo", cuMemGetInfo(&free_bytes, &total));
+    return free_bytes / (double)(1ull << 30);
+}
+
+/* Creates a handle of size bytes; returns the microseconds it took. */
+static double timed_create(CUmemHandle *handle, size_t size) {
+    double t = now_us();
+    check("cuMemCreate", cuMemCreate(handle, size, &prop, 0));
+    return now_us() - t;
+}
+
+static void pause_ms(int ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+int main(int argc, char **argv) {
+    static const char *const modes[] = {"again", "small-first", "gap", "small-gap", "untouched", "fresh"};
+    int known = 0;
+    for (size_t i = 0; argc >= 4 && i < sizeof modes / sizeof *modes; i++) known |= strcmp(argv[1], modes[i]) == 0;
+    if (!known) { fprintf(stderr, "usage: create_after_release MODE SIZE EXPORTABLE (MODE: see the comment at the top)\n"); return 2; }
+    const char *mode = argv[1];
+    size_t size = strtoull(argv[2], NULL, 0);
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) { fprintf(stderr, "create_after_release: %s\n", dlerror()); return 1; }
+    cuInit = sym(lib, "cuInit");
+    cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
+    cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
+    cuMemCreate = sym(lib, "cuMemCreate");
+    cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
+    cuMemMap = sym(lib, "cuMemMap");
+    cuMemSetAccess = sym(lib, "cuMemSetAccess");
+    cuMemUnmap = sym(lib, "cuMemUnmap");
+    cuMemRelease = sym(lib, "cuMemRelease");
+    cuMemsetD8 = sym(lib, "cuMemsetD8_v2");
+    cuCtxSynchronize = sym(lib, "cuCtxSynchronize");
+    cuMemGetInfo = sym(lib, "cuMemGetInfo_v2");
+    CUcontext ctx;
+    check("cuInit", cuInit(0));
+    check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
+    check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1;
+    prop.requestedHandleTypes = atoi(argv[3]) ? 1 : 0; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
+    prop.location.type = 1;
+    CUmemAccessDesc access = {{1, 0}, 3};
+    CUdeviceptr va;
+    check("cuMemAddressReserve", cuMemAddressReserve(&va, size, 0, 0, 0));
+    double free_start = free_gib();
+
+    CUmemHandle handle, small;
+    double first_create_us = 0, release_us = 0, small_us = -1;
+    int fresh = strcmp(mode, "fresh") == 0;
+    if (!fresh) {
+        first_create_us = timed_create(&handle, size);
+        check("cuMemMap", cuMemMap(va, size, 0, handle, 0));
+        check("cuMemSetAccess", cuMemSetAccess(va, size, &access, 1));
+        if (strcmp(mode, "untouched") != 0) check("cuMemsetD8", cuMemsetD8(va, 0x5a, size));
+        check("cuCtxSynchronize", cuCtxSynchronize());
+        check("cuMemUnmap", cuMemUnmap(va, size));
+        double t = now_us();
+        check("cuMemRelease", cuMemRelease(handle));
+        release_us = now_us() - t;
+    }
+    double free_released = free_gib();
+    if (strncmp(mode, "small-", 6) == 0) {
+        small_us = timed_create(&small, 2u << 20);
+        check("cuMemRelease", cuMemRelease(small));
+    }
+    if (strstr(mode, "gap")) pause_ms(1000);
+    double create_us = timed_create(&handle, size);
+    double t0 = now_us();
+    check("cuMemMap", cuMemMap(va, size, 0, handle, 0));
+    double t1 = now_us();
+    check("cuMemSetAccess", cuMemSetAccess(va, size, &access, 1));
+    double t2 = now_us();
+    double free_end = free_gib();
+    printf("{\"test\":\"create-after-release\",\"mode\":\"%s\",\"size_gib\":%.2f,\"exportable\":%d,"
+           "\"first_create_us\":%.1f,\"release_us\":%.1f,\"small_create_us\":%.1f,\"create_us\":%.1f,"
+           "\"map_us\":%.1f,\"set_access_us\":%.1f,\"free_gib_start\":%.2f,\"free_gib_released\":%.2f,\"free_gib_end\":%.2f}\n",
+           mode, size / (double)(1ull << 30), prop.requestedHandleTypes, first_create_us, release_us, small_us,
+           create_us, t1 - t0, t2 - t1, free_start, free_released, free_end);
+    return 0;
+}
