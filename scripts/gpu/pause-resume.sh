@@ -32,7 +32,8 @@
 # of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none; also
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with handles that are
 # not exportable for CUDA IPC; "create-after-release": scripts/gpu/create_after_release.c, the driver
-# alone, for each of RELEASE_SIZES_GIB (8 40), exportable handles and plain, each of its modes),
+# alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
+# plain), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes)),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
@@ -105,11 +106,13 @@ extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_
 # The driver alone after a release (scripts/gpu/create_after_release.c): what a resume's first create pays.
 if extra create-after-release; then
   echo; echo "=== create-after-release (the driver alone, no vmmkit)"
-  if gcc -O2 -Wall -o "$out/create_after_release" scripts/gpu/create_after_release.c -ldl 2> "$out/create_after_release.build.log"; then
+  if gcc -O2 -Wall -o "$out/create_after_release" scripts/gpu/create_after_release.c -ldl -lpthread 2> "$out/create_after_release.build.log"; then
     for gib in ${RELEASE_SIZES_GIB:-8 40}; do
-      for exportable in 1 0; do
-        for mode in fresh again untouched small-first gap small-gap; do
-          timeout 60 "$out/create_after_release" "$mode" $((gib << 30)) "$exportable" 2>&1 | tee -a "$out/create-after-release.txt"
+      for exportable in ${RELEASE_EXPORTABLE:-1 0}; do
+        for mode in ${RELEASE_MODES:-fresh again untouched small-first gap small-gap split-gap threads-gap release-threads}; do
+          for parts in ${RELEASE_PARTS:-4}; do
+            timeout 60 "$out/create_after_release" "$mode" $((gib << 30)) "$exportable" "$parts" 2>&1 | tee -a "$out/create-after-release.txt"
+          done
         done
       done
     done

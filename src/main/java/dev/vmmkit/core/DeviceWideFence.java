@@ -42,11 +42,13 @@ import java.util.concurrent.locks.LockSupport;
  * served at its next spin. After a lone synchronisation it parks at once; an idle program costs
  * nothing.
  *
- * <p>A lone synchronisation that nobody waits for is held while an allocating thread is inside a
- * slow path's driver calls ({@link #requestDriving}), for at most {@link #HOLD_NANOS}: a device
- * synchronisation on another thread slows those calls, and the first large allocation of a program
- * comes right after its first free (a runtime's start-up cudaFree), so the two used to overlap.
- * Frees in a stream are never held, nor anything a request or a wait asks for.
+ * <p>A lone synchronisation for frees that nobody can use yet is put off: it waits
+ * {@link #GRACE_NANOS}, and then, while an allocating thread is inside a slow path's driver calls
+ * ({@link #requestDriving}), up to {@link #HOLD_NANOS} more. A device synchronisation on another
+ * thread slows those calls, and a program's first large allocation comes right after its first
+ * free (a runtime's start-up cudaFree), so the two used to overlap. The wait ends at once when a
+ * request or a wait asks for a synchronisation, or a slow path finds a waiting free that would fit
+ * its request ({@link #hurry}). Frees in a stream are never put off.
  *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
@@ -83,9 +85,14 @@ final class DeviceWideFence implements AutoCloseable {
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
     /**
-     * The longest a lone synchronisation for frees nobody waits for is held while allocating threads
-     * are inside a slow path's driver calls ({@link #requestDriving}). The system property
-     * {@code vmmkit.fence.holdNanos} sets it (0: never held), to measure what the overlap costs.
+     * How long a lone synchronisation for frees nobody can use yet is put off. The system property
+     * {@code vmmkit.fence.graceNanos} sets it (0: none), to measure what it saves.
+     */
+    static final long GRACE_NANOS = Math.max(0, Long.getLong("vmmkit.fence.graceNanos", 1_000_000));
+    /**
+     * The longest such a synchronisation is held after its grace while allocating threads are inside
+     * a slow path's driver calls ({@link #requestDriving}). The system property
+     * {@code vmmkit.fence.holdNanos} sets it (0: never held).
      */
     static final long HOLD_NANOS = Math.max(0, Long.getLong("vmmkit.fence.holdNanos", 2_000_000));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
@@ -99,7 +106,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     private final StreamEvents events;
     private final boolean onCallingThread;
-    /** {@link #HOLD_NANOS}, or a test's own bound. */
+    /** {@link #GRACE_NANOS} and {@link #HOLD_NANOS}, or a test's own. */
+    private final long graceNanos;
     private final long holdNanos;
 
     /** Tickets handed out; lock-free. */
@@ -124,7 +132,7 @@ final class DeviceWideFence implements AutoCloseable {
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     private volatile Thread thread;
-    /** True while the thread holds a lone synchronisation ({@link #holdWhileRequestsDrive}); tests read it. */
+    /** True while the thread puts a lone synchronisation off ({@link #putOff}); tests read it. */
     private volatile boolean holding;
     /** The thread's newest ticket for published frees that no wait asked for (only the thread touches it). */
     private long unaskedTicket = -1;
@@ -135,23 +143,24 @@ final class DeviceWideFence implements AutoCloseable {
     private boolean failureLogged;
 
     DeviceWideFence(StreamEvents events) {
-        this(events, false, HOLD_NANOS);
+        this(events, false, GRACE_NANOS, HOLD_NANOS);
     }
 
-    /** A fence whose lone synchronisations are held at most {@code holdNanos} (tests). */
-    DeviceWideFence(StreamEvents events, long holdNanos) {
-        this(events, false, holdNanos);
+    /** A fence whose lone synchronisations wait {@code graceNanos}, then up to {@code holdNanos} for slow paths (tests). */
+    DeviceWideFence(StreamEvents events, long graceNanos, long holdNanos) {
+        this(events, false, graceNanos, holdNanos);
     }
 
-    private DeviceWideFence(StreamEvents events, boolean onCallingThread, long holdNanos) {
+    private DeviceWideFence(StreamEvents events, boolean onCallingThread, long graceNanos, long holdNanos) {
         this.events = events;
         this.onCallingThread = onCallingThread;
+        this.graceNanos = graceNanos;
         this.holdNanos = holdNanos;
     }
 
     /** A fence that synchronises inside {@link #request}, on the caller's thread (deterministic tests). */
     static DeviceWideFence onCallingThread(StreamEvents events) {
-        return new DeviceWideFence(events, true, 0);
+        return new DeviceWideFence(events, true, 0, 0);
     }
 
     /**
@@ -176,11 +185,21 @@ final class DeviceWideFence implements AutoCloseable {
 
     /**
      * An allocating thread enters a slow path's driver calls; {@link #requestDriven} when it leaves
-     * them (in a finally). A lone synchronisation waits for none to be inside, at most
-     * {@link #HOLD_NANOS}.
+     * them (in a finally). A lone synchronisation waits after its grace for none to be inside, at
+     * most {@link #HOLD_NANOS}.
      */
     void requestDriving() {
         requestsDriving.incrementAndGet();
+    }
+
+    /**
+     * A slow path found a free waiting for this fence that would fit its request: whatever
+     * synchronisation is put off runs now. Does not wait.
+     */
+    void hurry() {
+        if (onCallingThread) return;
+        lookNow = true;
+        wake();
     }
 
     /** An allocating thread left a slow path's driver calls: unparks a held thread when it was the last. */
@@ -402,7 +421,7 @@ final class DeviceWideFence implements AutoCloseable {
             long target = nextTarget(lastSynchronised, inAStream);
             if (target < 0) return;
             boolean lone = !synchronisedBefore || System.nanoTime() - lastSynchronised >= STREAM_NANOS;
-            if (lone) target = holdWhileRequestsDrive(target);
+            if (lone) target = putOff(target);
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             progress.set(STARTED, target);
             try {
@@ -462,21 +481,23 @@ final class DeviceWideFence implements AutoCloseable {
     }
 
     /**
-     * Before a lone synchronisation: while allocating threads are inside a slow path's driver calls,
-     * parks until the last leaves, at most {@link #HOLD_NANOS}. Not held when {@code target} is a
-     * ticket someone asked for (its {@link #request}er or a wait for frees waits), nor once a wait asks for the frees
-     * ({@link #lookNow}) or another ticket is requested. Returns the ticket the synchronisation
-     * completes: the newest issued, so a request that ended the hold shares it.
+     * Before a lone synchronisation for frees nobody asked for: parks for the grace, then while
+     * allocating threads are inside a slow path's driver calls, at most {@link #HOLD_NANOS} more.
+     * Ends at once when a ticket is requested, a wait or a slow path asks for the frees
+     * ({@link #lookNow}), or the fence closes. Returns the ticket the synchronisation completes:
+     * the newest issued, so a request that ended the wait shares it.
      */
-    private long holdWhileRequestsDrive(long target) {
-        if (holdNanos == 0 || requestsDriving.get() == 0 || target != unaskedTicket) return target;
-        long deadline = System.nanoTime() + holdNanos;
+    private long putOff(long target) {
+        if (target != unaskedTicket || graceNanos == 0 && (holdNanos == 0 || requestsDriving.get() == 0)) return target;
+        long graceEnd = System.nanoTime() + graceNanos;
+        long latest = graceEnd + holdNanos;
         holding = true;
-        progress.set(PARKED, 1); // requestDriven, a request or a free after this line unparks
-        while (requestsDriving.get() > 0 && issued.get() == target && !lookNow && !closed) {
-            long left = deadline - System.nanoTime();
-            if (left <= 0) break;
-            LockSupport.parkNanos(this, left);
+        progress.set(PARKED, 1); // requestDriven, a request, a hurry or a free after this line unparks
+        while (issued.get() == target && !lookNow && !closed) {
+            long now = System.nanoTime();
+            boolean inGrace = now - graceEnd < 0;
+            if (!inGrace && (requestsDriving.get() == 0 || now - latest >= 0)) break;
+            LockSupport.parkNanos(this, (inGrace ? graceEnd : latest) - now);
         }
         progress.set(PARKED, 0);
         holding = false;
@@ -484,7 +505,7 @@ final class DeviceWideFence implements AutoCloseable {
         return issued.get();
     }
 
-    /** Whether the thread holds a lone synchronisation now, waiting for a slow path's driver calls (tests). */
+    /** Whether the thread puts a lone synchronisation off now (tests). */
     boolean holding() {
         return holding;
     }

@@ -75,18 +75,24 @@ final class SlowPath {
      * many as cover the synchronisation's latency. Larger waiting blocks are not counted, so a
      * program whose frees all wait (cudaFree) does not map copies of its large free blocks for
      * smaller requests. The extra blocks are cache like any other once their frees complete:
-     * trimmed back to the budget by the next slow path, released at out-of-memory.
+     * trimmed back to the budget by the next slow path, released at out-of-memory. Also hurries the
+     * fence when a cudaFree's block that would fit waits for it.
      */
     private long waitingBlock(long bytes, long requested, long stream) {
         long sameSize = region.roundUpToPage(bytes) + region.pageBytes;
         int most = (int) Math.max(1, Math.min(ROTATION_BLOCKS, ROTATION_BYTES / sameSize));
         int waiting;
+        boolean fenceWouldFreeAFit;
         region.lock.lock();
         try {
             waiting = region.freeLists.waitingFits(bytes, sameSize, stream, most);
+            fenceWouldFreeAFit = region.freeLists.deviceWideFreeFits(bytes);
         } finally {
             region.lock.unlock();
         }
+        // A cudaFree's block that would fit waits for the fence, which puts a lone free's
+        // synchronisation off until someone could use the memory: this request could.
+        if (fenceWouldFreeAFit) deviceFence.hurry();
         return requested * waiting;
     }
 

@@ -87,6 +87,15 @@ final class StreamFreeLists {
     }
 
     /**
+     * Whether a FREE block of at least {@code bytes} waits for the device-wide fence (a cudaFree
+     * not yet covered by a device synchronisation): the request could use it once one runs.
+     */
+    boolean deviceWideFreeFits(long bytes) {
+        SizeTree waiting = byStream.get(VmmManager.DEVICE_WIDE_STREAM);
+        return waiting != null && waiting.countSized(bytes, Long.MAX_VALUE, 1) > 0;
+    }
+
+    /**
      * Memory freed on a stream is safe for that stream's later work at once. Not so for
      * {@link VmmManager#DEVICE_WIDE_STREAM}: it names no stream whose order would protect the
      * memory, so even an allocation "on" it waits for the device synchronisation.

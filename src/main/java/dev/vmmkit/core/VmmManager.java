@@ -2,8 +2,10 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.driver.CountingDriver;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
 
+import java.util.function.Function;
 
 /**
  * The facade of one device's allocator (seed: VmmManager). It routes each request to a region by
@@ -50,16 +52,14 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     /** A manager over {@code driver}; nothing is reserved until the first allocation. The caller keeps owning the driver. */
     public VmmManager(VmmDriver driver, VmmConfig config) {
-        this(driver, config, false);
+        this(driver, config, DeviceWideFence::new);
     }
 
-    private VmmManager(VmmDriver driver, VmmConfig config, boolean fenceOnCallingThread) {
+    private VmmManager(VmmDriver driver, VmmConfig config, Function<StreamEvents, DeviceWideFence> fence) {
         this.driver = new CountingDriver(driver);
         this.config = config;
         this.pool = new PhysicalPool(config.maxCachedBytes());
-        this.deviceFence = fenceOnCallingThread
-                ? DeviceWideFence.onCallingThread(this.driver.events())
-                : new DeviceWideFence(this.driver.events());
+        this.deviceFence = fence.apply(this.driver.events());
         this.regions = new ManagerRegions(this.driver, config, this::newRegion);
         this.tags = new MemoryTags(this.driver, regions::newTagRegion, this::drainWaitingForFrees);
         this.peerAccess = new PeerAccess(this.driver, () -> regions.allWith(tags.regions()));
@@ -85,7 +85,12 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
      * the slow path that asks: seeded tests repeat exactly, with no background thread in the way.
      */
     static VmmManager withFenceOnCallingThread(VmmDriver driver, VmmConfig config) {
-        return new VmmManager(driver, config, true);
+        return new VmmManager(driver, config, DeviceWideFence::onCallingThread);
+    }
+
+    /** A manager whose fence puts a lone free's synchronisation off for {@code graceNanos} (tests). */
+    static VmmManager withFenceGrace(VmmDriver driver, VmmConfig config, long graceNanos) {
+        return new VmmManager(driver, config, events -> new DeviceWideFence(events, graceNanos, DeviceWideFence.HOLD_NANOS));
     }
 
     /** The fence of device-wide frees (tests wait on it). */

@@ -120,7 +120,7 @@ class DeviceWideFenceTest {
      */
     @Test
     void aLoneSynchronisationWaitsWhileAnAllocationIsInsideItsDriverCalls() {
-        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10))) {
+        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), 0, TimeUnit.MINUTES.toNanos(10))) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
                 held.start();
                 DeviceWideFrees region = held.register();
@@ -141,7 +141,7 @@ class DeviceWideFenceTest {
     /** Nothing anyone waits for is held: a ticket requested ends the hold. */
     @Test
     void aRequestedSynchronisationIsNotHeldBehindAnAllocationsDriverCalls() {
-        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10))) {
+        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), 0, TimeUnit.MINUTES.toNanos(10))) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
                 DeviceWideFrees region = heldLoneSynchronisation(held);
                 long ticket = held.request();
@@ -156,11 +156,33 @@ class DeviceWideFenceTest {
     /** Nor a wait for the published frees. */
     @Test
     void aWaitForTheFreesEndsTheHold() {
-        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10))) {
+        try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), 0, TimeUnit.MINUTES.toNanos(10))) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
                 DeviceWideFrees region = heldLoneSynchronisation(held);
                 gate.open();
                 assertTrue(held.awaitCovered(region, 1, TimeUnit.SECONDS.toNanos(10)));
+            });
+        }
+    }
+
+    /**
+     * A lone free's synchronisation waits out its grace, so that it does not run beside the
+     * program's next driver calls, unless a slow path could use the memory: a hurry ends the grace.
+     */
+    @Test
+    void aLoneFreesSynchronisationWaitsOutItsGraceUnlessASlowPathHurriesIt() {
+        try (DeviceWideFence graced = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10), 0)) {
+            assertTimeoutPreemptively(TIMEOUT, () -> {
+                graced.start();
+                DeviceWideFrees region = graced.register();
+                region.publish(1);
+                graced.wake();
+                while (!graced.holding()) Thread.onSpinWait();
+                assertEquals(0, gate.arrived(), "nothing is synchronised during the grace");
+                graced.hurry();
+                gate.awaitArrivals(1);
+                gate.letThrough(1);
+                while (!graced.awaitCovered(region, 1, 1_000_000)) Thread.onSpinWait();
             });
         }
     }

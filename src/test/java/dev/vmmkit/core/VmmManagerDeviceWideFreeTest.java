@@ -200,6 +200,34 @@ class VmmManagerDeviceWideFreeTest {
         });
     }
 
+    /**
+     * A lone cudaFree's synchronisation is put off (so it does not run beside the program's next
+     * driver calls) until a request could use the memory: a miss that a waiting block would fit
+     * hurries the fence; one that no waiting block fits does not.
+     */
+    @Test
+    void aLoneFreesSynchronisationWaitsUntilARequestCouldUseItsMemory() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            host = hostDriver(32 * MIB);
+            events = host.hostEvents();
+            // A known peak: no request here passes the budget (which would wait for the free, as it should).
+            m = VmmManager.withFenceGrace(new DeviceSyncGatedDriver(host, gate), smallConfig(64 * MIB).withPeakHintBytes(16 * MIB),
+                    java.util.concurrent.TimeUnit.MINUTES.toNanos(10));
+            long a = m.allocate(2 * PAGE, ONE);
+            m.deallocate(a, DEVICE_WIDE);
+            DeviceWideFence fence = m.deviceWideFence();
+            while (!fence.holding()) Thread.onSpinWait();
+            // More than everything mapped: no waiting block fits it (the free merged with the pages mapped ahead).
+            long larger = m.allocate(m.stats().reservedBytes() + PAGE, TWO);
+            assertTrue(fence.holding(), "a request the waiting free cannot serve leaves the grace alone");
+            assertEquals(0, gate.arrived());
+            long same = m.allocate(2 * PAGE, TWO); // the waiting block would fit: the fence runs now
+            gate.awaitArrivals(1);
+            gate.open();
+            for (long p : new long[]{larger, same}) m.deallocate(p, TWO);
+        });
+    }
+
     @Test
     void theFreeCallsNoDriverFunctionAndAsksTheFenceForASynchronisationAtOnce() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
