@@ -38,7 +38,8 @@
 # (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
 # PAIR_SIZES, FENCE_POLLS (gaps in ns after each fence synchronisation to try on the pair, none by default),
 # FIRST_IDLE_MS (idle spells in ms between step 1's warm-up and its timed cudaMalloc, each a row, native
-# and vmmkit; none by default), DRIVER_IDLE_MS (the same for first_vmm's modes),
+# and vmmkit; none by default), FIRST_BUSY_MS (the same with the driver kept busy: a
+# cudaDeviceSynchronize every 100 us; none by default), DRIVER_IDLE_MS (the same for first_vmm's modes),
 # FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
 # step 1 as a variant of its own; none by default; at VMM_LOG=VARIANT_LOG, info by default, set it
 # empty for no breakdown timing), DRIVER_MODES (first_vmm's modes, all by default),
@@ -156,6 +157,16 @@ step first && for g in $sizes_gib; do
       ivmm+=("$(field "$(run "first-${g}G-idle$idle-plain-$r" vmmkit-plain env BENCH_COLD_IDLE_MS="$idle" "$out/bench_cold" first "$bytes")" first_malloc_us)")
     done
     row "first cudaMalloc ${g} GiB after $idle ms idle, VMM_LOG unset (us, median of $reps)" "$(median "${inat[@]}")" "$(median "${ivmm[@]}")" "runs native ${inat[*]}; vmmkit ${ivmm[*]}"
+  done
+  # A busy spell instead: the driver kept busy (a synchronisation every 100 us) while the process's
+  # start-up work (vmmkit's JVM compiling what its warm-up ran) settles.
+  for busy in ${FIRST_BUSY_MS:-}; do
+    bnat=(); bvmm=()
+    for r in $(seq "$reps"); do
+      bnat+=("$(field "$(run "first-${g}G-busy$busy-native-$r" native env BENCH_COLD_BUSY_MS="$busy" "$out/bench_cold" first "$bytes")" first_malloc_us)")
+      bvmm+=("$(field "$(run "first-${g}G-busy$busy-plain-$r" vmmkit-plain env BENCH_COLD_BUSY_MS="$busy" "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    done
+    row "first cudaMalloc ${g} GiB after $busy ms busy (a synchronisation every 100 us), VMM_LOG unset (us, median of $reps)" "$(median "${bnat[@]}")" "$(median "${bvmm[@]}")" "runs native ${bnat[*]}; vmmkit ${bvmm[*]}"
   done
   v=0
   for variant in ${FIRST_VARIANTS:-}; do   # JVM options of the shim's JVM, one per variant

@@ -30,50 +30,11 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemHandle;
-typedef void *CUcontext;
-typedef struct {
-    int type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
-    int requestedHandleTypes;
-    struct { int type; int id; } location; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-    void *win32HandleMetaData;
-    struct { unsigned char compressionType; unsigned char gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
-} CUmemAllocationProp;
-typedef struct {
-    struct { int type; int id; } location;
-    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
-} CUmemAccessDesc;
+#define PROGRAM "create_after_release"
+#include "cuda_driver_subset.h"
 
-static CUresult (*cuInit)(unsigned);
-static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
-static CUresult (*cuCtxSetCurrent)(CUcontext);
-static CUresult (*cuMemCreate)(CUmemHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
-static CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-static CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemHandle, unsigned long long);
-static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
-static CUresult (*cuMemRelease)(CUmemHandle);
 static CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
-static CUresult (*cuCtxSynchronize)(void);
 static CUresult (*cuMemGetInfo)(size_t *, size_t *);
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static void check(const char *what, CUresult r) {
-    if (r != 0) { fprintf(stderr, "create_after_release: %s failed (%d)\n", what, r); exit(1); }
-}
-
-static void *sym(void *lib, const char *name) {
-    void *f = dlsym(lib, name);
-    if (!f) { fprintf(stderr, "create_after_release: no %s in libcuda\n", name); exit(1); }
-    return f;
-}
 
 static CUmemAllocationProp prop;
 
@@ -129,24 +90,10 @@ int main(int argc, char **argv) {
     if (parts_n < 1 || parts_n > 64 || size % ((size_t)parts_n << 21) != 0) { fprintf(stderr, "create_after_release: bad PARTS\n"); return 2; }
     size_t part = size / parts_n;
     Part parts[64];
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!lib) { fprintf(stderr, "create_after_release: %s\n", dlerror()); return 1; }
-    cuInit = sym(lib, "cuInit");
-    cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
-    cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
-    cuMemCreate = sym(lib, "cuMemCreate");
-    cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
-    cuMemMap = sym(lib, "cuMemMap");
-    cuMemSetAccess = sym(lib, "cuMemSetAccess");
-    cuMemUnmap = sym(lib, "cuMemUnmap");
-    cuMemRelease = sym(lib, "cuMemRelease");
-    cuMemsetD8 = sym(lib, "cuMemsetD8_v2");
-    cuCtxSynchronize = sym(lib, "cuCtxSynchronize");
-    cuMemGetInfo = sym(lib, "cuMemGetInfo_v2");
     CUcontext ctx;
-    check("cuInit", cuInit(0));
-    check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
-    check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    void *lib = open_driver(&ctx);
+    cuMemsetD8 = sym(lib, "cuMemsetD8_v2");
+    cuMemGetInfo = sym(lib, "cuMemGetInfo_v2");
     memset(&prop, 0, sizeof prop);
     prop.type = 1;
     prop.requestedHandleTypes = atoi(argv[3]) ? 1 : 0; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */

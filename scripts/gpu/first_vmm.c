@@ -29,45 +29,12 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemHandle;
-typedef void *CUcontext;
-typedef struct {
-    int type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
-    int requestedHandleTypes;
-    struct { int type; int id; } location; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-    void *win32HandleMetaData;
-    struct { unsigned char compressionType; unsigned char gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
-} CUmemAllocationProp;
-typedef struct {
-    struct { int type; int id; } location;
-    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
-} CUmemAccessDesc;
+#define PROGRAM "first_vmm"
+#include "cuda_driver_subset.h"
 
-static CUresult (*cuInit)(unsigned);
-static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
-static CUresult (*cuCtxSetCurrent)(CUcontext);
 static CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
-static CUresult (*cuMemCreate)(CUmemHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
-static CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-static CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemHandle, unsigned long long);
-static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
-static CUresult (*cuMemRelease)(CUmemHandle);
 static CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
-static CUresult (*cuCtxSynchronize)(void);
 static CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static void check(const char *what, CUresult r) {
-    if (r != 0) { fprintf(stderr, "first_vmm: %s failed (%d)\n", what, r); exit(1); }
-}
 
 static CUcontext context;
 
@@ -81,12 +48,6 @@ static void *relaxed_sync(void *unused) {
     check("cuCtxSynchronize", cuCtxSynchronize());
     check("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode(&mode));
     return NULL;
-}
-
-static void *sym(void *lib, const char *name) {
-    void *f = dlsym(lib, name);
-    if (!f) { fprintf(stderr, "first_vmm: no %s in libcuda\n", name); exit(1); }
-    return f;
 }
 
 /* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
@@ -160,25 +121,11 @@ int main(int argc, char **argv) {
     if (!known) { fprintf(stderr, "usage: first_vmm MODE SIZE (MODE: see the comment at the top)\n"); return 2; }
     const char *mode = argv[1];
     size_t size = strtoull(argv[2], NULL, 0);
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!lib) { fprintf(stderr, "first_vmm: %s\n", dlerror()); return 1; }
-    cuInit = sym(lib, "cuInit");
-    cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
-    cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
-    cuMemAlloc = sym(lib, "cuMemAlloc_v2");
-    cuMemCreate = sym(lib, "cuMemCreate");
-    cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
-    cuMemMap = sym(lib, "cuMemMap");
-    cuMemSetAccess = sym(lib, "cuMemSetAccess");
-    cuMemUnmap = sym(lib, "cuMemUnmap");
-    cuMemRelease = sym(lib, "cuMemRelease");
-    cuMemAddressFree = sym(lib, "cuMemAddressFree");
-    cuCtxSynchronize = sym(lib, "cuCtxSynchronize");
-    cuThreadExchangeStreamCaptureMode = sym(lib, "cuThreadExchangeStreamCaptureMode");
     CUcontext ctx;
-    check("cuInit", cuInit(0));
-    check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
-    check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    void *lib = open_driver(&ctx);
+    cuMemAlloc = sym(lib, "cuMemAlloc_v2");
+    cuMemAddressFree = sym(lib, "cuMemAddressFree");
+    cuThreadExchangeStreamCaptureMode = sym(lib, "cuThreadExchangeStreamCaptureMode");
     context = ctx;
     CUdeviceptr small;
     check("cuMemAlloc (4 KiB)", cuMemAlloc(&small, 4096)); /* as the runtime's start does */

@@ -122,13 +122,7 @@ class DeviceWideFenceTest {
     void aLoneSynchronisationWaitsWhileAnAllocationIsInsideItsDriverCalls() {
         try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), 0, TimeUnit.MINUTES.toNanos(10))) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
-                held.start();
-                DeviceWideFrees region = held.register();
-                held.requestDriving();
-                region.publish(1);
-                held.wake();
-                while (!held.holding()) Thread.onSpinWait();
-                assertEquals(0, gate.arrived(), "no synchronisation while the allocation's driver calls run");
+                DeviceWideFrees region = putOffLoneSynchronisation(held, true);
                 held.requestDriven();
                 gate.awaitArrivals(1);
                 gate.letThrough(1);
@@ -143,7 +137,7 @@ class DeviceWideFenceTest {
     void aRequestedSynchronisationIsNotHeldBehindAnAllocationsDriverCalls() {
         try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), 0, TimeUnit.MINUTES.toNanos(10))) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
-                DeviceWideFrees region = heldLoneSynchronisation(held);
+                DeviceWideFrees region = putOffLoneSynchronisation(held, true);
                 long ticket = held.request();
                 gate.awaitArrivals(1); // the request ended the hold
                 gate.letThrough(1);
@@ -158,7 +152,7 @@ class DeviceWideFenceTest {
     void aWaitForTheFreesEndsTheHold() {
         try (DeviceWideFence held = new DeviceWideFence(new OnlyDeviceSync(), 0, TimeUnit.MINUTES.toNanos(10))) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
-                DeviceWideFrees region = heldLoneSynchronisation(held);
+                DeviceWideFrees region = putOffLoneSynchronisation(held, true);
                 gate.open();
                 assertTrue(held.awaitCovered(region, 1, TimeUnit.SECONDS.toNanos(10)));
             });
@@ -173,12 +167,7 @@ class DeviceWideFenceTest {
     void aLoneFreesSynchronisationWaitsOutItsGraceUnlessASlowPathHurriesIt() {
         try (DeviceWideFence graced = new DeviceWideFence(new OnlyDeviceSync(), TimeUnit.MINUTES.toNanos(10), 0)) {
             assertTimeoutPreemptively(TIMEOUT, () -> {
-                graced.start();
-                DeviceWideFrees region = graced.register();
-                region.publish(1);
-                graced.wake();
-                while (!graced.holding()) Thread.onSpinWait();
-                assertEquals(0, gate.arrived(), "nothing is synchronised during the grace");
+                DeviceWideFrees region = putOffLoneSynchronisation(graced, false);
                 graced.hurry();
                 gate.awaitArrivals(1);
                 gate.letThrough(1);
@@ -187,15 +176,18 @@ class DeviceWideFenceTest {
         }
     }
 
-    /** Starts {@code held}, enters a slow path's driver calls for good, publishes a free, and returns once the thread holds its synchronisation. */
-    private DeviceWideFrees heldLoneSynchronisation(DeviceWideFence held) {
-        held.start();
-        DeviceWideFrees region = held.register();
-        held.requestDriving();
+    /**
+     * Starts {@code fence}, enters a slow path's driver calls (when {@code driving}; the caller leaves
+     * them), publishes a free, and returns once the thread puts its synchronisation off.
+     */
+    private DeviceWideFrees putOffLoneSynchronisation(DeviceWideFence fence, boolean driving) {
+        fence.start();
+        DeviceWideFrees region = fence.register();
+        if (driving) fence.requestDriving();
         region.publish(1);
-        held.wake();
-        while (!held.holding()) Thread.onSpinWait();
-        assertEquals(0, gate.arrived());
+        fence.wake();
+        while (!fence.holding()) Thread.onSpinWait();
+        assertEquals(0, gate.arrived(), "nothing is synchronised while it is put off");
         return region;
     }
 
