@@ -132,7 +132,7 @@ final class DeviceWideFence implements AutoCloseable {
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     private volatile Thread thread;
-    /** True while the thread puts a lone synchronisation off ({@link #putOff}); tests read it. */
+    /** True while the thread puts a lone synchronisation off ({@link #putOff}): what may end the wait unparks it. */
     private volatile boolean holding;
     /** The thread's newest ticket for published frees that no wait asked for (only the thread touches it). */
     private long unaskedTicket = -1;
@@ -180,6 +180,7 @@ final class DeviceWideFence implements AutoCloseable {
         if (onCallingThread) return requestOnCallingThread();
         long ticket = issued.incrementAndGet();
         wake(); // after the increment: a thread about to park sees the ticket
+        wakePutOff();
         return ticket;
     }
 
@@ -200,14 +201,22 @@ final class DeviceWideFence implements AutoCloseable {
         if (onCallingThread) return;
         lookNow = true;
         wake();
+        wakePutOff();
     }
 
     /** An allocating thread left a slow path's driver calls: unparks a held thread when it was the last. */
     void requestDriven() {
-        if (requestsDriving.decrementAndGet() == 0 && progress.get(PARKED) != 0) {
-            Thread serving = thread;
-            if (serving != null) LockSupport.unpark(serving);
-        }
+        if (requestsDriving.decrementAndGet() == 0) wakePutOff();
+    }
+
+    /**
+     * Unparks the thread if it puts a synchronisation off ({@link #putOff}), after the caller wrote
+     * what ends the wait. Frees do not call this: frees during a grace need no wake-up (the
+     * synchronisation at its end covers them), and a burst of cudaFrees would pay one each.
+     */
+    private void wakePutOff() {
+        Thread serving = thread;
+        if (holding && serving != null) LockSupport.unpark(serving);
     }
 
     /** The frees of one more region; {@link #forget} it when the region closes. */
@@ -256,6 +265,7 @@ final class DeviceWideFence implements AutoCloseable {
         }
         lookNow = true; // the thread reads the published frees at once, however recent its last synchronisation
         wake();
+        wakePutOff();
         long start = System.nanoTime();
         while (frees.covered() < sequence && !closed) {
             long waited = System.nanoTime() - start;
@@ -491,15 +501,13 @@ final class DeviceWideFence implements AutoCloseable {
         if (target != unaskedTicket || graceNanos == 0 && (holdNanos == 0 || requestsDriving.get() == 0)) return target;
         long graceEnd = System.nanoTime() + graceNanos;
         long latest = graceEnd + holdNanos;
-        holding = true;
-        progress.set(PARKED, 1); // requestDriven, a request, a hurry or a free after this line unparks
+        holding = true; // a request, a hurry, a wait or requestDriven after this line unparks (wakePutOff)
         while (issued.get() == target && !lookNow && !closed) {
             long now = System.nanoTime();
             boolean inGrace = now - graceEnd < 0;
             if (!inGrace && (requestsDriving.get() == 0 || now - latest >= 0)) break;
             LockSupport.parkNanos(this, (inGrace ? graceEnd : latest) - now);
         }
-        progress.set(PARKED, 0);
         holding = false;
         Thread.interrupted(); // close() interrupts after setting closed
         return issued.get();
