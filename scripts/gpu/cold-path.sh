@@ -124,6 +124,20 @@ ratio() { # ratio VMMKIT NATIVE
 
 row() { rows+=("cold-path | $1 | $2 | $3 | $(ratio "$3" "$2") | $4"); }
 
+# first_after_spell idle|busy MS GIB BYTES: a row of the first cudaMalloc after a spell of MS ms
+# (bench_cold's BENCH_COLD_IDLE_MS or BENCH_COLD_BUSY_MS), native and vmmkit without breakdown.
+first_after_spell() {
+  local kind="$1" ms="$2" g="$3" bytes="$4" r snat=() svmm=() env_name
+  env_name="BENCH_COLD_$(echo "$kind" | tr a-z A-Z)_MS"
+  for r in $(seq "$reps"); do
+    snat+=("$(field "$(run "first-${g}G-$kind$ms-native-$r" native env "$env_name=$ms" "$out/bench_cold" first "$bytes")" first_malloc_us)")
+    svmm+=("$(field "$(run "first-${g}G-$kind$ms-plain-$r" vmmkit-plain env "$env_name=$ms" "$out/bench_cold" first "$bytes")" first_malloc_us)")
+  done
+  local what="$ms ms idle"
+  [ "$kind" = busy ] && what="$ms ms busy (a synchronisation every 100 us)"
+  row "first cudaMalloc ${g} GiB after $what, VMM_LOG unset (us, median of $reps)" "$(median "${snat[@]}")" "$(median "${svmm[@]}")" "runs native ${snat[*]}; vmmkit ${svmm[*]}"
+}
+
 # 1. First cudaMalloc of each size, native first; vmmkit with and without its start-up warm-up.
 step first && for g in $sizes_gib; do
   bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
@@ -149,25 +163,10 @@ step first && for g in $sizes_gib; do
   breakdowns+=("${g} GiB, warm-up on (run $r, program saw $m_vmm us): $(breakdown "$out/first-${g}G-vmmkit-$r.log")")
   r="$(median_run "$m_cold" "first-${g}G-nowarm")"
   breakdowns+=("${g} GiB, VMM_WARM_UP=0 (run $r, program saw $m_cold us): $(breakdown "$out/first-${g}G-nowarm-$r.log")")
-  # An idle spell between the warm-up and the first large cudaMalloc, native and vmmkit alike.
-  for idle in ${FIRST_IDLE_MS:-}; do
-    inat=(); ivmm=()
-    for r in $(seq "$reps"); do
-      inat+=("$(field "$(run "first-${g}G-idle$idle-native-$r" native env BENCH_COLD_IDLE_MS="$idle" "$out/bench_cold" first "$bytes")" first_malloc_us)")
-      ivmm+=("$(field "$(run "first-${g}G-idle$idle-plain-$r" vmmkit-plain env BENCH_COLD_IDLE_MS="$idle" "$out/bench_cold" first "$bytes")" first_malloc_us)")
-    done
-    row "first cudaMalloc ${g} GiB after $idle ms idle, VMM_LOG unset (us, median of $reps)" "$(median "${inat[@]}")" "$(median "${ivmm[@]}")" "runs native ${inat[*]}; vmmkit ${ivmm[*]}"
-  done
-  # A busy spell instead: the driver kept busy (a synchronisation every 100 us) while the process's
-  # start-up work (vmmkit's JVM compiling what its warm-up ran) settles.
-  for busy in ${FIRST_BUSY_MS:-}; do
-    bnat=(); bvmm=()
-    for r in $(seq "$reps"); do
-      bnat+=("$(field "$(run "first-${g}G-busy$busy-native-$r" native env BENCH_COLD_BUSY_MS="$busy" "$out/bench_cold" first "$bytes")" first_malloc_us)")
-      bvmm+=("$(field "$(run "first-${g}G-busy$busy-plain-$r" vmmkit-plain env BENCH_COLD_BUSY_MS="$busy" "$out/bench_cold" first "$bytes")" first_malloc_us)")
-    done
-    row "first cudaMalloc ${g} GiB after $busy ms busy (a synchronisation every 100 us), VMM_LOG unset (us, median of $reps)" "$(median "${bnat[@]}")" "$(median "${bvmm[@]}")" "runs native ${bnat[*]}; vmmkit ${bvmm[*]}"
-  done
+  # A spell between the warm-up and the first large cudaMalloc, native and vmmkit alike: idle, or
+  # busy (a synchronisation every 100 us while the process's start-up work settles).
+  for idle in ${FIRST_IDLE_MS:-}; do first_after_spell idle "$idle" "$g" "$bytes"; done
+  for busy in ${FIRST_BUSY_MS:-}; do first_after_spell busy "$busy" "$g" "$bytes"; done
   v=0
   for variant in ${FIRST_VARIANTS:-}; do   # JVM options of the shim's JVM, one per variant
     v=$((v + 1)); var=()
