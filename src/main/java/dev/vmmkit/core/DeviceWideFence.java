@@ -5,7 +5,6 @@ import dev.vmmkit.driver.StreamEvents;
 
 import java.lang.System.Logger.Level;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
@@ -42,13 +41,11 @@ import java.util.concurrent.locks.LockSupport;
  * served at its next spin. After a lone synchronisation it parks at once; an idle program costs
  * nothing.
  *
- * <p>A lone synchronisation for frees that nobody can use yet is put off: it waits
- * {@link #GRACE_NANOS}, and then, while an allocating thread is inside a slow path's driver calls
- * ({@link #requestDriving}), up to {@link #HOLD_NANOS} more. A device synchronisation on another
- * thread slows those calls, and a program's first large allocation comes right after its first
- * free (a runtime's start-up cudaFree), so the two used to overlap. The wait ends at once when a
- * request or a wait asks for a synchronisation, or a slow path finds a waiting free that would fit
- * its request ({@link #hurry}). Frees in a stream are never put off.
+ * <p>A lone synchronisation for frees that nobody can use yet is put off
+ * ({@link SynchronisationPutOff}: {@link #GRACE_NANOS}, then up to {@link #HOLD_NANOS} while slow
+ * paths are in their driver calls). The wait ends at once when a request or a wait asks for a
+ * synchronisation, or a slow path finds a waiting free that would fit its request ({@link #hurry}).
+ * Frees in a stream are never put off.
  *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
@@ -77,8 +74,9 @@ final class DeviceWideFence implements AutoCloseable {
      * reads the lines that frees write only once this long has passed since the last one (each read
      * may pull a line from the freeing core, and each synchronisation slows the freeing thread's
      * driver calls). So frees that come back to back share one synchronisation every this many
-     * nanoseconds, while a free after a quiet spell is synchronised at once, as is anything that
-     * waits ({@link #request}, {@link #awaitCovered}). On an H200 a cudaMalloc + cudaFree pair of 2
+     * nanoseconds, while a free after a quiet spell is read at once (and its synchronisation put
+     * off, see the class comment); anything that waits ({@link #request}, {@link #awaitCovered}) is
+     * synchronised at once. On an H200 a cudaMalloc + cudaFree pair of 2
      * or 64 MiB took 1.3-1.4 us when the thread read the lines every 250 ns, and 0.93-0.99 us with
      * this rule ({@code scripts/gpu/cold-path.sh}, whose {@code FENCE_POLLS} sets the system property
      * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
@@ -106,9 +104,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     private final StreamEvents events;
     private final boolean onCallingThread;
-    /** {@link #GRACE_NANOS} and {@link #HOLD_NANOS}, or a test's own. */
-    private final long graceNanos;
-    private final long holdNanos;
+    /** When a lone synchronisation waits, and for how long. */
+    private final SynchronisationPutOff putOff;
 
     /** Tickets handed out; lock-free. */
     private final AtomicLong issued = new AtomicLong();
@@ -118,8 +115,6 @@ final class DeviceWideFence implements AutoCloseable {
      * (a request or a free unparks it).
      */
     private final AtomicLongArray progress = new AtomicLongArray(64);
-    /** Allocating threads inside a slow path's driver calls (create, map, setAccess). */
-    private final AtomicInteger requestsDriving = new AtomicInteger();
     /** Every region's device-wide frees. */
     private final FreesToCover regions = new FreesToCover();
     /**
@@ -132,8 +127,6 @@ final class DeviceWideFence implements AutoCloseable {
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     private volatile Thread thread;
-    /** True while the thread puts a lone synchronisation off ({@link #putOff}): what may end the wait unparks it. */
-    private volatile boolean holding;
     /** The thread's newest ticket for published frees that no wait asked for (only the thread touches it). */
     private long unaskedTicket = -1;
     // Guarded by this object's monitor (lastFailure is also read without it, to skip the monitor).
@@ -154,8 +147,7 @@ final class DeviceWideFence implements AutoCloseable {
     private DeviceWideFence(StreamEvents events, boolean onCallingThread, long graceNanos, long holdNanos) {
         this.events = events;
         this.onCallingThread = onCallingThread;
-        this.graceNanos = graceNanos;
-        this.holdNanos = holdNanos;
+        this.putOff = new SynchronisationPutOff(graceNanos, holdNanos);
     }
 
     /** A fence that synchronises inside {@link #request}, on the caller's thread (deterministic tests). */
@@ -180,17 +172,13 @@ final class DeviceWideFence implements AutoCloseable {
         if (onCallingThread) return requestOnCallingThread();
         long ticket = issued.incrementAndGet();
         wake(); // after the increment: a thread about to park sees the ticket
-        wakePutOff();
+        putOff.wakeIfWaiting();
         return ticket;
     }
 
-    /**
-     * An allocating thread enters a slow path's driver calls; {@link #requestDriven} when it leaves
-     * them (in a finally). A lone synchronisation waits after its grace for none to be inside, at
-     * most {@link #HOLD_NANOS}.
-     */
+    /** An allocating thread enters a slow path's driver calls ({@link SynchronisationPutOff#requestDriving}). */
     void requestDriving() {
-        requestsDriving.incrementAndGet();
+        putOff.requestDriving();
     }
 
     /**
@@ -201,22 +189,12 @@ final class DeviceWideFence implements AutoCloseable {
         if (onCallingThread) return;
         lookNow = true;
         wake();
-        wakePutOff();
+        putOff.wakeIfWaiting();
     }
 
-    /** An allocating thread left a slow path's driver calls: unparks a held thread when it was the last. */
+    /** An allocating thread left a slow path's driver calls ({@link SynchronisationPutOff#requestDriven}). */
     void requestDriven() {
-        if (requestsDriving.decrementAndGet() == 0) wakePutOff();
-    }
-
-    /**
-     * Unparks the thread if it puts a synchronisation off ({@link #putOff}), after the caller wrote
-     * what ends the wait. Frees do not call this: frees during a grace need no wake-up (the
-     * synchronisation at its end covers them), and a burst of cudaFrees would pay one each.
-     */
-    private void wakePutOff() {
-        Thread serving = thread;
-        if (holding && serving != null) LockSupport.unpark(serving);
+        putOff.requestDriven();
     }
 
     /** The frees of one more region; {@link #forget} it when the region closes. */
@@ -265,7 +243,7 @@ final class DeviceWideFence implements AutoCloseable {
         }
         lookNow = true; // the thread reads the published frees at once, however recent its last synchronisation
         wake();
-        wakePutOff();
+        putOff.wakeIfWaiting();
         long start = System.nanoTime();
         while (frees.covered() < sequence && !closed) {
             long waited = System.nanoTime() - start;
@@ -424,14 +402,19 @@ final class DeviceWideFence implements AutoCloseable {
 
     private void serveUntilClosed() {
         long retryPause = FIRST_RETRY_PAUSE_NANOS;
-        long lastSynchronised = System.nanoTime() - POLL_NANOS; // the first free is synchronised at once
+        long lastSynchronised = System.nanoTime() - POLL_NANOS; // the first free is read at once
         boolean synchronisedBefore = false; // the thread's start is no synchronisation: no spin after the first
         boolean inAStream = false;
         while (true) {
             long target = nextTarget(lastSynchronised, inAStream);
             if (target < 0) return;
             boolean lone = !synchronisedBefore || System.nanoTime() - lastSynchronised >= STREAM_NANOS;
-            if (lone) target = putOff(target);
+            if (lone && target == unaskedTicket) {
+                long ownTicket = target;
+                putOff.await(() -> issued.get() != ownTicket || lookNow || closed);
+                Thread.interrupted(); // close() interrupts after setting closed
+                target = issued.get(); // a request that ended the wait shares this synchronisation
+            }
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             progress.set(STARTED, target);
             try {
@@ -490,37 +473,14 @@ final class DeviceWideFence implements AutoCloseable {
         return -1;
     }
 
-    /**
-     * Before a lone synchronisation for frees nobody asked for: parks for the grace, then while
-     * allocating threads are inside a slow path's driver calls, at most {@link #HOLD_NANOS} more.
-     * Ends at once when a ticket is requested, a wait or a slow path asks for the frees
-     * ({@link #lookNow}), or the fence closes. Returns the ticket the synchronisation completes:
-     * the newest issued, so a request that ended the wait shares it.
-     */
-    private long putOff(long target) {
-        if (target != unaskedTicket || graceNanos == 0 && (holdNanos == 0 || requestsDriving.get() == 0)) return target;
-        long graceEnd = System.nanoTime() + graceNanos;
-        long latest = graceEnd + holdNanos;
-        holding = true; // a request, a hurry, a wait or requestDriven after this line unparks (wakePutOff)
-        while (issued.get() == target && !lookNow && !closed) {
-            long now = System.nanoTime();
-            boolean inGrace = now - graceEnd < 0;
-            if (!inGrace && (requestsDriving.get() == 0 || now - latest >= 0)) break;
-            LockSupport.parkNanos(this, (inGrace ? graceEnd : latest) - now);
-        }
-        holding = false;
-        Thread.interrupted(); // close() interrupts after setting closed
-        return issued.get();
-    }
-
     /** Whether the thread puts a lone synchronisation off now (tests). */
     boolean holding() {
-        return holding;
+        return putOff.waiting();
     }
 
     /** Allocating threads inside a slow path's driver calls now (tests: none once every call returned). */
     int requestsDriving() {
-        return requestsDriving.get();
+        return putOff.requestsDriving();
     }
 
     /** Normally after close; if an Error ended the thread early, the next request starts another. */
