@@ -97,6 +97,12 @@ final class StartUpWarmUp {
                 + ", CUDA downcalls " + (cudaEndedAtNanos == 0 ? "still running at exit" : "linked in " + millis(cudaEndedAtNanos - started));
     }
 
+    /**
+     * The allocator's rounds: {@link AllocatorWarmUp#ROUNDS}, or the system property
+     * {@code vmmkit.warmUp.rounds} (a measurement switch, as the fence's are).
+     */
+    static final int ROUNDS = Math.max(0, Integer.getInteger("vmmkit.warmUp.rounds", AllocatorWarmUp.ROUNDS));
+
     private static String millis(long nanos) {
         return String.format(Locale.ROOT, "%.1f ms", nanos / 1e6);
     }
@@ -108,7 +114,7 @@ final class StartUpWarmUp {
     }
 
     private static int exerciseAllocator(VmmConfig config) {
-        return AllocatorWarmUp.run(new DryDriver(DRY_PAGE_BYTES, DRY_DEVICE_BYTES), config, AllocatorWarmUp.ROUNDS, () -> !stopped);
+        return AllocatorWarmUp.run(new DryDriver(DRY_PAGE_BYTES, DRY_DEVICE_BYTES), config, ROUNDS, () -> !stopped);
     }
 
     /** Ends a warm-up still running after its current round (the program is exiting). */
