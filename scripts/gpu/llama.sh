@@ -21,7 +21,8 @@
 # LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
 # memory figures only).
 # LLAMA_THREADS (8): the CPU threads of the engine, llama-bench, decode_rate and llama-server alike.
-# LLAMA_ROUNDS (1): rounds of llama-bench then nine answers, interleaved, after the first figures.
+# LLAMA_ROUNDS (1): rounds of llama-bench then one untimed answer and nine timed ones, interleaved,
+# after the first figures.
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
 # and no llama-bench (a check of the script itself).
 # Prints "llama-figure: NAME VALUE" lines; exits non-zero when a request fails or memory does not
@@ -298,6 +299,10 @@ if cuda and bench_ts and rounds > 1 and os.path.exists(bench_bin):
             print("llama: llama-bench failed in round", r, done.stderr[-300:])
             break
         round_bench = json.loads(done.stdout)[0]["avg_ts"]
+        # One answer untimed first, as llama-bench runs an untimed warm-up before its repetitions:
+        # the worker idled while llama-bench ran, and the first answers after that ran slower
+        # (docs/engine.md).
+        generate("big")
         eval_rates.clear()
         round_served = []
         for _ in range(9):
