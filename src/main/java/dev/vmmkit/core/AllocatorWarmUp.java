@@ -17,10 +17,12 @@ import dev.vmmkit.driver.VmmDriver;
 public final class AllocatorWarmUp {
     /**
      * Rounds enough for the JIT's first tier to compile the slow path: C1 compiles a method after
-     * ~200 calls (more while its queue is long), and a round makes about 30 slow-path requests (on
-     * the host, -XX:+PrintCompilation lists the slow path's methods after 30 rounds, not after 20).
-     * More only kept the warm-up running beside a program's first calls: 60 rounds were still
-     * running at a first 1 GiB cudaMalloc right after CUDA's initialisation on an H100. A round's
+     * ~200 calls (more while its queue is long), and a round makes about 30 slow-path requests. On
+     * an H100's 16 cores 30 rounds leave a first 1 GiB request 40 us of Java; on a loaded 2-core
+     * host, whose compile queue is long, most slow-path methods are still uncompiled after them.
+     * More only kept the warm-up running beside a program's first calls: 60 rounds, and 100 (94-125
+     * ms, a first 1 GiB cudaMalloc 332 us against 289 with 30), were still running at the first
+     * large request right after CUDA's initialisation on an H100 (docs/allocator.md). A round's
      * own costs (a new manager, its first allocation, its close: about a millisecond once compiled)
      * dwarf its requests', so each round makes many.
      */

@@ -42,8 +42,8 @@ import java.util.concurrent.locks.LockSupport;
  * nothing.
  *
  * <p>A lone synchronisation for frees that nobody can use yet is put off
- * ({@link SynchronisationPutOff}: {@link #GRACE_NANOS}, then up to {@link #HOLD_NANOS} while slow
- * paths are in their driver calls). The wait ends at once when a request or a wait asks for a
+ * ({@link SynchronisationPutOff}: a grace, then a hold while slow paths are in their driver
+ * calls). The wait ends at once when a request or a wait asks for a
  * synchronisation, or a slow path finds a waiting free that would fit its request ({@link #hurry}).
  * Frees in a stream are never put off.
  *
@@ -82,17 +82,6 @@ final class DeviceWideFence implements AutoCloseable {
      * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
-    /**
-     * How long a lone synchronisation for frees nobody can use yet is put off. The system property
-     * {@code vmmkit.fence.graceNanos} sets it (0: none), to measure what it saves.
-     */
-    static final long GRACE_NANOS = Math.max(0, Long.getLong("vmmkit.fence.graceNanos", 1_000_000));
-    /**
-     * The longest such a synchronisation is held after its grace while allocating threads are inside
-     * a slow path's driver calls ({@link #requestDriving}). The system property
-     * {@code vmmkit.fence.holdNanos} sets it (0: never held).
-     */
-    static final long HOLD_NANOS = Math.max(0, Long.getLong("vmmkit.fence.holdNanos", 2_000_000));
     /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
     static final long WAIT_SPIN_NANOS = 50_000;
 
@@ -136,7 +125,7 @@ final class DeviceWideFence implements AutoCloseable {
     private boolean failureLogged;
 
     DeviceWideFence(StreamEvents events) {
-        this(events, false, GRACE_NANOS, HOLD_NANOS);
+        this(events, false, SynchronisationPutOff.GRACE_NANOS, SynchronisationPutOff.HOLD_NANOS);
     }
 
     /** A fence whose lone synchronisations wait {@code graceNanos}, then up to {@code holdNanos} for slow paths (tests). */

@@ -20,6 +20,17 @@ import java.util.function.BooleanSupplier;
  * <p>Thread-safe: {@link #await} runs on the fence's thread alone, the rest on any thread.
  */
 final class SynchronisationPutOff {
+    /**
+     * How long a lone synchronisation is put off. The system property
+     * {@code vmmkit.fence.graceNanos} sets it (0: none), to measure what it saves.
+     */
+    static final long GRACE_NANOS = Math.max(0, Long.getLong("vmmkit.fence.graceNanos", 1_000_000));
+    /**
+     * The longest it is held after its grace while allocating threads are inside a slow path's
+     * driver calls. The system property {@code vmmkit.fence.holdNanos} sets it (0: never held).
+     */
+    static final long HOLD_NANOS = Math.max(0, Long.getLong("vmmkit.fence.holdNanos", 2_000_000));
+
     private final long graceNanos;
     private final long holdNanos;
     /** Allocating threads inside a slow path's driver calls (create, map, setAccess). */

@@ -90,7 +90,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     /** A manager whose fence puts a lone free's synchronisation off for {@code graceNanos} (tests). */
     static VmmManager withFenceGrace(VmmDriver driver, VmmConfig config, long graceNanos) {
-        return new VmmManager(driver, config, events -> new DeviceWideFence(events, graceNanos, DeviceWideFence.HOLD_NANOS));
+        return new VmmManager(driver, config, events -> new DeviceWideFence(events, graceNanos, SynchronisationPutOff.HOLD_NANOS));
     }
 
     /** The fence of device-wide frees (tests wait on it). */

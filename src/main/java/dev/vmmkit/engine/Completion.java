@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.Lock;
 
 /**
  * One generation request as both HTTP dialects (OpenAI's and Ollama's) ask it, and its run: leases
@@ -83,7 +84,7 @@ final class Completion {
     static Result run(EngineHost host, Request request, Runnable leased, Listener listener) {
         long start = System.nanoTime();
         ModelRegistry.Lease lease = host.registry().acquire(request.model());
-        java.util.concurrent.locks.Lock turn = null;
+        Lock turn = null;
         try {
             turn = lease.instance().turn();
             if (turn != null) turn.lock();

@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -246,7 +247,7 @@ final class EngineInstance implements RunningEngine {
     }
 
     @Override
-    public java.util.concurrent.locks.Lock turn() {
+    public Lock turn() {
         return callLock; // the lock its calls take: reentrant, so a request holding it calls in
     }
 

@@ -2,6 +2,7 @@ package dev.vmmkit.engine;
 
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.locks.Lock;
 
 /**
  * One running engine holding one model, wherever it runs: in the host's process
@@ -48,7 +49,7 @@ interface RunningEngine extends AutoCloseable {
      * The engine itself serialises its calls; holding this too keeps the next request from
      * starting before the previous one's figures are counted, so it sees them.
      */
-    java.util.concurrent.locks.Lock turn();
+    Lock turn();
 
     PluginSnapshot snapshot();
 

@@ -7,6 +7,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * An engine instance that runs in a worker process of its own ({@link EngineWorkerMain}). A crash,
@@ -27,7 +29,7 @@ final class WorkerEngine implements RunningEngine {
     private final String name;
     private final InFlightGate gate = new InFlightGate();
     /** {@link #turn()}: the worker serialises the calls themselves. */
-    private final java.util.concurrent.locks.ReentrantLock turn;
+    private final ReentrantLock turn;
     private final WorkerProcess worker;
     private final InstancePause pause = new InstancePause(new InstancePause.Calls() {
         @Override
@@ -50,7 +52,7 @@ final class WorkerEngine implements RunningEngine {
     private WorkerEngine(PluginSnapshot snapshot, DeviceMemory device, Duration timeout, String name,
                          Path privateDir) throws IOException, WorkerProcess.WorkerDied {
         this.snapshot = snapshot;
-        this.turn = snapshot.manifest().concurrent() ? null : new java.util.concurrent.locks.ReentrantLock();
+        this.turn = snapshot.manifest().concurrent() ? null : new ReentrantLock();
         this.device = device;
         this.timeout = timeout;
         this.name = name;
@@ -280,7 +282,7 @@ final class WorkerEngine implements RunningEngine {
     }
 
     @Override
-    public java.util.concurrent.locks.Lock turn() {
+    public Lock turn() {
         return turn;
     }
 

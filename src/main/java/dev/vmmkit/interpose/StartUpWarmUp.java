@@ -27,6 +27,11 @@ final class StartUpWarmUp {
     private static final long DRY_PAGE_BYTES = 2L << 20;
     /** Small: a manager's page table spans twice the device, and each round makes one. */
     private static final long DRY_DEVICE_BYTES = 4L << 30;
+    /**
+     * The allocator's rounds: {@link AllocatorWarmUp#ROUNDS}, or the system property
+     * {@code vmmkit.warmUp.rounds} (a measurement switch, as the fence's are).
+     */
+    static final int ROUNDS = Math.max(0, Integer.getInteger("vmmkit.warmUp.rounds", AllocatorWarmUp.ROUNDS));
 
     private static volatile boolean stopped;
     /** Set by the warm-up's threads: when they started and ended (0: not yet), and the allocator's rounds. */
@@ -96,12 +101,6 @@ final class StartUpWarmUp {
                 : roundsDone + " rounds in " + millis(allocatorEndedAtNanos - started))
                 + ", CUDA downcalls " + (cudaEndedAtNanos == 0 ? "still running at exit" : "linked in " + millis(cudaEndedAtNanos - started));
     }
-
-    /**
-     * The allocator's rounds: {@link AllocatorWarmUp#ROUNDS}, or the system property
-     * {@code vmmkit.warmUp.rounds} (a measurement switch, as the fence's are).
-     */
-    static final int ROUNDS = Math.max(0, Integer.getInteger("vmmkit.warmUp.rounds", AllocatorWarmUp.ROUNDS));
 
     private static String millis(long nanos) {
         return String.format(Locale.ROOT, "%.1f ms", nanos / 1e6);
