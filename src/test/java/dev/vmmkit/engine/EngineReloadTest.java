@@ -64,20 +64,29 @@ class EngineReloadTest {
                     int n = 0;
                     boolean[] counted = new boolean[4];
                     boolean countedOverwrite = false;
-                    while (!stop.get()) {
-                        int sentIn = phase.get();
-                        boolean afterOverwrite = overwritten[0].getCount() == 0;
-                        EngineTestBed.Answer answer = bed.generate(model, "p" + n++);
-                        if (answer.status() != 200) failures.add(answer.status() + " " + answer.text());
-                        else answers.add(sentIn + " " + answer.json().get("engine_version").asText());
-                        if (!counted[sentIn] && n >= 3) {
-                            counted[sentIn] = true;
-                            answeredIn[sentIn].countDown();
+                    try {
+                        while (!stop.get()) {
+                            int sentIn = phase.get();
+                            boolean afterOverwrite = overwritten[0].getCount() == 0;
+                            EngineTestBed.Answer answer = bed.generate(model, "p" + n++);
+                            if (answer.status() != 200) failures.add(answer.status() + " " + answer.text());
+                            else answers.add(sentIn + " " + answer.json().get("engine_version").asText());
+                            if (!counted[sentIn] && n >= 3) {
+                                counted[sentIn] = true;
+                                answeredIn[sentIn].countDown();
+                            }
+                            if (afterOverwrite && !countedOverwrite) {
+                                countedOverwrite = true;
+                                overwritten[1].countDown();
+                            }
                         }
-                        if (afterOverwrite && !countedOverwrite) {
-                            countedOverwrite = true;
-                            overwritten[1].countDown();
-                        }
+                    } catch (RuntimeException e) {
+                        // A client that cannot go on fails the test instead of leaving the others
+                        // (and the latches the test waits on) to wait for it.
+                        failures.add("request " + n + " on " + model + ": " + e);
+                        stop.set(true);
+                        for (CountDownLatch latch : answeredIn) while (latch.getCount() > 0) latch.countDown();
+                        while (overwritten[1].getCount() > 0) overwritten[1].countDown();
                     }
                 }));
             }
