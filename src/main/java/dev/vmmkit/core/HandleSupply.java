@@ -54,6 +54,16 @@ final class HandleSupply {
         return servesTag;
     }
 
+    /**
+     * Whether this region's new handles are exportable (for CUDA IPC): not a memory tag's. A
+     * pause must give the tag's pages back to the device, which a mapping in an importing process
+     * would keep alive, so a tag's memory is never shared; and the driver creates and releases
+     * plain handles faster, which is what a pause and a resume pay for (docs/allocator.md).
+     */
+    boolean exportable() {
+        return !servesTag;
+    }
+
     /** The largest handle to create now for a request of {@code requested} bytes (mapping ahead goes up to it). */
     long handleCap(long requested) {
         return sizer.cap(budget.peak(requested));
@@ -110,7 +120,7 @@ final class HandleSupply {
                     long upTo = have < neededBytes ? neededBytes : runBytes;
                     bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested));
                 }
-                out.add(driver.create(bytes), bytes);
+                out.add(driver.create(bytes, exportable()), bytes);
                 accounting.physicalCreated(bytes);
             }
         } catch (RuntimeException e) {
@@ -147,10 +157,14 @@ final class HandleSupply {
         return clean;
     }
 
-    /** An unmapped handle goes to the pool, or is released when the pool is full (aliases may keep it). */
+    /**
+     * An unmapped handle goes to the pool, or is released when the pool is full (aliases may keep
+     * it). A tag's handles are released: the pool serves every region, whose memory must stay
+     * exportable.
+     */
     void poolOrRelease(long handle, long bytes) {
         if (region.aliases.keepsWhileAliased(handle, bytes)) return;
-        if (!pool.push(bytes, handle)) release(handle, bytes);
+        if (servesTag || !pool.push(bytes, handle)) release(handle, bytes);
     }
 
     /**

@@ -188,12 +188,12 @@ final class RegionPause {
     private void mapAgain(long va, long size, Runnable releaseCachedMemory) {
         long handle;
         try {
-            handle = region.driver.create(size);
+            handle = region.driver.create(size, region.handles.exportable());
         } catch (DriverException e) {
             if (!e.isOutOfMemory()) throw e;
             // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
             releaseCachedMemory.run();
-            handle = region.driver.create(size);
+            handle = region.driver.create(size, region.handles.exportable());
         }
         region.accounting.physicalCreated(size);
         HandleRun run = new HandleRun();

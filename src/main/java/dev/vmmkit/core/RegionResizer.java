@@ -284,7 +284,7 @@ final class RegionResizer {
             // handle of its own (the copy's bytes come from the source; the rest of a buffer made for
             // the copy holds nothing yet).
             try {
-                moved.add(region.driver.create(tail), tail);
+                moved.add(region.driver.create(tail, region.handles.exportable()), tail);
                 region.accounting.physicalCreated(tail);
             } catch (DriverException e) {
                 return false;

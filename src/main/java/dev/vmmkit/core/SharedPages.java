@@ -42,10 +42,16 @@ public final class SharedPages {
      * bytes begin {@code offset} bytes into the first page.
      *
      * @throws InvalidAddressException when no live allocation starts at {@code address}
+     * @throws IllegalArgumentException when the allocation belongs to a memory tag, whose handles
+     *         are not exportable ({@link HandleSupply#exportable()})
      * @throws DriverException when an export fails; descriptors made so far are closed
      */
     public ExportedPages export(long address) {
         RegionHeap region = regionOf.apply(address);
+        if (region != null && !region.handles.exportable()) {
+            throw new IllegalArgumentException(String.format("0x%x: memory of a memory tag is not shared with other"
+                    + " processes: a pause gives its pages back to the device", address));
+        }
         ExportedPages pages = region == null ? null : region.views.withPagesOf(address, (first, handles, handleSizes, size) -> {
             int[] fds = new int[handles.length];
             long[] sizes = new long[handles.length];

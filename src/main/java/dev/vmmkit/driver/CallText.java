@@ -19,7 +19,11 @@ public final class CallText {
     }
 
     public static String create(long size, int device) {
-        return "cuMemCreate(size=" + hex(size) + ", device=" + device + ")";
+        return create(size, device, true);
+    }
+
+    public static String create(long size, int device, boolean exportable) {
+        return "cuMemCreate(size=" + hex(size) + ", device=" + device + (exportable ? ")" : ", not exportable)");
     }
 
     public static String release(long handle) {

@@ -81,9 +81,9 @@ public final class CountingDriver extends ForwardingDriver {
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         counted(DriverCall.CREATE);
-        long handle = delegate.create(size);
+        long handle = delegate.create(size, exportable);
         synchronized (this) {
             touched(DriverCall.CREATE, size);
             sizeOfHandle.put(handle, size);

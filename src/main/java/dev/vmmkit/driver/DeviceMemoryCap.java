@@ -27,18 +27,18 @@ public final class DeviceMemoryCap extends ForwardingDriver {
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         synchronized (this) {
             if (size > capBytes - heldBytes) {
                 throw new DriverException(CudaResult.OUT_OF_MEMORY, CudaResult.describe(CudaResult.OUT_OF_MEMORY)
                         + ": device memory cap " + CallText.hex(capBytes) + ", in use " + CallText.hex(heldBytes),
-                        CallText.create(size, device()));
+                        CallText.create(size, device(), exportable));
             }
             heldBytes += size; // before the call, so that two creates cannot both pass the last room
         }
         long handle;
         try {
-            handle = delegate.create(size);
+            handle = delegate.create(size, exportable);
         } catch (RuntimeException e) {
             synchronized (this) {
                 heldBytes -= size;

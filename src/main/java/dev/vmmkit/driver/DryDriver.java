@@ -52,7 +52,7 @@ public final class DryDriver implements VmmDriver {
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         return nextHandle.getAndIncrement();
     }
 

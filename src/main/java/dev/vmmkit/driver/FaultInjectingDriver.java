@@ -39,12 +39,12 @@ public final class FaultInjectingDriver extends ForwardingDriver {
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         int fault = plan.faultFor(DriverCall.CREATE);
         if (fault != CudaResult.SUCCESS) {
-            throw injected(fault, CallText.create(size, delegate.device()));
+            throw injected(fault, CallText.create(size, delegate.device(), exportable));
         }
-        return delegate.create(size);
+        return delegate.create(size, exportable);
     }
 
     @Override

@@ -43,8 +43,8 @@ public abstract class ForwardingDriver implements DriverAdaptor {
     }
 
     @Override
-    public long create(long size) {
-        return delegate.create(size);
+    public long create(long size, boolean exportable) {
+        return delegate.create(size, exportable);
     }
 
     @Override

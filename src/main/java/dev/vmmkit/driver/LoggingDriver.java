@@ -41,13 +41,13 @@ public final class LoggingDriver extends ForwardingDriver {
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         try {
-            long handle = delegate.create(size);
-            succeeded(CallText.create(size, delegate.device()), "handle " + CallText.hex(handle));
+            long handle = delegate.create(size, exportable);
+            succeeded(CallText.create(size, delegate.device(), exportable), "handle " + CallText.hex(handle));
             return handle;
         } catch (RuntimeException e) {
-            throw failed(CallText.create(size, delegate.device()), e);
+            throw failed(CallText.create(size, delegate.device(), exportable), e);
         }
     }
 

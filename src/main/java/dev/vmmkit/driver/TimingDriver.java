@@ -143,10 +143,10 @@ public final class TimingDriver extends ForwardingDriver {
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         long t = start();
         try {
-            return delegate.create(size);
+            return delegate.create(size, exportable);
         } finally {
             timed(DriverCall.CREATE, t, size);
         }

@@ -28,8 +28,22 @@ public interface VmmDriver extends AutoCloseable {
     /** Frees a whole reservation made by {@link #reserve}. */
     void addressFree(long va, long size);
 
-    /** Creates a physical allocation of {@code size} bytes on {@link #device()}; returns its handle. */
-    long create(long size);
+    /**
+     * Creates a physical allocation of {@code size} bytes on {@link #device()}; returns its handle,
+     * exportable when the driver {@link #canExport() can export}.
+     */
+    default long create(long size) {
+        return create(size, true);
+    }
+
+    /**
+     * Creates a physical allocation of {@code size} bytes on {@link #device()}; returns its handle.
+     * With {@code exportable} false the handle is plain: {@link #exportHandle} refuses it. CUDA
+     * creates and releases plain handles faster (no shareable handle type is requested), which is
+     * what memory that is given back and made again often wants; with {@code exportable} true the
+     * handle is exportable when the driver can export.
+     */
+    long create(long size, boolean exportable);
 
     /** Releases a handle. Memory that is still mapped stays valid until its last unmap. */
     void release(long handle);

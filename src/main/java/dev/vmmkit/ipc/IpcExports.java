@@ -1,7 +1,6 @@
 package dev.vmmkit.ipc;
 
 import dev.vmmkit.core.DeviceMemoryResource;
-import dev.vmmkit.core.InvalidAddressException;
 import dev.vmmkit.core.SharedPages;
 import dev.vmmkit.driver.Descriptors;
 import dev.vmmkit.driver.DriverException;
@@ -118,7 +117,7 @@ public final class IpcExports {
         SharedPages.ExportedPages exported;
         try {
             exported = pages.export(address);
-        } catch (InvalidAddressException e) {
+        } catch (IllegalArgumentException e) { // no live allocation there, or a tag's
             throw new IpcException(IpcException.INVALID_VALUE, e.getMessage());
         } catch (DriverException e) {
             throw new IpcException(IpcException.MAP_FAILED, "export failed: " + e.getMessage());

@@ -155,9 +155,9 @@ public final class ConcurrencyBenchmark {
         }
 
         @Override
-        public long create(long size) {
+        public long create(long size, boolean exportable) {
             pause();
-            return super.create(size);
+            return super.create(size, exportable);
         }
 
         @Override

@@ -1,6 +1,11 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.Descriptors;
 import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.FaultInjectingDriver;
+import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 
@@ -14,6 +19,8 @@ import static dev.vmmkit.core.AllocatorTestSupport.fill;
 import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
 import static dev.vmmkit.core.AllocatorTestSupport.smallConfig;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * A tag's memory is backed with one handle per request from its first allocation, whatever the
@@ -59,6 +66,55 @@ class MemoryTagBackingTest {
             m.resume("weights");
             for (int i = 0; i < sizes.length; i++) assertFullyIntact(host, addresses.get(i), sizes[i], 40 + i, "block " + i);
             assertEquals(runs, region.pages.handlesIn(from, to), "a resume backs each run with one handle");
+        }
+    }
+
+    private static void exportAndClose(VmmManager m, long address) {
+        SharedPages.ExportedPages pages = m.sharedPages().export(address);
+        for (int fd : pages.fds()) Descriptors.close(fd);
+    }
+
+    @Test
+    void aTagsMemoryIsNeverExportedWhileUntaggedMemoryIs() {
+        HostDriver host = hostDriver(256 * MIB);
+        try (VmmManager m = new VmmManager(host, smallConfig(256 * MIB))) {
+            m.beginTagRegion("kv_cache", false);
+            long tagged = m.allocate(8 * MIB, 0);
+            m.endTagRegion();
+            long untagged = m.allocate(8 * MIB, 0);
+            IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+                    () -> m.sharedPages().export(tagged));
+            assertTrue(refused.getMessage().contains("memory tag"), refused.getMessage());
+            exportAndClose(m, untagged);
+
+            // The driver itself refuses the tag's handles: they were made not exportable.
+            RegionHeap region = m.regionOf(tagged);
+            long[] handle = new long[1];
+            region.views.withPagesOf(tagged, (first, handles, sizes, size) -> handle[0] = handles[0]);
+            DriverException e = assertThrows(DriverException.class, () -> host.exportHandle(handle[0]));
+            assertEquals(CudaResult.INVALID_VALUE, e.result());
+
+            // Paused and resumed, the tag's pages are still its own, still not exportable.
+            m.pause("kv_cache");
+            m.resume("kv_cache");
+            assertThrows(IllegalArgumentException.class, () -> m.sharedPages().export(tagged));
+        }
+    }
+
+    @Test
+    void aTagsHandleGivenBackAfterAFailedMapNeverBacksUntaggedMemory() {
+        HostDriver host = hostDriver(256 * MIB);
+        FaultPlan plan = new FaultPlan();
+        try (VmmManager m = new VmmManager(new FaultInjectingDriver(host, plan), smallConfig(256 * MIB))) {
+            m.allocate(PAGE, 0); // the regions exist before the fault is planned
+            long heldBefore = m.stats().reservedBytes();
+            plan.failNth(DriverCall.MAP, 1, CudaResult.UNKNOWN);
+            m.beginTagRegion("weights", true);
+            assertThrows(DriverException.class, () -> m.allocate(4 * MIB, 0));
+            m.endTagRegion();
+            plan.clear();
+            assertEquals(heldBefore, m.stats().reservedBytes(), "the tag's new handle was released, not pooled");
+            exportAndClose(m, m.allocate(4 * MIB, 0));
         }
     }
 }

@@ -52,9 +52,9 @@ class VmmManagerConcurrencyTest {
         }
 
         @Override
-        public long create(long size) {
+        public long create(long size, boolean exportable) {
             LockSupport.parkNanos(10_000);
-            return super.create(size);
+            return super.create(size, exportable);
         }
 
         @Override

@@ -75,6 +75,7 @@ public final class DriverConformance {
             new Check("host_transfers_refuse_bad_ranges", TransferChecks::refusesBadRanges),
             new Check("set_access_for_a_device_set", DriverConformance::setAccessForADeviceSet),
             new Check("exported_handle_imports_the_same_memory", DriverConformance::exportedHandleImportsTheSameMemory),
+            new Check("plain_handle_holds_memory_and_is_not_exported", DriverConformance::plainHandleIsNotExported),
             // Last: on a real device, closing a second driver must not disturb the checks before it.
             new Check("closed_driver_reports_deinitialized", DriverConformance::closedDriverReportsDeinitialized));
 
@@ -202,6 +203,26 @@ public final class DriverConformance {
             expectPattern(bytes, va + g, g, 61, "imported handle mapped at a second address");
             bytes.writeLong(va + g + 8, 0x1234_5678L);
             expectWord(0x1234_5678L, bytes.readLong(va + 8), "word written through the imported mapping");
+        }
+    }
+
+    /**
+     * A handle created not exportable maps and holds bytes like any other, and export refuses it
+     * (skipped where no handle is exportable: then the refusal says nothing).
+     */
+    private static void plainHandleIsNotExported(ConformanceTarget target) {
+        VmmDriver driver = target.driver();
+        DeviceBytes bytes = target.bytes();
+        long g = driver.granularity();
+        try (Scratch scratch = new Scratch(driver)) {
+            long va = scratch.reserve(g);
+            long handle = scratch.create(g, false);
+            scratch.mapWithAccess(va, g, handle);
+            bytes.fill(va, g, 67);
+            expectPattern(bytes, va, g, 67, "plain handle mapped");
+            if (!driver.canExport()) throw new CheckSkipped("the driver's handles are not exportable");
+            expectError("export of a handle created not exportable", () -> Descriptors.close(driver.exportHandle(handle)),
+                    Set.of(CudaResult.INVALID_VALUE, CudaResult.NOT_SUPPORTED, CudaResult.NOT_PERMITTED));
         }
     }
 

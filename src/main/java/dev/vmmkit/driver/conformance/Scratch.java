@@ -37,7 +37,11 @@ final class Scratch implements AutoCloseable {
     }
 
     long create(long size) {
-        long handle = driver.create(size);
+        return create(size, true);
+    }
+
+    long create(long size, boolean exportable) {
+        long handle = driver.create(size, exportable);
         handles.add(handle);
         return handle;
     }

@@ -45,7 +45,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private volatile MemorySegment allocationProp;
     private final MemorySegment readWriteAccess;
     private final long granularity;
-    private volatile boolean exportable;
+    private volatile boolean handlesExportable;
     private final CudaEvents events;
     private final CudaTransfers transfers = new CudaTransfers(this);
     /** Code that keeps resources in the context (kernel modules, cuBLAS); closed before the context goes. */
@@ -64,10 +64,10 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         this.ordinal = ordinal;
         this.cuDevice = cuDevice;
         this.context = context;
-        this.exportable = EXPORTABLE_WANTED && queryPosixDescriptorSupport();
+        this.handlesExportable = EXPORTABLE_WANTED && queryPosixDescriptorSupport();
         this.plainProp = CudaLayouts.allocationProp(structs, ordinal, false);
         this.exportableProp = CudaLayouts.allocationProp(structs, ordinal, true);
-        this.allocationProp = exportable ? exportableProp : plainProp;
+        this.allocationProp = handlesExportable ? exportableProp : plainProp;
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
         this.events = new CudaEvents(this);
@@ -189,22 +189,22 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         prepare("cuMemCreate");
         CudaScratch scratch = CudaScratch.get();
-        MemorySegment prop = allocationProp;
+        MemorySegment prop = exportable ? allocationProp : plainProp;
         int result = CudaApi.cuMemCreate(scratch.first, size, prop, 0L);
         if (result != CudaResult.SUCCESS && result != CudaResult.OUT_OF_MEMORY && prop == exportableProp) {
             // Some set-ups (containers, MIG) refuse exportable handles although the device reports
             // support: make plain handles from now on, as PyTorch's expandable segments do.
             result = CudaApi.cuMemCreate(scratch.first, size, plainProp, 0L);
             if (result == CudaResult.SUCCESS) {
-                exportable = false;
+                handlesExportable = false;
                 allocationProp = plainProp;
             }
         }
         if (result != CudaResult.SUCCESS) {
-            throw failure(result, CallText.create(size, ordinal));
+            throw failure(result, CallText.create(size, ordinal, exportable));
         }
         return scratch.firstLong();
     }
@@ -254,16 +254,16 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         }
     }
 
-    /** True when the device exports memory as POSIX descriptors; then every handle is made exportable. */
+    /** True when the device exports memory as POSIX descriptors; then handles created exportable are. */
     @Override
     public boolean canExport() {
-        return exportable;
+        return handlesExportable;
     }
 
     @Override
     public int exportHandle(long handle) {
         prepare("cuMemExportToShareableHandle");
-        if (!exportable) {
+        if (!handlesExportable) {
             return VmmDriver.super.exportHandle(handle);
         }
         CudaScratch scratch = CudaScratch.get();

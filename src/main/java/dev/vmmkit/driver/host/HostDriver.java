@@ -134,10 +134,10 @@ public final class HostDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     }
 
     @Override
-    public long create(long size) {
+    public long create(long size, boolean exportable) {
         synchronized (lock) {
-            requireOpen(CallText.create(size, device));
-            return handles.create(size);
+            requireOpen(CallText.create(size, device, exportable));
+            return handles.create(size, exportable);
         }
     }
 

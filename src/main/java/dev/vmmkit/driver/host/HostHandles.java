@@ -31,8 +31,8 @@ final class HostHandles {
         this.capacity = capacity;
     }
 
-    long create(long size) {
-        String call = CallText.create(size, device);
+    long create(long size, boolean exportable) {
+        String call = CallText.create(size, device, exportable);
         requirePositiveMultiple(size, granularity, call);
         if (size > capacity - aliveBytes) {
             throw new DriverException(CudaResult.OUT_OF_MEMORY,
@@ -49,7 +49,7 @@ final class HostHandles {
             throw failure;
         }
         long handle = nextHandle++;
-        byId.put(handle, new PhysicalMemory(fd, size, false));
+        byId.put(handle, new PhysicalMemory(fd, size, false, exportable));
         aliveBytes += size;
         return handle;
     }
@@ -64,7 +64,12 @@ final class HostHandles {
 
     int exportHandle(long handle) {
         String call = CallText.exportHandle(handle);
-        int fd = LibC.dup(live(handle, call).fd);
+        PhysicalMemory memory = live(handle, call);
+        if (!memory.exportable) {
+            // As CUDA refuses a handle made without a shareable handle type.
+            throw invalid("the handle was made not exportable", call);
+        }
+        int fd = LibC.dup(memory.fd);
         if (fd < 0) {
             throw osFailure("dup of the memfd", call);
         }
@@ -85,7 +90,7 @@ final class HostHandles {
         }
         long handle = nextHandle++;
         // Imported memory belongs to the exporter's device: it does not count against this one.
-        byId.put(handle, new PhysicalMemory(own, size, true));
+        byId.put(handle, new PhysicalMemory(own, size, true, true));
         return handle;
     }
 
@@ -140,13 +145,16 @@ final class HostHandles {
         final long size;
         /** Made by importHandle: another device's (or process's) memory, not counted in aliveBytes. */
         final boolean imported;
+        /** False for a handle created plain: exportHandle refuses it. */
+        final boolean exportable;
         int mappingCount;
         boolean released;
 
-        PhysicalMemory(int fd, long size, boolean imported) {
+        PhysicalMemory(int fd, long size, boolean imported, boolean exportable) {
             this.fd = fd;
             this.size = size;
             this.imported = imported;
+            this.exportable = exportable;
         }
     }
 }
