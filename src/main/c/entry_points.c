@@ -45,6 +45,12 @@ static const struct driver_entry entries[] = {
     ENTRY("cuIpcCloseMemHandle", 4010, 0, cuIpcCloseMemHandle),
     ENTRY("cuCtxEnablePeerAccess", 4000, 0, cuCtxEnablePeerAccess),
     ENTRY("cuCtxDisablePeerAccess", 4000, 0, cuCtxDisablePeerAccess),
+    ENTRY("cuStreamBeginCapture", 10010, 0, cuStreamBeginCapture_v2),
+    ENTRY("cuStreamBeginCapture", 10010, 1, cuStreamBeginCapture_v2_ptsz),
+    ENTRY("cuStreamBeginCaptureToGraph", 12030, 0, cuStreamBeginCaptureToGraph),
+    ENTRY("cuStreamBeginCaptureToGraph", 12030, 1, cuStreamBeginCaptureToGraph_ptsz),
+    ENTRY("cuStreamEndCapture", 10000, 0, cuStreamEndCapture),
+    ENTRY("cuStreamEndCapture", 10000, 1, cuStreamEndCapture_ptsz),
     ENTRY("cuGetProcAddress", 12000, 0, cuGetProcAddress_v2),
     ENTRY("cuGetProcAddress", 11030, 0, cuGetProcAddress),
 };
@@ -70,7 +76,9 @@ static void answer(const char *asked, void **pfn, int version, unsigned long lon
     /* Per-thread when the program asked for it, or when the driver answered with a _ptsz function. */
     int per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0
         || *pfn == (void *) real_cu.cuMemAllocAsync_ptsz || *pfn == (void *) real_cu.cuMemFreeAsync_ptsz
-        || *pfn == (void *) real_cu.cuMemAllocFromPoolAsync_ptsz;
+        || *pfn == (void *) real_cu.cuMemAllocFromPoolAsync_ptsz
+        || *pfn == (void *) real_cu.cuStreamBeginCapture_v2_ptsz || *pfn == (void *) real_cu.cuStreamEndCapture_ptsz
+        || *pfn == (void *) real_cu.cuStreamBeginCaptureToGraph_ptsz;
     const struct driver_entry *e = entry_for(asked, version, per_thread);
     if (e) *pfn = substitute(e->real_slot, *pfn, e->ours);
 }

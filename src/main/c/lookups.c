@@ -111,6 +111,7 @@ void *substitute(void **real_slot, void *runtime_fn, void *ours) {
 static void *intercepted(const char *name, void *library_fn, void *caller) {
     if (called_from_jvm(caller)) return library_fn;
     void *ours = runtime_api_substitute(name, library_fn);
+    if (!ours) ours = stream_capture_substitute(name, library_fn);
     if (!ours) ours = driver_api_substitute(name, library_fn);
     return ours ? ours : library_fn;
 }

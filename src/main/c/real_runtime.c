@@ -52,6 +52,10 @@ void resolve_real(void) {
     RESOLVE(cudaIpcGetMemHandle); RESOLVE(cudaIpcOpenMemHandle); RESOLVE(cudaIpcCloseMemHandle);
     RESOLVE(cudaMallocPitch); RESOLVE(cudaMalloc3D);
     RESOLVE(cudaGetDriverEntryPoint); RESOLVE(cudaGetDriverEntryPointByVersion);
+    RESOLVE(cudaStreamBeginCapture); RESOLVE(cudaStreamBeginCapture_ptsz);
+    RESOLVE(cudaStreamBeginCaptureToGraph); RESOLVE(cudaStreamBeginCaptureToGraph_ptsz);
+    RESOLVE(cudaStreamEndCapture); RESOLVE(cudaStreamEndCapture_ptsz);
+    RESOLVE(cudaStreamIsCapturing); RESOLVE(cudaStreamIsCapturing_ptsz);
 #undef RESOLVE
 }
 
@@ -67,6 +71,10 @@ void resolve_real_driver(void) {
     RESOLVE(cuIpcCloseMemHandle); RESOLVE(cuCtxEnablePeerAccess); RESOLVE(cuCtxDisablePeerAccess);
     RESOLVE(cuGetProcAddress); RESOLVE(cuGetProcAddress_v2);
     RESOLVE(cuCtxGetDevice); RESOLVE(cuCtxPushCurrent_v2); RESOLVE(cuCtxPopCurrent_v2);
+    RESOLVE(cuStreamBeginCapture_v2); RESOLVE(cuStreamBeginCapture_v2_ptsz);
+    RESOLVE(cuStreamBeginCaptureToGraph); RESOLVE(cuStreamBeginCaptureToGraph_ptsz);
+    RESOLVE(cuStreamEndCapture); RESOLVE(cuStreamEndCapture_ptsz);
+    RESOLVE(cuStreamIsCapturing); RESOLVE(cuStreamIsCapturing_ptsz);
 #undef RESOLVE
 }
 

@@ -105,6 +105,9 @@ struct entry_table {
     int32_t (*resume)(int64_t tag, int32_t device);
     /* pinned host memory held for tags, in all and ready for the next pause: writes out[0], out[1]; 0 or -cudaError */
     int32_t (*host_memory)(int64_t out);
+    /* stream_capture.c: began 1, a stream capture is about to begin (returns once no device
+     * synchronisation of vmmkit's runs); began 0, one ended or failed to begin */
+    void (*capture_changed)(int32_t began);
 };
 
 /* ---- jvm_bootstrap.c ---------------------------------------------------------------------- */
@@ -138,6 +141,14 @@ struct real_runtime {
     cudaError_t (*cudaMalloc3D)(cudaPitchedPtr *, cudaExtent);
     cudaError_t (*cudaGetDriverEntryPoint)(const char *, void **, unsigned long long, int *);
     cudaError_t (*cudaGetDriverEntryPointByVersion)(const char *, void **, unsigned int, unsigned long long, int *);
+    cudaError_t (*cudaStreamBeginCapture)(cudaStream_t, int);
+    cudaError_t (*cudaStreamBeginCapture_ptsz)(cudaStream_t, int);
+    cudaError_t (*cudaStreamBeginCaptureToGraph)(cudaStream_t, void *, const void *, const void *, size_t, int);
+    cudaError_t (*cudaStreamBeginCaptureToGraph_ptsz)(cudaStream_t, void *, const void *, const void *, size_t, int);
+    cudaError_t (*cudaStreamEndCapture)(cudaStream_t, void **);
+    cudaError_t (*cudaStreamEndCapture_ptsz)(cudaStream_t, void **);
+    cudaError_t (*cudaStreamIsCapturing)(cudaStream_t, int *);
+    cudaError_t (*cudaStreamIsCapturing_ptsz)(cudaStream_t, int *);
 };
 extern struct real_runtime real;
 extern pthread_once_t real_once;
@@ -179,6 +190,14 @@ struct real_driver {
     CUresult (*cuCtxGetDevice)(CUdevice *);
     CUresult (*cuCtxPushCurrent_v2)(CUcontext);
     CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
+    CUresult (*cuStreamBeginCapture_v2)(CUstream, int);
+    CUresult (*cuStreamBeginCapture_v2_ptsz)(CUstream, int);
+    CUresult (*cuStreamBeginCaptureToGraph)(CUstream, void *, const void *, const void *, size_t, int);
+    CUresult (*cuStreamBeginCaptureToGraph_ptsz)(CUstream, void *, const void *, const void *, size_t, int);
+    CUresult (*cuStreamEndCapture)(CUstream, void **);
+    CUresult (*cuStreamEndCapture_ptsz)(CUstream, void **);
+    CUresult (*cuStreamIsCapturing)(CUstream, int *);
+    CUresult (*cuStreamIsCapturing_ptsz)(CUstream, int *);
 };
 extern struct real_driver real_cu;
 extern pthread_once_t real_cu_once;
@@ -213,6 +232,11 @@ cudaError_t freed_by_runtime(cudaError_t rc);
 /* vmmkit's function for an intercepted runtime name found by handle, else NULL. */
 void *runtime_api_substitute(const char *name, void *runtime_fn);
 
+/* ---- stream_capture.c --------------------------------------------------------------------- */
+
+/* vmmkit's function for an intercepted runtime capture call found by handle, else NULL. */
+void *stream_capture_substitute(const char *name, void *runtime_fn);
+
 /* ---- driver_api.c ------------------------------------------------------------------------- */
 
 /* The pitch of a pitched allocation (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): the row's
@@ -238,6 +262,12 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr);
 CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int);
 CUresult cuCtxDisablePeerAccess(CUcontext);
 CUresult cuGetProcAddress(const char *, void **, int, uint64_t);        /* entry_points.c */
+CUresult cuStreamBeginCapture_v2(CUstream, int);                         /* stream_capture.c */
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, int);
+CUresult cuStreamBeginCaptureToGraph(CUstream, void *, const void *, const void *, size_t, int);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, void *, const void *, const void *, size_t, int);
+CUresult cuStreamEndCapture(CUstream, void **);
+CUresult cuStreamEndCapture_ptsz(CUstream, void **);
 CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
 
 /* ---- entry_points.c ----------------------------------------------------------------------- */

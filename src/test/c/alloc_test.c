@@ -27,6 +27,8 @@ cudaError_t cudaMemcpyPeerAsync(void *, int, const void *, int, size_t, cudaStre
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *, void *);
 cudaError_t cudaIpcOpenMemHandle(void **, cudaIpcMemHandle_t, unsigned int);
 cudaError_t cudaIpcCloseMemHandle(void *);
+cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture(cudaStream_t, void **);
 long fake_cudart_ipc_calls(void);
 long fake_cudart_malloc_calls(void);
 long fake_cudart_free_calls(void);
@@ -345,6 +347,28 @@ static void oom(void) {
     CHECK(fake_cudart_malloc_calls() == 0);
 }
 
+/*
+ * A stream capture (a CUDA graph being recorded; a device synchronisation meanwhile would invalidate
+ * it). Under a 64 MiB device: memory freed before the capture is synchronised as it begins, so an
+ * allocation during the capture reuses it; memory freed during the capture waits for its end, so an
+ * allocation that needs it fails at once instead of blocking; after the end it is reused.
+ */
+static void capture(void) {
+    if (monitor) return;
+    size_t big = (size_t) 40 << 20;
+    cudaStream_t stream = (cudaStream_t) 0x5100;
+    void *a = NULL, *b = NULL, *c = NULL, *graph = NULL;
+    CHECK(cudaMalloc(&a, big) == 0 && cudaFree(a) == 0);
+    CHECK(cudaStreamBeginCapture(stream, 0) == 0);
+    CHECK(cudaMalloc(&b, big) == 0);
+    CHECK(cudaFree(b) == 0);
+    CHECK(cudaMalloc(&c, big) == 2);
+    CHECK(cudaStreamEndCapture(stream, &graph) == 0 && graph);
+    CHECK(cudaStreamEndCapture(stream, &graph) != 0); /* no capture: the runtime's error, nothing counted */
+    CHECK(cudaMalloc(&c, big) == 0 && cudaFree(c) == 0);
+    CHECK(fake_cudart_malloc_calls() == 0);
+}
+
 /* The PyTorch pluggable-allocator pair, found as torch finds it: by name in the shim. */
 static void torch(void) {
     void *(*alloc)(long, int, cudaStream_t) = (void *(*)(long, int, cudaStream_t)) dlsym(RTLD_DEFAULT, "vmmkit_torch_alloc");
@@ -533,12 +557,12 @@ static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"threads", threads}, {"fork", forks}, {"torch", torch}, {"by_handle", by_handle}, {"peer", peer},
     {"device_threads", device_threads},
     {"torch_threads", torch_threads},
-    {"oom", oom}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
+    {"oom", oom}, {"capture", capture}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
 };
 
 /* Scenarios that `all` leaves out. */
 static int only_by_name(const char *name) {
-    return strcmp(name, "oom") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0;
+    return strcmp(name, "oom") == 0 || strcmp(name, "capture") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0;
 }
 
 int main(int argc, char **argv) {

@@ -14,7 +14,8 @@ typedef int cudaError_t;
 typedef void *cudaStream_t;
 enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
        cudaErrorInvalidDevice = 101, cudaErrorInvalidMemcpyDirection = 21,
-       cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorPeerAccessNotEnabled = 705 };
+       cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorPeerAccessNotEnabled = 705,
+       cudaErrorIllegalState = 401 };
 typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
 #define DEVICE_COUNT 2
 
@@ -204,6 +205,37 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr *pitched, cudaExtent extent) {
     pitched->xsize = extent.width;
     pitched->ysize = extent.height;
     return rc;
+}
+
+/* Stream capture: one capturing stream at a time, enough for the shim's bookkeeping. */
+static cudaStream_t capturing_stream;
+static int capturing;
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, int mode) {
+    (void) mode;
+    pthread_mutex_lock(&lock);
+    int busy = capturing;
+    if (!busy) { capturing = 1; capturing_stream = stream; }
+    pthread_mutex_unlock(&lock);
+    return busy ? cudaErrorIllegalState : cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, int *status) {
+    if (!status) return cudaErrorInvalidValue;
+    pthread_mutex_lock(&lock);
+    *status = capturing && capturing_stream == stream;
+    pthread_mutex_unlock(&lock);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, void **graph) {
+    pthread_mutex_lock(&lock);
+    int ours = capturing && capturing_stream == stream;
+    if (ours) capturing = 0;
+    pthread_mutex_unlock(&lock);
+    if (!ours) return cudaErrorIllegalState;
+    if (graph) *graph = (void *) 0x6a;
+    return cudaSuccess;
 }
 
 typedef int (*get_proc_fn)(const char *, void **, int, unsigned long long, int *);

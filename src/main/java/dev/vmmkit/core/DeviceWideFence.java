@@ -1,5 +1,6 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 
@@ -47,6 +48,11 @@ import java.util.concurrent.locks.LockSupport;
  * synchronisation, or a slow path finds a waiting free that would fit its request ({@link #hurry}).
  * Frees in a stream are never put off.
  *
+ * <p>No synchronisation runs while a CUDA stream capture is under way ({@link StreamCaptures}: it
+ * would invalidate the capture). The thread waits for the capture's end; a wait without a time
+ * limit fails meanwhile, as for a failed synchronisation, so a capturing thread that allocates
+ * never blocks on memory the capture itself holds back.
+ *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
  * <p>{@link #onCallingThread} makes a fence without a thread, for seeded tests that must repeat
@@ -93,6 +99,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     private final StreamEvents events;
     private final boolean onCallingThread;
+    /** Stream captures under way, during which no synchronisation may run. */
+    private final StreamCaptures captures = new StreamCaptures(this::synchroniseBeforeCapture);
     /** When a lone synchronisation waits, and for how long. */
     private final SynchronisationPutOff putOff;
 
@@ -154,6 +162,11 @@ final class DeviceWideFence implements AutoCloseable {
      */
     void start() {
         if (!onCallingThread) startThread();
+    }
+
+    /** The stream captures this fence must not synchronise during (the shim reports them). */
+    StreamCaptures captures() {
+        return captures;
     }
 
     /** A ticket that completes once a device synchronisation started after this call has finished. */
@@ -221,11 +234,12 @@ final class DeviceWideFence implements AutoCloseable {
      * Waits at most {@code timeoutNanos} until the frees of {@code frees} up to {@code sequence} are
      * covered; true when they are. Has the thread look at the published frees at once, polls, then
      * sleeps on the monitor (the thread notifies after each synchronisation). Never throws for a
-     * failed synchronisation: the caller goes on without the memory. With a fence on the calling
-     * thread, synchronises here.
+     * failed synchronisation: the caller goes on without the memory, as it does at once while a
+     * stream capture is under way. With a fence on the calling thread, synchronises here.
      */
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (frees.covered() >= sequence) return true;
+        if (captures.underway()) return false; // no synchronisation runs before the capture ends
         if (onCallingThread) {
             request();
             return frees.covered() >= sequence;
@@ -281,7 +295,9 @@ final class DeviceWideFence implements AutoCloseable {
 
     /**
      * Blocks until {@code ticket} is complete. Throws the failure of a device synchronisation that
-     * would have completed it (the fence retries regardless), or IllegalStateException once closed.
+     * would have completed it (the fence retries regardless), a DriverException
+     * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) while a stream capture is under way, or
+     * IllegalStateException once closed.
      */
     synchronized void await(long ticket) {
         boolean interrupted = false;
@@ -289,6 +305,7 @@ final class DeviceWideFence implements AutoCloseable {
             while (completedTicket() < ticket) {
                 if (lastFailure != null && failedUpTo >= ticket) throw copyOf(lastFailure);
                 if (closed) throw new IllegalStateException("the device-wide fence is closed");
+                if (captures.underway()) throw captureUnderway();
                 if (onCallingThread) {
                     synchronizeOnce(issued.get());
                     continue;
@@ -365,15 +382,64 @@ final class DeviceWideFence implements AutoCloseable {
     /** One attempt on the caller's thread, for {@link #onCallingThread}. */
     private synchronized void synchronizeOnce(long target) {
         DeviceWideFrees[] covering = regions.read();
-        progress.set(STARTED, target);
         try {
-            events.synchronizeDevice();
+            if (!synchronizeUnlessCapturing(target)) throw captureUnderway();
         } catch (RuntimeException e) {
             failed(target, e);
             return;
         }
         regions.cover(covering);
         completedUpTo(target);
+    }
+
+    /**
+     * Before a stream capture begins: synchronises for the frees published so far, as cudaFree
+     * would have at each free, so that memory freed before the capture serves allocations made
+     * during it. Never throws: after a failure the frees wait, as after any failed synchronisation.
+     */
+    private void synchroniseBeforeCapture() {
+        if (closed || !regions.anyUncovered()) return;
+        try {
+            await(request());
+        } catch (RuntimeException e) {
+            // the frees stay waiting (another capture under way, a failed synchronisation, closed)
+        }
+    }
+
+    /** One device synchronisation for {@code target}; false, with nothing run, while a stream capture is under way. */
+    private boolean synchronizeUnlessCapturing(long target) {
+        if (!captures.startSynchronising()) return false;
+        try {
+            progress.set(STARTED, target);
+            events.synchronizeDevice();
+        } finally {
+            captures.synchronised();
+        }
+        return true;
+    }
+
+    /**
+     * While a stream capture is under way: wakes the waits without a time limit (they fail, see
+     * {@link #await(long)}), then waits for the capture's end; false once closed.
+     */
+    private boolean waitOutCaptures() {
+        synchronized (this) {
+            notifyAll();
+        }
+        while (!closed) {
+            try {
+                if (captures.awaitNone(LONGEST_RETRY_PAUSE_NANOS)) return true;
+            } catch (InterruptedException e) {
+                // close() interrupts; the loop condition tells
+            }
+        }
+        return false;
+    }
+
+    private static DriverException captureUnderway() {
+        return new DriverException(CudaResult.STREAM_CAPTURE_UNSUPPORTED, "memory freed with cudaFree is not reused while"
+                + " a CUDA stream capture is under way: the device synchronisation it waits for would invalidate"
+                + " the capture", "cuCtxSynchronize()");
     }
 
     private void serve() {
@@ -405,9 +471,11 @@ final class DeviceWideFence implements AutoCloseable {
                 target = issued.get(); // a request that ended the wait shares this synchronisation
             }
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
-            progress.set(STARTED, target);
             try {
-                events.synchronizeDevice();
+                if (!synchronizeUnlessCapturing(target)) {
+                    if (!waitOutCaptures()) return;
+                    continue;
+                }
             } catch (RuntimeException e) {
                 failed(target, e);
                 if (!pause(retryPause)) return;

@@ -63,6 +63,11 @@ public abstract class ForwardingResource implements ManagedMemoryResource {
     }
 
     @Override
+    public StreamCaptures streamCaptures() {
+        return resource.streamCaptures();
+    }
+
+    @Override
     public AllocatorStats stats() {
         return resource.stats();
     }

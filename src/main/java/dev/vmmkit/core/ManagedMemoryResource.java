@@ -59,6 +59,11 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
         return null;
     }
 
+    /** The CUDA stream captures under way, which the resource must not disturb; null when it needs not know. */
+    default StreamCaptures streamCaptures() {
+        return null;
+    }
+
     /** Gives everything back; live allocations become invalid. */
     @Override
     void close();

@@ -1,5 +1,7 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 import org.agrona.collections.Long2ObjectHashMap;
 
@@ -119,17 +121,22 @@ final class StreamWaitList {
 
     /**
      * The second half: waits for the work behind {@code token} at most {@code timeoutNanos}
-     * (forever when negative); true when it completed. Safe without the region's lock: it only
+     * (forever when negative, except that device-wide frees are given up at once while a stream
+     * capture is under way); true when it completed. Safe without the region's lock: it only
      * queries the event or the fence (thread-safe), and the region keeps the event alive while a
      * wait is in flight. The state stays as it was; a later {@link #completedUpTo} notices.
      */
     boolean await(long stream, long token, long timeoutNanos) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
-            if (timeoutNanos < 0) {
+            if (timeoutNanos >= 0) return deviceFence.awaitCovered(deviceWide, token, timeoutNanos);
+            try {
                 deviceFence.await(token);
                 return true;
+            } catch (DriverException e) {
+                // A stream capture is under way: the frees wait for its end (StreamCaptures).
+                if (e.result() == CudaResult.STREAM_CAPTURE_UNSUPPORTED) return false;
+                throw e;
             }
-            return deviceFence.awaitCovered(deviceWide, token, timeoutNanos);
         }
         if (timeoutNanos < 0) {
             events.synchronize(token);

@@ -93,6 +93,15 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return new VmmManager(driver, config, events -> new DeviceWideFence(events, graceNanos, SynchronisationPutOff.HOLD_NANOS));
     }
 
+    /**
+     * The CUDA stream captures under way, as the shim reports them: while one is, memory freed
+     * device-wide is not synchronised for reuse ({@link StreamCaptures}).
+     */
+    @Override
+    public StreamCaptures streamCaptures() {
+        return deviceFence.captures();
+    }
+
     /** The fence of device-wide frees (tests wait on it). */
     DeviceWideFence deviceWideFence() {
         return deviceFence;

@@ -19,6 +19,7 @@ public final class CudaResult {
     public static final int ILLEGAL_ADDRESS = 700;
     public static final int NOT_PERMITTED = 800;
     public static final int NOT_SUPPORTED = 801;
+    public static final int STREAM_CAPTURE_UNSUPPORTED = 900;
     public static final int UNKNOWN = 999;
 
     private CudaResult() {
@@ -41,6 +42,7 @@ public final class CudaResult {
             case ILLEGAL_ADDRESS -> "CUDA_ERROR_ILLEGAL_ADDRESS";
             case NOT_PERMITTED -> "CUDA_ERROR_NOT_PERMITTED";
             case NOT_SUPPORTED -> "CUDA_ERROR_NOT_SUPPORTED";
+            case STREAM_CAPTURE_UNSUPPORTED -> "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
             case UNKNOWN -> "CUDA_ERROR_UNKNOWN";
             default -> "CUresult(" + code + ")";
         };
@@ -63,6 +65,7 @@ public final class CudaResult {
             case ILLEGAL_ADDRESS -> "an illegal memory access was encountered";
             case NOT_PERMITTED -> "operation not permitted";
             case NOT_SUPPORTED -> "operation not supported";
+            case STREAM_CAPTURE_UNSUPPORTED -> "operation not permitted when stream is capturing";
             default -> "unknown error";
         };
     }

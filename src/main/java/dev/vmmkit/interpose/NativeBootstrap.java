@@ -44,7 +44,8 @@ public final class NativeBootstrap {
             ADDRESS.withName("region_end"),
             ADDRESS.withName("pause"),
             ADDRESS.withName("resume"),
-            ADDRESS.withName("host_memory"));
+            ADDRESS.withName("host_memory"),
+            ADDRESS.withName("capture_changed"));
 
     private NativeBootstrap() {
     }
@@ -95,6 +96,7 @@ public final class NativeBootstrap {
             setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
             setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
             setTo(TagCalls.class, table, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+            setTo(CaptureCalls.class, table, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT));
             // A process that lends its own allocators (an engine worker) runs vmmkit's code already.
             if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) StartUpWarmUp.startAndWait(System.getenv());
             return 0;

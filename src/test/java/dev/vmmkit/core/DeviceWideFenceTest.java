@@ -216,6 +216,64 @@ class DeviceWideFenceTest {
         });
     }
 
+    /**
+     * A device synchronisation would invalidate a stream capture: none runs while one is under
+     * way. A wait without a limit fails at once rather than block a capturing thread, a timed one
+     * gives up, and the capture's end lets the synchronisation run.
+     */
+    @Test
+    void noSynchronisationRunsWhileAStreamCaptureIsUnderWay() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            gate.open();
+            StreamCaptures captures = fence.captures();
+            captures.beginning();
+            DeviceWideFrees region = fence.register();
+            region.publish(1);
+            fence.wake();
+            long ticket = fence.request();
+            DriverException e = assertThrows(DriverException.class, () -> fence.await(ticket));
+            assertEquals(CudaResult.STREAM_CAPTURE_UNSUPPORTED, e.result());
+            assertFalse(fence.awaitCovered(region, 1, TimeUnit.MINUTES.toNanos(10)), "a timed wait gives up");
+            assertEquals(0, synchronisations.get(), "nothing was synchronised during the capture");
+            captures.ended();
+            fence.await(ticket);
+            assertEquals(1, region.covered(), "the free published during the capture is covered after it");
+        });
+    }
+
+    /** Memory freed before a capture serves allocations made during it: the capture's begin synchronises first. */
+    @Test
+    void freesPublishedBeforeACaptureAreCoveredAsItBegins() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            gate.open();
+            DeviceWideFrees region = fence.register();
+            region.publish(2);
+            fence.captures().beginning();
+            assertEquals(2, region.covered());
+            assertTrue(fence.captures().underway());
+            fence.captures().ended();
+        });
+    }
+
+    /** A capture that begins while a synchronisation runs waits for it to return. */
+    @Test
+    void aCaptureBeginsOnlyOnceTheSynchronisationInProgressHasReturned() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            StreamCaptures captures = fence.captures();
+            long ticket = fence.request();
+            gate.awaitArrivals(1); // the synchronisation is under way
+            Thread capturing = Thread.ofPlatform().start(captures::beginning);
+            while (capturing.getState() != Thread.State.WAITING) Thread.onSpinWait();
+            assertFalse(captures.underway(), "the capture has not begun while the device synchronises");
+            gate.letThrough(1);
+            capturing.join();
+            assertTrue(captures.underway());
+            fence.await(ticket);
+            captures.ended();
+            assertFalse(captures.underway());
+        });
+    }
+
     /** Events whose one working call is synchronizeDevice: through the gate, failing when asked to. */
     private final class OnlyDeviceSync implements StreamEvents {
         @Override

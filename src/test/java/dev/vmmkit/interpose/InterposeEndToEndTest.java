@@ -157,6 +157,17 @@ class InterposeEndToEndTest {
     }
 
     /**
+     * A CUDA graph capture through the stand-in runtime: the shim tells vmmkit, which synchronises
+     * for earlier frees as the capture begins and none while it runs (alloc_test's "capture").
+     */
+    @Test
+    void aStreamCaptureHoldsDeviceSynchronisationsBackWithoutBlockingTheProgram() throws Exception {
+        ProcessResult result = vmmkitRun(REAL, Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
+                "--", ALLOC_TEST.toString(), "capture");
+        assertScenariosPassed(result, List.of("capture"));
+    }
+
+    /**
      * Two processes: alloc_test exports a vmmkit allocation, a second alloc_test (its own JVM) imports
      * it on device 1 and reads it; the first frees it and allocates more, and the importer's bytes
      * stay; then bad handles. The stats file reports each device.

@@ -1,0 +1,122 @@
+/*
+ * stream_capture.c: stream captures (CUDA graphs being recorded) told to vmmkit.
+ *
+ * A device synchronisation from any thread while a stream of the device is capturing invalidates
+ * the capture, whatever its mode, and the graph fails at its end. vmmkit synchronises the device in
+ * the background for memory freed with cudaFree, so it must know: a capture's begin waits for such
+ * a synchronisation in progress and is counted (java.capture_changed(1)), and no synchronisation
+ * runs until every capture counted has ended (java.capture_changed(0)). A capture has ended when
+ * its stream no longer captures after cudaStreamEndCapture, whatever the call returned (an
+ * invalidated capture ends with an error). The runtime's calls and the driver's (XLA, CuPy and
+ * numba capture through the driver API) are both told; a driver call the runtime makes while it
+ * serves one of ours (inside_runtime) was told already. cuStreamBeginCapture's first version
+ * (CUDA 10.0, no mode) is not: it is asked for under versions before 10.1 only.
+ */
+#include "shim.h"
+
+#include <string.h>
+
+#define CAPTURE_STATUS_NONE 0
+
+static void told(int began) {
+    if (!inside_runtime && !monitor_mode && java_up() && java.capture_changed) java.capture_changed(began);
+}
+
+/* True unless the stream surely does not capture (a failed query counts as capturing: the caller
+ * then keeps the capture counted, which only delays reuse of freed memory). */
+static int runtime_capturing(cudaStream_t stream, int per_thread) {
+    int status = CAPTURE_STATUS_NONE;
+    cudaError_t rc = per_thread ? REAL(cudaStreamIsCapturing_ptsz, stream, &status)
+                                : REAL(cudaStreamIsCapturing, stream, &status);
+    return rc != cudaSuccess || status != CAPTURE_STATUS_NONE;
+}
+
+static int driver_capturing(CUstream stream, int per_thread) {
+    int status = CAPTURE_STATUS_NONE;
+    CUresult rc = per_thread ? DRIVER(cuStreamIsCapturing_ptsz, stream, &status)
+                             : DRIVER(cuStreamIsCapturing, stream, &status);
+    return rc != CUDA_SUCCESS || status != CAPTURE_STATUS_NONE;
+}
+
+/* ---- The runtime ------------------------------------------------------------------------- */
+
+#define BEGIN_RUNTIME(call) do { told(1); cudaError_t rc_ = (call); if (rc_ != cudaSuccess) told(0); return rc_; } while (0)
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, int mode) {
+    BEGIN_RUNTIME(REAL(cudaStreamBeginCapture, stream, mode));
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, int mode) {
+    BEGIN_RUNTIME(REAL(cudaStreamBeginCapture_ptsz, stream, mode));
+}
+
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, void *graph, const void *dependencies,
+                                                 const void *edge_data, size_t count, int mode) {
+    BEGIN_RUNTIME(REAL(cudaStreamBeginCaptureToGraph, stream, graph, dependencies, edge_data, count, mode));
+}
+
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, void *graph, const void *dependencies,
+                                                      const void *edge_data, size_t count, int mode) {
+    BEGIN_RUNTIME(REAL(cudaStreamBeginCaptureToGraph_ptsz, stream, graph, dependencies, edge_data, count, mode));
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, void **graph) {
+    int was = !inside_runtime && runtime_capturing(stream, 0);
+    cudaError_t rc = REAL(cudaStreamEndCapture, stream, graph);
+    if (was && !runtime_capturing(stream, 0)) told(0);
+    return rc;
+}
+
+EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, void **graph) {
+    int was = !inside_runtime && runtime_capturing(stream, 1);
+    cudaError_t rc = REAL(cudaStreamEndCapture_ptsz, stream, graph);
+    if (was && !runtime_capturing(stream, 1)) told(0);
+    return rc;
+}
+
+/* ---- The driver -------------------------------------------------------------------------- */
+
+#define BEGIN_DRIVER(call) do { told(1); CUresult rc_ = (call); if (rc_ != CUDA_SUCCESS) told(0); return rc_; } while (0)
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {
+    BEGIN_DRIVER(DRIVER(cuStreamBeginCapture_v2, stream, mode));
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, int mode) {
+    BEGIN_DRIVER(DRIVER(cuStreamBeginCapture_v2_ptsz, stream, mode));
+}
+
+EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, void *graph, const void *dependencies,
+                                            const void *edge_data, size_t count, int mode) {
+    BEGIN_DRIVER(DRIVER(cuStreamBeginCaptureToGraph, stream, graph, dependencies, edge_data, count, mode));
+}
+
+EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, void *graph, const void *dependencies,
+                                                 const void *edge_data, size_t count, int mode) {
+    BEGIN_DRIVER(DRIVER(cuStreamBeginCaptureToGraph_ptsz, stream, graph, dependencies, edge_data, count, mode));
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream stream, void **graph) {
+    int was = !inside_runtime && driver_capturing(stream, 0);
+    CUresult rc = DRIVER(cuStreamEndCapture, stream, graph);
+    if (was && !driver_capturing(stream, 0)) told(0);
+    return rc;
+}
+
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, void **graph) {
+    int was = !inside_runtime && driver_capturing(stream, 1);
+    CUresult rc = DRIVER(cuStreamEndCapture_ptsz, stream, graph);
+    if (was && !driver_capturing(stream, 1)) told(0);
+    return rc;
+}
+
+/* ---- Lookups by handle --------------------------------------------------------------------- */
+
+void *stream_capture_substitute(const char *name, void *runtime_fn) {
+#define OURS(fn) if (strcmp(name, #fn) == 0) return substitute((void **) &real.fn, runtime_fn, (void *) fn)
+    OURS(cudaStreamBeginCapture); OURS(cudaStreamBeginCapture_ptsz);
+    OURS(cudaStreamBeginCaptureToGraph); OURS(cudaStreamBeginCaptureToGraph_ptsz);
+    OURS(cudaStreamEndCapture); OURS(cudaStreamEndCapture_ptsz);
+#undef OURS
+    return NULL;
+}

@@ -1,0 +1,87 @@
+package dev.vmmkit.core;
+
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The CUDA stream captures under way in the process (a CUDA graph being recorded), and the device
+ * synchronisations that must not overlap them. A device synchronisation from any thread while a
+ * stream of the device is capturing invalidates that capture, whatever its capture mode, and the
+ * graph fails at its end; so the {@link DeviceWideFence} synchronises only while no capture is
+ * under way, and a capture begins only once a synchronisation in progress has returned. The shim
+ * reports each capture's begin and end (cudaStreamBeginCapture, cudaStreamEndCapture and their
+ * driver counterparts).
+ *
+ * <p>Memory freed device-wide before a capture is synchronised as the capture begins (the native
+ * cudaFree would have synchronised at each free), so it serves allocations made during the
+ * capture. Memory freed device-wide while a capture is under way waits for its end before it is
+ * reused; a request that would have to wait for it gets other memory or fails as out of memory,
+ * rather than blocking the capturing program.
+ *
+ * <p>Thread-safe. Captures and synchronisations are rare next to allocations: one monitor.
+ */
+public final class StreamCaptures {
+    /** Runs before each capture is counted: the fence synchronises for the frees published so far. */
+    private final Runnable beforeBegin;
+    private int underway;
+    private int synchronising;
+
+    StreamCaptures(Runnable beforeBegin) {
+        this.beforeBegin = beforeBegin;
+    }
+
+    /**
+     * A capture is about to begin: synchronises for memory freed so far, waits until no device
+     * synchronisation runs, then counts the capture.
+     */
+    public void beginning() {
+        beforeBegin.run();
+        count();
+    }
+
+    private synchronized void count() {
+        boolean interrupted = false;
+        while (synchronising > 0) {
+            try {
+                wait();
+            } catch (InterruptedException e) {
+                interrupted = true; // the capture must still wait; keep the flag for the caller
+            }
+        }
+        underway++;
+        if (interrupted) Thread.currentThread().interrupt();
+    }
+
+    /** A capture counted by {@link #beginning} ended, or failed to begin. */
+    public synchronized void ended() {
+        if (underway > 0 && --underway == 0) notifyAll();
+    }
+
+    /** True while a capture is under way. */
+    public synchronized boolean underway() {
+        return underway > 0;
+    }
+
+    /** Starts a device synchronisation unless a capture is under way (then false: none may run). */
+    synchronized boolean startSynchronising() {
+        if (underway > 0) return false;
+        synchronising++;
+        return true;
+    }
+
+    /** The synchronisation {@link #startSynchronising} allowed has returned. */
+    synchronized void synchronised() {
+        synchronising--;
+        notifyAll();
+    }
+
+    /** Waits at most {@code nanos} until no capture is under way; true when none is. */
+    synchronized boolean awaitNone(long nanos) throws InterruptedException {
+        long deadline = System.nanoTime() + nanos;
+        while (underway > 0) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) return false;
+            TimeUnit.NANOSECONDS.timedWait(this, left);
+        }
+        return true;
+    }
+}

@@ -1,0 +1,33 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.StreamCaptures;
+
+/**
+ * The shim's report of CUDA stream captures (src/main/c/stream_capture.c), through an FFM upcall
+ * stub: every device's allocator holds its device synchronisations back while one is under way
+ * ({@link StreamCaptures}). One count per allocator rather than per device: a capture is short, and
+ * a stream's device is not worth a driver call at its begin. Nothing throws.
+ */
+public final class CaptureCalls {
+    private CaptureCalls() {
+    }
+
+    /**
+     * {@code began} 1: a capture is about to begin; returns once no allocator synchronises the
+     * device. 0: a capture ended, or failed to begin.
+     */
+    public static void captureChanged(int began) {
+        try {
+            for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) {
+                StreamCaptures captures = r.streamCaptures();
+                if (captures == null) continue;
+                if (began != 0) captures.beginning();
+                else captures.ended();
+            }
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("capture", "a stream capture's " + (began != 0 ? "begin" : "end")
+                    + " could not be told to vmmkit", e);
+        }
+    }
+}
