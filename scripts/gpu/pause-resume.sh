@@ -30,11 +30,14 @@
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
 # of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none; also
-# "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with handles that are
-# not exportable for CUDA IPC; "create-after-release": scripts/gpu/create_after_release.c, the driver
+# "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
+# process exportable for CUDA IPC (a tag's handles are plain anyway); "create-after-release": scripts/gpu/create_after_release.c, the driver
 # alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
 # plain), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes)),
-# PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default).
+# PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default),
+# ANCHOR_AFTER (1: torch_memory_saver runs again after vmmkit in each row, as tms-NAME-after, so that
+# each implementation follows the other's process once: the driver's work on memory the process
+# before gave back at its exit may still slow the next one's first calls).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"
@@ -90,6 +93,8 @@ for row in "${rows[@]}"; do
   [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
   run "vmmkit-$name" env PYTHONPATH="$root/python" VMM_LOG=info ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
+  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-0}" = 1 ] && run "tms-$name-after" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 \
+    IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
 extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable scenario}"
