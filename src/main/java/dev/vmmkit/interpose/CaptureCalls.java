@@ -10,6 +10,9 @@ import dev.vmmkit.core.StreamCaptures;
  * a stream's device is not worth a driver call at its begin. Nothing throws.
  */
 public final class CaptureCalls {
+    /** Set at the first capture, so that VMM_LOG=info says once that captures are seen. */
+    private static volatile boolean seen;
+
     private CaptureCalls() {
     }
 
@@ -19,6 +22,11 @@ public final class CaptureCalls {
      */
     public static void captureChanged(int began) {
         try {
+            if (began != 0 && !seen) {
+                seen = true;
+                InterposeLog.info("a CUDA stream capture began: memory freed with cudaFree is synchronised"
+                        + " before each capture and not during one");
+            }
             for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) {
                 StreamCaptures captures = r.streamCaptures();
                 if (captures == null) continue;
