@@ -12,10 +12,11 @@ import dev.vmmkit.driver.StreamEvents;
  * record and query cheaper; a query that finds the work unfinished (CUDA_ERROR_NOT_READY) is an
  * answer, not a failure.
  *
- * <p>{@link #synchronizeDevice} is cuCtxSynchronize. It runs in the relaxed stream-capture mode:
- * in the default (global) mode a synchronising call on one thread while another thread captures a
- * CUDA graph is refused and invalidates that capture. The thread's previous mode is put back
- * afterwards (the push-pop use cuda.h recommends), so a caller's own thread keeps its mode.
+ * <p>{@link #synchronizeDevice} is cuCtxSynchronize, in the relaxed stream-capture mode (the
+ * thread's previous mode is put back afterwards, the push-pop use cuda.h recommends). The mode does
+ * not make it safe beside another thread's CUDA-graph capture on the device: measured on an H100,
+ * the call failed (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and the capture was invalidated. The
+ * allocator therefore never calls it while a capture is under way (core.StreamCaptures).
  */
 final class CudaEvents implements StreamEvents {
     private final CudaDriver driver;
