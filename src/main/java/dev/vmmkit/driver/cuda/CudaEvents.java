@@ -16,7 +16,7 @@ import dev.vmmkit.driver.StreamEvents;
  * thread's previous mode is put back afterwards, the push-pop use cuda.h recommends). The mode does
  * not make it safe beside another thread's CUDA-graph capture on the device: measured on an H100,
  * the call failed (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and the capture was invalidated. The
- * allocator therefore never calls it while a capture is under way (core.StreamCaptures).
+ * allocator therefore never calls it while a capture is under way.
  */
 final class CudaEvents implements StreamEvents {
     private final CudaDriver driver;
