@@ -408,12 +408,12 @@ final class DeviceWideFence implements AutoCloseable {
 
     /** One device synchronisation for {@code target}; false, with nothing run, while a stream capture is under way. */
     private boolean synchronizeUnlessCapturing(long target) {
-        if (!captures.startSynchronising()) return false;
+        if (!captures.startUnlessCapturing()) return false;
         try {
             progress.set(STARTED, target);
             events.synchronizeDevice();
         } finally {
-            captures.synchronised();
+            captures.finished();
         }
         return true;
     }
@@ -426,14 +426,7 @@ final class DeviceWideFence implements AutoCloseable {
         synchronized (this) {
             notifyAll();
         }
-        while (!closed) {
-            try {
-                if (captures.awaitNone(LONGEST_RETRY_PAUSE_NANOS)) return true;
-            } catch (InterruptedException e) {
-                // close() interrupts; the loop condition tells
-            }
-        }
-        return false;
+        return captures.awaitNone(() -> closed);
     }
 
     private static DriverException captureUnderway() {

@@ -31,11 +31,11 @@ final class MemoryTags {
     /** Pins chunks in the background while tags that keep their contents grow (off until {@link #pinAhead}). */
     private final PinAhead pinAhead;
 
-    MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory) {
+    MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory, StreamCaptures captures) {
         this.driver = driver;
         this.releaseCachedMemory = releaseCachedMemory;
         this.pinned = new PinnedChunks(driver.transfers());
-        this.pinAhead = new PinAhead(pinned, this::bytesToKeepNow);
+        this.pinAhead = new PinAhead(pinned, this::bytesToKeepNow, captures);
         this.maker = (tag, bytes) -> {
             RegionHeap region = maker.make(tag, bytes);
             synchronized (this) {

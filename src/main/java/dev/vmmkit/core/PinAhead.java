@@ -17,7 +17,8 @@ import java.util.function.LongSupplier;
  * until it is covered or every byte of pinned host memory held for tags would pass the limit. A pause takes
  * the chunks ready, including one still being pinned, and pins whatever is missing itself, so it
  * never depends on this thread having finished. A failure to pin stops the round; the next
- * allocation tries again.
+ * allocation tries again. Nothing is pinned while a CUDA stream capture is under way
+ * ({@link StreamCaptures}): the round waits for its end.
  *
  * <p>Off (limit 0) unless {@link #limit} is set: {@code VMM_PIN_AHEAD}, see {@link PinAheadSetting}.
  */
@@ -26,6 +27,8 @@ final class PinAhead {
     static final long MIN_CHUNK_BYTES = 16L << 20;
     private final PinnedChunks chunks;
     private final LongSupplier need;
+    /** No chunk is pinned while a stream capture is under way. */
+    private final StreamCaptures captures;
     private volatile long limitBytes;
     private final AtomicBoolean wanted = new AtomicBoolean();
     private final AtomicLong pinnedAhead = new AtomicLong();
@@ -35,9 +38,10 @@ final class PinAhead {
     /** Rounds finished; guarded by this, which {@link #awaitIdle} waits on. */
     private boolean busy;
 
-    PinAhead(PinnedChunks chunks, LongSupplier need) {
+    PinAhead(PinnedChunks chunks, LongSupplier need, StreamCaptures captures) {
         this.chunks = chunks;
         this.need = need;
+        this.captures = captures;
     }
 
     /** The most pinned host memory for tags that pinning ahead may reach; 0 turns it off. */
@@ -123,7 +127,15 @@ final class PinAhead {
             long room = (limit - chunks.pinnedBytes()) & -PinnedBackup.CHUNK_ALIGNMENT;
             long bytes = Math.min(room, PinnedBackup.roundToChunk(Math.min(PinnedBackup.CHUNK_BYTES, Math.max(missing, MIN_CHUNK_BYTES))));
             if (bytes <= 0) return;
-            chunks.pinAhead(bytes);
+            if (!captures.startUnlessCapturing()) {
+                if (!captures.awaitNone(() -> closed)) return;
+                continue;
+            }
+            try {
+                chunks.pinAhead(bytes);
+            } finally {
+                captures.finished();
+            }
             pinnedAhead.addAndGet(bytes);
         }
     }

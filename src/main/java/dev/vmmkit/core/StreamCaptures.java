@@ -3,13 +3,14 @@ package dev.vmmkit.core;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The CUDA stream captures under way in the process (a CUDA graph being recorded), and the device
- * synchronisations that must not overlap them. A device synchronisation from any thread while a
- * stream of the device is capturing invalidates that capture, whatever its capture mode, and the
- * graph fails at its end; so the {@link DeviceWideFence} synchronises only while no capture is
- * under way, and a capture begins only once a synchronisation in progress has returned. The shim
- * reports each capture's begin and end (cudaStreamBeginCapture, cudaStreamEndCapture and their
- * driver counterparts).
+ * The CUDA stream captures under way in the process (a CUDA graph being recorded), and the
+ * allocator's background driver calls that must not overlap them. A device synchronisation from
+ * any thread while a stream of the device is capturing invalidates that capture, whatever its
+ * capture mode, and the graph fails at its end; pinning host memory is among the calls CUDA counts
+ * as unsafe beside a capture too. So the {@link DeviceWideFence} synchronises, and
+ * {@link PinAhead} pins, only while no capture is under way ({@link #startUnlessCapturing}), and a
+ * capture begins only once such a call in progress has returned. The shim reports each capture's
+ * begin and end (cudaStreamBeginCapture, cudaStreamEndCapture and their driver counterparts).
  *
  * <p>Memory freed device-wide before a capture is synchronised as the capture begins (the native
  * cudaFree would have synchronised at each free), so it serves allocations made during the
@@ -23,15 +24,18 @@ public final class StreamCaptures {
     /** Runs before each capture is counted: the fence synchronises for the frees published so far. */
     private final Runnable beforeBegin;
     private int underway;
-    private int synchronising;
+    /** Calls started by {@link #startUnlessCapturing} and not yet finished. */
+    private int running;
+    /** Threads in {@link #awaitNone} (tests wait for a background thread to get there). */
+    private int waiting;
 
     StreamCaptures(Runnable beforeBegin) {
         this.beforeBegin = beforeBegin;
     }
 
     /**
-     * A capture is about to begin: synchronises for memory freed so far, waits until no device
-     * synchronisation runs, then counts the capture.
+     * A capture is about to begin: synchronises for memory freed so far, waits until no call that
+     * must not overlap it runs, then counts the capture.
      */
     public void beginning() {
         beforeBegin.run();
@@ -40,7 +44,7 @@ public final class StreamCaptures {
 
     private synchronized void count() {
         boolean interrupted = false;
-        while (synchronising > 0) {
+        while (running > 0) {
             try {
                 wait();
             } catch (InterruptedException e) {
@@ -61,27 +65,49 @@ public final class StreamCaptures {
         return underway > 0;
     }
 
-    /** Starts a device synchronisation unless a capture is under way (then false: none may run). */
-    synchronized boolean startSynchronising() {
+    /** Starts a call that must not overlap a capture, unless one is under way (then false: it may not run). */
+    synchronized boolean startUnlessCapturing() {
         if (underway > 0) return false;
-        synchronising++;
+        running++;
         return true;
     }
 
-    /** The synchronisation {@link #startSynchronising} allowed has returned. */
-    synchronized void synchronised() {
-        synchronising--;
+    /** The call {@link #startUnlessCapturing} allowed has returned. */
+    synchronized void finished() {
+        running--;
         notifyAll();
     }
 
     /** Waits at most {@code nanos} until no capture is under way; true when none is. */
     synchronized boolean awaitNone(long nanos) throws InterruptedException {
         long deadline = System.nanoTime() + nanos;
-        while (underway > 0) {
-            long left = deadline - System.nanoTime();
-            if (left <= 0) return false;
-            TimeUnit.NANOSECONDS.timedWait(this, left);
+        waiting++;
+        try {
+            while (underway > 0) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) return false;
+                TimeUnit.NANOSECONDS.timedWait(this, left);
+            }
+            return true;
+        } finally {
+            waiting--;
         }
-        return true;
+    }
+
+    /** Waits until no capture is under way or {@code stop} says so; false when stopped. */
+    boolean awaitNone(java.util.function.BooleanSupplier stop) {
+        while (!stop.getAsBoolean()) {
+            try {
+                if (awaitNone(TimeUnit.MILLISECONDS.toNanos(100))) return true;
+            } catch (InterruptedException e) {
+                // a close interrupts; stop tells
+            }
+        }
+        return false;
+    }
+
+    /** Threads waiting for a capture's end now (tests). */
+    synchronized int waiting() {
+        return waiting;
     }
 }

@@ -61,7 +61,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         this.pool = new PhysicalPool(config.maxCachedBytes());
         this.deviceFence = fence.apply(this.driver.events());
         this.regions = new ManagerRegions(this.driver, config, this::newRegion);
-        this.tags = new MemoryTags(this.driver, regions::newTagRegion, this::drainWaitingForFrees);
+        this.tags = new MemoryTags(this.driver, regions::newTagRegion, this::drainWaitingForFrees, deviceFence.captures());
         this.peerAccess = new PeerAccess(this.driver, () -> regions.allWith(tags.regions()));
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);

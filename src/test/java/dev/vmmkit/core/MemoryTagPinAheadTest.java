@@ -156,6 +156,27 @@ class MemoryTagPinAheadTest {
         assertEquals(0, driver.pinnedBytes(), "nothing pinned after close");
     }
 
+    /** Pinning host memory beside a CUDA-graph capture would disturb it: pinning ahead waits for the capture's end. */
+    @Test
+    void nothingIsPinnedAheadWhileAStreamCaptureIsUnderWay() throws Exception {
+        HostDriver host = hostDriver(64 * MIB);
+        WatchedDriver driver = new WatchedDriver(host);
+        try (VmmManager m = new VmmManager(driver, smallConfig(64 * MIB))) {
+            m.usePinAhead(UNLIMITED);
+            StreamCaptures captures = m.streamCaptures();
+            captures.beginning();
+            List<Block> weights = allocateWeights(m, host, new long[]{3 * MIB, 1 * MIB + 9}, 50);
+            while (captures.waiting() == 0) Thread.onSpinWait(); // the pin-ahead thread waits for the capture's end
+            assertEquals(0, driver.pins.get(), "nothing pinned during the capture");
+            captures.ended();
+            m.awaitPinAhead();
+            assertTrue(m.stats().tags().hostBytesKept() >= keptBytes(weights), "pinned once the capture ended");
+            m.pause("weights");
+            m.resume("weights");
+            assertIntact(host, weights, "weights");
+        }
+    }
+
     @Test
     void theLimitBoundsWhatIsPinnedAheadAndThePausePinsTheRest() throws Exception {
         HostDriver host = hostDriver(64 * MIB);
