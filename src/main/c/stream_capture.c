@@ -6,8 +6,8 @@
  * the background for memory freed with cudaFree, so it must know: a capture's begin waits for such
  * a synchronisation in progress and is counted (java.capture_changed(1)), and no synchronisation
  * runs until every capture counted has ended (java.capture_changed(0)). A capture has ended when
- * its stream no longer captures after cudaStreamEndCapture, whatever the call returned (an
- * invalidated capture ends with an error). The runtime's calls and the driver's (XLA, CuPy and
+ * cudaStreamEndCapture succeeded, or its stream no longer captures after the call (an invalidated
+ * capture ends with an error). The runtime's calls and the driver's (XLA, CuPy and
  * numba capture through the driver API) are both told; a driver call the runtime makes while it
  * serves one of ours (inside_runtime) was told already. cuStreamBeginCapture's first version
  * (CUDA 10.0, no mode) is not: it is asked for under versions before 10.1 only.
@@ -22,8 +22,9 @@ static void told(int began) {
     if (!inside_runtime && !monitor_mode && java_up() && java.capture_changed) java.capture_changed(began);
 }
 
-/* True unless the stream surely does not capture (a failed query counts as capturing: the caller
- * then keeps the capture counted, which only delays reuse of freed memory). */
+/* True unless the stream surely does not capture. A failed query counts as capturing: before the
+ * end call it keeps a stream the runtime refuses to answer for (the legacy stream beside another
+ * capture) from being uncounted; after a failed end call, the capture stays counted. */
 static int runtime_capturing(cudaStream_t stream, int per_thread) {
     int status = CAPTURE_STATUS_NONE;
     cudaError_t rc = per_thread ? REAL(cudaStreamIsCapturing_ptsz, stream, &status)
@@ -63,14 +64,14 @@ EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, void 
 EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, void **graph) {
     int was = !inside_runtime && runtime_capturing(stream, 0);
     cudaError_t rc = REAL(cudaStreamEndCapture, stream, graph);
-    if (was && !runtime_capturing(stream, 0)) told(0);
+    if (was && (rc == cudaSuccess || !runtime_capturing(stream, 0))) told(0);
     return rc;
 }
 
 EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, void **graph) {
     int was = !inside_runtime && runtime_capturing(stream, 1);
     cudaError_t rc = REAL(cudaStreamEndCapture_ptsz, stream, graph);
-    if (was && !runtime_capturing(stream, 1)) told(0);
+    if (was && (rc == cudaSuccess || !runtime_capturing(stream, 1))) told(0);
     return rc;
 }
 
@@ -99,14 +100,14 @@ EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, void *graph, c
 EXPORT CUresult cuStreamEndCapture(CUstream stream, void **graph) {
     int was = !inside_runtime && driver_capturing(stream, 0);
     CUresult rc = DRIVER(cuStreamEndCapture, stream, graph);
-    if (was && !driver_capturing(stream, 0)) told(0);
+    if (was && (rc == CUDA_SUCCESS || !driver_capturing(stream, 0))) told(0);
     return rc;
 }
 
 EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, void **graph) {
     int was = !inside_runtime && driver_capturing(stream, 1);
     CUresult rc = DRIVER(cuStreamEndCapture_ptsz, stream, graph);
-    if (was && !driver_capturing(stream, 1)) told(0);
+    if (was && (rc == CUDA_SUCCESS || !driver_capturing(stream, 1))) told(0);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 package dev.vmmkit.core;
 
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 
 /**
  * The CUDA stream captures under way in the process (a CUDA graph being recorded), and the
@@ -95,7 +96,7 @@ public final class StreamCaptures {
     }
 
     /** Waits until no capture is under way or {@code stop} says so; false when stopped. */
-    boolean awaitNone(java.util.function.BooleanSupplier stop) {
+    boolean awaitNone(BooleanSupplier stop) {
         while (!stop.getAsBoolean()) {
             try {
                 if (awaitNone(TimeUnit.MILLISECONDS.toNanos(100))) return true;
