@@ -75,11 +75,21 @@ static int read_top_p(const char* json, float* out, char* error, size_t size) {
     return 0;
 }
 
-int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t size) {
+int engine_options_threads(const EngineOptions* o, int every_layer_on_gpu) {
+    if (o->threads > 0) return o->threads;
+    /* Every layer on the GPU: the CPU's share of a token is a few small operations, and each of
+     * ggml's threads that went to sleep while the engine chose the token is woken at the next
+     * decode. With 8 threads llama_decode took 140 us of CPU per token after the engine's choice,
+     * with 2 threads 88 (an H100, docs/engine.md); llama-bench ran as fast with 2 as with 8. */
+    if (every_layer_on_gpu) return 2;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus);
+}
+
+int engine_options_parse(const char* json, EngineOptions* o, char* error, size_t size) {
     *o = (EngineOptions){
         .max_tokens = 32, .temperature = 0.0f, .top_p = 1.0f, .seed = 42, .top_k = 5, .context_size = 2048,
-        .threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus), .gpu_layers = -1, .flash_attn = -1,
+        .threads = 0, .gpu_layers = -1, .flash_attn = -1,
     };
     if (read_int(json, "max_tokens", 1, 1 << 20, &o->max_tokens, error, size)
         || read_int(json, "top_k", 0, 1 << 20, &o->top_k, error, size)

@@ -12,7 +12,7 @@ typedef struct {
     uint64_t seed;      /* "seed": the sampler's seed, the same for every request (default 42) */
     int top_k;          /* "top_k": log-probabilities per token, the k largest (default 5); 0 = all, indexed by token id */
     int context_size;   /* "context_size": tokens of context (default 2048, at most the model's) */
-    int threads;        /* "threads": CPU threads (default: online CPUs, at most 8) */
+    int threads;        /* "threads": CPU threads; 0 (the default): engine_options_threads chooses */
     int gpu_layers;     /* "gpu_layers": layers offloaded to the GPU in the CUDA build (default all, -1) */
     int flash_attn;     /* "flash_attn": "auto" (default, llama.cpp's choice), "on" or "off": -1, 1, 0 as llama.cpp counts */
     int timing;         /* "timing": 1 logs where each request's decoding time went (decode_timing.h); default 0 */
@@ -28,6 +28,10 @@ typedef struct {
 
 /* Fills *request from json over defaults. Returns 0, or -1 with a message in error for a bad value. */
 int engine_request_parse(const char* json, const EngineOptions* defaults, EngineRequest* request, char* error, size_t error_size);
+
+/* The CPU threads to run with: the option when set, else 2 when every layer is on the GPU, else the
+ * online CPUs, at most 8. */
+int engine_options_threads(const EngineOptions* options, int every_layer_on_gpu);
 
 /* Fills *options from json (NULL = defaults). Returns 0, or -1 with a message in error for a bad value. */
 int engine_options_parse(const char* json, EngineOptions* options, char* error, size_t error_size);

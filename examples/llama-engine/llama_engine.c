@@ -148,8 +148,12 @@ int engine_load_model(const char* model_path) {
     int trained = llama_model_n_ctx_train(model);
     context_params.n_ctx = (uint32_t)(trained > 0 && trained < options.context_size ? trained : options.context_size);
     context_params.n_batch = context_params.n_ctx;
-    context_params.n_threads = options.threads;
-    context_params.n_threads_batch = options.threads;
+    int layers = llama_model_n_layer(model);
+    int every_layer_on_gpu = host.device >= 0 && llama_supports_gpu_offload()
+        && (options.gpu_layers < 0 || options.gpu_layers > layers);
+    int threads = engine_options_threads(&options, every_layer_on_gpu);
+    context_params.n_threads = threads;
+    context_params.n_threads_batch = threads;
     context_params.no_perf = true;
     context_params.flash_attn_type = (enum llama_flash_attn_type)options.flash_attn;
     context = llama_init_from_model(model, context_params);
@@ -167,7 +171,7 @@ int engine_load_model(const char* model_path) {
     char description[128];
     llama_model_desc(model, description, sizeof description);
     say(1, "llama: loaded %s (%s, %.1f MiB, vocabulary %d, context %u, %d threads, %s)", model_path, description,
-        llama_model_size(model) / 1048576.0, vocab_size, llama_n_ctx(context), options.threads,
+        llama_model_size(model) / 1048576.0, vocab_size, llama_n_ctx(context), threads,
         host.device < 0 ? "weights in vmmkit memory" : "CUDA");
     return 0;
 }

@@ -20,7 +20,8 @@
 # and keep the build there for the next run.
 # LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
 # memory figures only).
-# LLAMA_THREADS (8): the CPU threads of the engine, llama-bench, decode_rate and llama-server alike.
+# LLAMA_THREADS (2, the engine's default with every layer on the GPU): the CPU threads of the engine,
+# llama-bench, decode_rate and llama-server alike.
 # LLAMA_ROUNDS (1): rounds of llama-bench then one untimed answer and nine timed ones, interleaved,
 # after the first figures.
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
@@ -94,7 +95,8 @@ if [ "$mode" = cuda ]; then
   dims=(--embd 2048 --layers 16 --heads 16 --kv-heads 16 --ff 5632 --vocab 32000 --context 2048 --type f16)
   tokens=128
   driver_args=(--driver cuda)
-  cpu_threads="${LLAMA_THREADS:-8}"
+  cpu_threads="${LLAMA_THREADS:-2}"
+  export LLAMA_THREADS="$cpu_threads"   # the Python parts below read it
   threads=", \"threads\": $cpu_threads"
 else
   [ -f target/engines/llama/cpu/libllama_engine.so ] || { echo "llama: build target/engines/llama/cpu first (scripts/fetch-llama-cpp.sh)"; exit 2; }
@@ -104,9 +106,10 @@ else
   tokens=32
   driver_args=(--driver host --device-memory 40MiB)   # 50 %: one model (14 MiB) fits, two do not
   threads=', "threads": 1'
+  export LLAMA_THREADS=1
 fi
 backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
-# The same settings as llama-bench's: all layers on the GPU, LLAMA_THREADS CPU threads (8), no FlashAttention, a context
+# The same settings as llama-bench's: all layers on the GPU, LLAMA_THREADS CPU threads (2), no FlashAttention, a context
 # just above the request's tokens (llama-bench's is prompt + generated tokens; ggml pads both to 256).
 # "timing": 1 logs where each request's decoding time went (printed at the end).
 cat > "$work/engines/llama/$backend/manifest.json" <<JSON
@@ -262,7 +265,7 @@ m_base, gpu_base = row("baseline (after a load and unload)")
 first, took = generate("big")
 print(f"llama: first request (load + {tokens} tokens) {took:.2f} s", flush=True)
 # Three requests first, untimed: the host's and the worker's JVMs compile the answer path during the
-# first ones, beside llama.cpp's eight threads.
+# first ones, beside llama.cpp's threads.
 runs = []
 for turn in range(3 + 9):
     if turn == 3:
@@ -293,7 +296,7 @@ if cuda and bench_ts and rounds > 1 and os.path.exists(bench_bin):
     ratios = []
     for r in range(1, rounds + 1):
         done = subprocess.run([bench_bin, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-p", "0", "-n", str(tokens),
-                               "-r", "5", "-fa", "off", "-t", os.environ.get("LLAMA_THREADS", "8"), "-o", "json"],
+                               "-r", "5", "-fa", "off", "-t", os.environ["LLAMA_THREADS"], "-o", "json"],
                               capture_output=True, text=True)
         if done.returncode != 0:
             print("llama: llama-bench failed in round", r, done.stderr[-300:])
@@ -361,8 +364,8 @@ if cuda and os.path.exists(llama_server) and vmmkit_stream[0] is not None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # The settings vmmkit's engine uses: all layers on the GPU, 8 threads, no FlashAttention, context 256, one slot.
-    native = subprocess.Popen([llama_server, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-t", os.environ.get("LLAMA_THREADS", "8"), "-fa", "off",
+    # The settings vmmkit's engine uses: all layers on the GPU, LLAMA_THREADS threads, no FlashAttention, context 256, one slot.
+    native = subprocess.Popen([llama_server, "-m", os.path.join(work, "models", "big.gguf"), "-ngl", "99", "-t", os.environ["LLAMA_THREADS"], "-fa", "off",
                                "-c", "256", "-np", "1", "--host", "127.0.0.1", "--port", str(port)],
                               stdout=open(os.path.join(out, "llama-server.log"), "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
