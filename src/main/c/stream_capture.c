@@ -41,7 +41,16 @@ static int driver_capturing(CUstream stream, int per_thread) {
 
 /* ---- The runtime ------------------------------------------------------------------------- */
 
+/* A begin is told first (it waits for vmmkit's call in progress), and untold when it failed. An end
+ * is told when its stream captured before the call and the call succeeded or the stream no longer
+ * captures. */
 #define BEGIN_RUNTIME(call) do { told(1); cudaError_t rc_ = (call); if (rc_ != cudaSuccess) told(0); return rc_; } while (0)
+#define END_RUNTIME(stream, per_thread, call) do { \
+        int was_ = !inside_runtime && runtime_capturing(stream, per_thread); \
+        cudaError_t rc_ = (call); \
+        if (was_ && (rc_ == cudaSuccess || !runtime_capturing(stream, per_thread))) told(0); \
+        return rc_; \
+    } while (0)
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, int mode) {
     BEGIN_RUNTIME(REAL(cudaStreamBeginCapture, stream, mode));
@@ -62,22 +71,22 @@ EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, void 
 }
 
 EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, void **graph) {
-    int was = !inside_runtime && runtime_capturing(stream, 0);
-    cudaError_t rc = REAL(cudaStreamEndCapture, stream, graph);
-    if (was && (rc == cudaSuccess || !runtime_capturing(stream, 0))) told(0);
-    return rc;
+    END_RUNTIME(stream, 0, REAL(cudaStreamEndCapture, stream, graph));
 }
 
 EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, void **graph) {
-    int was = !inside_runtime && runtime_capturing(stream, 1);
-    cudaError_t rc = REAL(cudaStreamEndCapture_ptsz, stream, graph);
-    if (was && (rc == cudaSuccess || !runtime_capturing(stream, 1))) told(0);
-    return rc;
+    END_RUNTIME(stream, 1, REAL(cudaStreamEndCapture_ptsz, stream, graph));
 }
 
 /* ---- The driver -------------------------------------------------------------------------- */
 
 #define BEGIN_DRIVER(call) do { told(1); CUresult rc_ = (call); if (rc_ != CUDA_SUCCESS) told(0); return rc_; } while (0)
+#define END_DRIVER(stream, per_thread, call) do { \
+        int was_ = !inside_runtime && driver_capturing(stream, per_thread); \
+        CUresult rc_ = (call); \
+        if (was_ && (rc_ == CUDA_SUCCESS || !driver_capturing(stream, per_thread))) told(0); \
+        return rc_; \
+    } while (0)
 
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {
     BEGIN_DRIVER(DRIVER(cuStreamBeginCapture_v2, stream, mode));
@@ -98,17 +107,11 @@ EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, void *graph, c
 }
 
 EXPORT CUresult cuStreamEndCapture(CUstream stream, void **graph) {
-    int was = !inside_runtime && driver_capturing(stream, 0);
-    CUresult rc = DRIVER(cuStreamEndCapture, stream, graph);
-    if (was && (rc == CUDA_SUCCESS || !driver_capturing(stream, 0))) told(0);
-    return rc;
+    END_DRIVER(stream, 0, DRIVER(cuStreamEndCapture, stream, graph));
 }
 
 EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, void **graph) {
-    int was = !inside_runtime && driver_capturing(stream, 1);
-    CUresult rc = DRIVER(cuStreamEndCapture_ptsz, stream, graph);
-    if (was && (rc == CUDA_SUCCESS || !driver_capturing(stream, 1))) told(0);
-    return rc;
+    END_DRIVER(stream, 1, DRIVER(cuStreamEndCapture_ptsz, stream, graph));
 }
 
 /* ---- Lookups by handle --------------------------------------------------------------------- */

@@ -17,7 +17,7 @@ typedef void *CUcontext;
 typedef int CUdevice;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2,
-       CUDA_ERROR_INVALID_CONTEXT = 201, CUDA_ERROR_NOT_FOUND = 500 };
+       CUDA_ERROR_INVALID_CONTEXT = 201, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_ILLEGAL_STATE = 401 };
 enum { RANGE_START_ADDR = 11, RANGE_SIZE = 12, MEMORY_TYPE = 2 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -164,6 +164,38 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned int f)
 }
 CUresult cuIpcCloseMemHandle(CUdeviceptr p) { (void) p; return refused_ipc_call(); }
 
+/* ---- Stream capture: one capturing stream at a time, enough for the shim's bookkeeping ---- */
+
+static CUstream capturing_stream;
+static int capturing;
+
+CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {
+    (void) mode;
+    pthread_mutex_lock(&lock);
+    int busy = capturing;
+    if (!busy) { capturing = 1; capturing_stream = stream; }
+    pthread_mutex_unlock(&lock);
+    return busy ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream stream, int *status) {
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    *status = capturing && capturing_stream == stream;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream stream, void **graph) {
+    pthread_mutex_lock(&lock);
+    int ours = capturing && capturing_stream == stream;
+    if (ours) capturing = 0;
+    pthread_mutex_unlock(&lock);
+    if (!ours) return CUDA_ERROR_ILLEGAL_STATE;
+    if (graph) *graph = (void *) 0x6a;
+    return CUDA_SUCCESS;
+}
+
 /* ---- cuGetProcAddress: base name, version, flags (2: per-thread default stream) ---- */
 
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -183,6 +215,8 @@ static const struct proc procs[] = {
     {"cuMemcpyHtoD", 3020, 0, (void *) cuMemcpyHtoD_v2},
     {"cuMemcpyDtoH", 3020, 0, (void *) cuMemcpyDtoH_v2},
     {"cuCtxGetDevice", 2000, 0, (void *) cuCtxGetDevice},
+    {"cuStreamBeginCapture", 10010, 0, (void *) cuStreamBeginCapture_v2},
+    {"cuStreamEndCapture", 10000, 0, (void *) cuStreamEndCapture},
     {"cuGetProcAddress", 12000, 0, (void *) cuGetProcAddress_v2},
     {"cuGetProcAddress", 11030, 0, (void *) cuGetProcAddress},
 };

@@ -123,6 +123,18 @@ class DriverApiEndToEndTest {
         }
     }
 
+    /**
+     * A stream capture through the driver API, asked for by name and called by symbol: the shim
+     * tells vmmkit, which synchronises for earlier frees as it begins and none while it runs
+     * (driver_test's "capture").
+     */
+    @Test
+    void aStreamCaptureThroughTheDriverApiHoldsSynchronisationsBack() throws Exception {
+        ProcessResult result = vmmkitRun(Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host", "--", DRIVER_TEST.toString(), "capture");
+        assertEquals(0, result.exitCode(), result::toString);
+        assertTrue(result.stdout().contains("ok capture"), result::toString);
+    }
+
     /** The pair benchmark through the driver API: every pair served by vmmkit (the GPU script times it). */
     @Test
     void theDriverPairBenchmarkRunsOnVmmkit() throws Exception {
