@@ -42,7 +42,7 @@ class EngineReloadTest {
      * Latches, not pauses, make every client send requests in phases 0, 1 and 3.
      */
     private static void reloadUnderEightClients(Path root, boolean workers) throws Exception {
-        try (EngineTestBed bed = new EngineTestBed(root)) {
+        try (HttpServerTrace serverTrace = new HttpServerTrace(); EngineTestBed bed = new EngineTestBed(root)) {
             Path plugin = bed.install("fixture", "1.0.0", "fixture-v1.so", "\"fx\"", "");
             bed.model("a.fx", 1 << 20);
             bed.model("b.fx", 1 << 20);
@@ -110,7 +110,8 @@ class EngineReloadTest {
             stop.set(true);
             for (Thread client : clients) client.join();
 
-            assertTrue(failures.isEmpty(), "failed requests: " + failures);
+            assertTrue(failures.isEmpty(), "failed requests: " + failures + "; the HTTP server's log of closed connections: "
+                    + serverTrace.lines());
             List<String> expected = Arrays.asList(null, "2.0.0", null, "1.0.0"); // null: either
             for (List<String> answers : seen) {
                 int[] perPhase = new int[4];
