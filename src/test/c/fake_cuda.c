@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_capture.h"
+
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef void *CUstream;
@@ -164,34 +166,21 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned int f)
 }
 CUresult cuIpcCloseMemHandle(CUdeviceptr p) { (void) p; return refused_ipc_call(); }
 
-/* ---- Stream capture: one capturing stream at a time, enough for the shim's bookkeeping ---- */
-
-static CUstream capturing_stream;
-static int capturing;
+/* ---- Stream capture (fake_capture.h) ---- */
 
 CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {
     (void) mode;
-    pthread_mutex_lock(&lock);
-    int busy = capturing;
-    if (!busy) { capturing = 1; capturing_stream = stream; }
-    pthread_mutex_unlock(&lock);
-    return busy ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+    return capture_begin(stream) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
 }
 
 CUresult cuStreamIsCapturing(CUstream stream, int *status) {
     if (!status) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    *status = capturing && capturing_stream == stream;
-    pthread_mutex_unlock(&lock);
+    *status = capture_status(stream);
     return CUDA_SUCCESS;
 }
 
 CUresult cuStreamEndCapture(CUstream stream, void **graph) {
-    pthread_mutex_lock(&lock);
-    int ours = capturing && capturing_stream == stream;
-    if (ours) capturing = 0;
-    pthread_mutex_unlock(&lock);
-    if (!ours) return CUDA_ERROR_ILLEGAL_STATE;
+    if (capture_end(stream)) return CUDA_ERROR_ILLEGAL_STATE;
     if (graph) *graph = (void *) 0x6a;
     return CUDA_SUCCESS;
 }

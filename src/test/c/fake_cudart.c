@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_capture.h"
+
 typedef int cudaError_t;
 typedef void *cudaStream_t;
 enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
@@ -207,33 +209,20 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr *pitched, cudaExtent extent) {
     return rc;
 }
 
-/* Stream capture: one capturing stream at a time, enough for the shim's bookkeeping. */
-static cudaStream_t capturing_stream;
-static int capturing;
-
+/* Stream capture (fake_capture.h). */
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, int mode) {
     (void) mode;
-    pthread_mutex_lock(&lock);
-    int busy = capturing;
-    if (!busy) { capturing = 1; capturing_stream = stream; }
-    pthread_mutex_unlock(&lock);
-    return busy ? cudaErrorIllegalState : cudaSuccess;
+    return capture_begin(stream) ? cudaErrorIllegalState : cudaSuccess;
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, int *status) {
     if (!status) return cudaErrorInvalidValue;
-    pthread_mutex_lock(&lock);
-    *status = capturing && capturing_stream == stream;
-    pthread_mutex_unlock(&lock);
+    *status = capture_status(stream);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, void **graph) {
-    pthread_mutex_lock(&lock);
-    int ours = capturing && capturing_stream == stream;
-    if (ours) capturing = 0;
-    pthread_mutex_unlock(&lock);
-    if (!ours) return cudaErrorIllegalState;
+    if (capture_end(stream)) return cudaErrorIllegalState;
     if (graph) *graph = (void *) 0x6a;
     return cudaSuccess;
 }
