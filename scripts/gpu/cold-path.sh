@@ -25,9 +25,11 @@
 #              cuMemCreate + reserve + map + setAccess, each timed, then a second one; and the same
 #              after one 2 MiB VMM allocation made first, with the address 1 GiB-aligned, and with
 #              exportable handles (as vmmkit makes them for CUDA IPC), and inside one 256 GiB
-#              reservation (as vmmkit reserves per region); then each is unmapped and released, timed;
+#              reservation (as vmmkit reserves per region), while 8 other threads spin, as two halves
+#              created by two threads at once, and where a 2 MiB page was mapped and unmapped before;
+#              then each is unmapped and released, timed;
 #              and the same first allocation from Java (`vmmkit driver-bench --first`, after each of
-#              JAVA_FIRST_BEFORE: nothing linked small settled synced manager), the raw calls in a JVM
+#              JAVA_FIRST_BEFORE: nothing linked small settled synced manager; empty for none), the raw calls in a JVM
 #   3. grow    the first classic grow: cudaMalloc 512 MiB, then cudaMalloc 1 GiB + cudaMemcpy D2D +
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
@@ -40,7 +42,9 @@
 # FIRST_IDLE_MS (idle spells in ms between step 1's warm-up and its timed cudaMalloc, each a row, native
 # and vmmkit; none by default), FIRST_BUSY_MS (the same with the driver kept busy: a
 # cudaDeviceSynchronize every 100 us; none by default), DRIVER_IDLE_MS (the same for first_vmm's modes),
-# FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
+# FIRST_COUNTERS=1 (step 1's native and default-log runs also print what the kernel counted around
+# the timed call: the thread's minor faults and context switches, the machine's TLB shootdowns, the
+# process's threads and how many ran just after; off by default), FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
 # step 1 as a variant of its own; none by default; at VMM_LOG=VARIANT_LOG, info by default, set it
 # empty for no breakdown timing), DRIVER_MODES (first_vmm's modes, all by default),
 # REPS (3:
@@ -138,17 +142,24 @@ first_after_spell() {
   row "first cudaMalloc ${g} GiB after $what, VMM_LOG unset (us, median of $reps)" "$(median "${snat[@]}")" "$(median "${svmm[@]}")" "runs native ${snat[*]}; vmmkit ${svmm[*]}"
 }
 
+counters() { # counters JSON-LINE: bench_cold's kernel counters (BENCH_COLD_COUNTERS), or nothing
+  [ -n "${FIRST_COUNTERS:-}" ] || return 0
+  echo "[faults $(field "$1" minor_faults), switches $(field "$1" voluntary_switches)+$(field "$1" involuntary_switches) involuntary, TLB shootdowns $(field "$1" tlb_shootdowns), threads $(field "$1" threads) ($(field "$1" threads_running_after) running after)]"
+}
+counters_env=()
+[ -n "${FIRST_COUNTERS:-}" ] && counters_env=(env BENCH_COLD_COUNTERS=1)
+
 # 1. First cudaMalloc of each size, native first; vmmkit with and without its start-up warm-up.
 step first && for g in $sizes_gib; do
   bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
   nat=(); vmm=(); cold=(); handles=(); plain=(); gaps=()
   for r in $(seq "$reps"); do
-    line="$(run "first-${g}G-native-$r" native "$out/bench_cold" first "$bytes")"
+    line="$(run "first-${g}G-native-$r" native "${counters_env[@]}" "$out/bench_cold" first "$bytes")"
     nat+=("$(field "$line" first_malloc_us)")
-    gaps+=("native free $(field "$line" warmup_free_us) sync $(field "$line" warmup_sync_us);")
-    line="$(run "first-${g}G-plain-$r" vmmkit-plain "$out/bench_cold" first "$bytes")"
+    gaps+=("native free $(field "$line" warmup_free_us) sync $(field "$line" warmup_sync_us) $(counters "$line");")
+    line="$(run "first-${g}G-plain-$r" vmmkit-plain "${counters_env[@]}" "$out/bench_cold" first "$bytes")"
     plain+=("$(field "$line" first_malloc_us)")
-    gaps+=("vmmkit free $(field "$line" warmup_free_us) sync $(field "$line" warmup_sync_us);")
+    gaps+=("vmmkit free $(field "$line" warmup_free_us) sync $(field "$line" warmup_sync_us) $(counters "$line");")
     vmm+=("$(field "$(run "first-${g}G-vmmkit-$r" vmmkit "$out/bench_cold" first "$bytes")" first_malloc_us)")
     cold+=("$(field "$(run "first-${g}G-nowarm-$r" vmmkit-cold "$out/bench_cold" first "$bytes")" first_malloc_us)")
     handles+=("$(creates "$out/first-${g}G-vmmkit-$r.json")")
@@ -219,7 +230,7 @@ if step driver && [ "$driver" = cuda ]; then
     for g in $sizes_gib; do
       bytes="$("$py" -c "print(int(float('$g') * (1 << 30)))")"
       for r in $(seq "$reps"); do
-        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-kept vmm-sync vmm-sync-relaxed vmm-sync-thread vmm-aligned vmm-export vmm-big-va}; do
+        for mode in ${DRIVER_MODES:-native vmm vmm-warm vmm-kept vmm-sync vmm-sync-relaxed vmm-sync-thread vmm-aligned vmm-export vmm-big-va vmm-spin vmm-split vmm-pt-warm}; do
           timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
           for idle in ${DRIVER_IDLE_MS:-}; do
             FIRST_VMM_IDLE_MS="$idle" timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 \
@@ -228,7 +239,7 @@ if step driver && [ "$driver" = cuda ]; then
         done
         # The same first allocation made from Java on the driver alone (no allocator, none of
         # vmmkit's threads), after each of driver-bench's --first-before steps.
-        for before in ${JAVA_FIRST_BEFORE:-nothing linked small settled synced manager}; do
+        for before in ${JAVA_FIRST_BEFORE-nothing linked small settled synced manager}; do
           timeout 60 ./vmmkit driver-bench --driver cuda --first "$bytes" --first-before "$before" 2>&1 \
             | sed "s/^/cold-path driver ${g}G run $r: /" | tee -a "$out/driver.txt"
         done

@@ -18,6 +18,15 @@
  *   first_vmm vmm-sync-relaxed SIZE  as vmm-sync, the synchronisation in the relaxed stream-capture
  *                               mode and the mode put back (cuThreadExchangeStreamCaptureMode), as vmmkit's
  *   first_vmm vmm-sync-thread SIZE   as vmm-sync-relaxed, made by another thread (as vmmkit's fence), joined
+ *   first_vmm vmm-spin SIZE     as vmm, while 8 other threads of the process spin on the CPU (as a
+ *                               JVM's compiler threads may right after start-up): whether the driver's
+ *                               calls slow down when the process runs on other cores too
+ *   first_vmm vmm-split SIZE    the allocation made of two handles of SIZE/2, created at once by two
+ *                               threads, mapped side by side and granted access in one call: whether
+ *                               the driver creates in parallel
+ *   first_vmm vmm-pt-warm SIZE  as vmm-big-va, after one 2 MiB handle was mapped, granted access and
+ *                               unmapped at the very address the timed allocation then takes: whether
+ *                               the page tables the driver made for that range outlive the unmap
  * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
  * sleeps N ms before the timed allocations.
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
@@ -65,6 +74,51 @@ static CUdeviceptr big_base, big_next;   /* vmm-big-va: the reservation, and whe
 static const size_t BIG_VA = (size_t)256 << 30;
 
 typedef struct { CUmemHandle handle; CUdeviceptr va; size_t size; } Allocation;
+
+/* vmm-spin: threads that spin until told to stop. */
+static volatile int spinning = 1;
+static void *spin(void *unused) {
+    (void)unused;
+    volatile unsigned long n = 0;
+    while (spinning) n++;
+    return NULL;
+}
+
+/* vmm-split: one half's create, on a thread of its own. */
+typedef struct { size_t size; CUmemHandle handle; double us; } HalfCreate;
+static void *create_half(void *arg) {
+    HalfCreate *h = arg;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1;
+    prop.location.type = 1;
+    if (context) check("cuCtxSetCurrent", cuCtxSetCurrent(context));
+    double t0 = now_us();
+    check("cuMemCreate (half)", cuMemCreate(&h->handle, h->size, &prop, 0));
+    h->us = now_us() - t0;
+    return NULL;
+}
+
+/* vmm-split: two handles of size/2 created by two threads at once, mapped and granted access. */
+static void split_allocation(size_t size, const char *label) {
+    HalfCreate halves[2] = {{size / 2, 0, 0}, {size / 2, 0, 0}};
+    pthread_t threads[2];
+    CUdeviceptr va;
+    CUmemAccessDesc access = {{1, 0}, 3};
+    double t0 = now_us();
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&threads[i], NULL, create_half, &halves[i]) != 0) exit(1);
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    double t1 = now_us();
+    check("cuMemAddressReserve", cuMemAddressReserve(&va, size, 0, 0, 0));
+    check("cuMemMap", cuMemMap(va, size / 2, 0, halves[0].handle, 0));
+    check("cuMemMap", cuMemMap(va + size / 2, size / 2, 0, halves[1].handle, 0));
+    double t2 = now_us();
+    check("cuMemSetAccess", cuMemSetAccess(va, size, &access, 1));
+    double t3 = now_us();
+    printf("{\"test\":\"%s\",\"size\":%zu,\"create_us\":%.1f,\"create_each_us\":[%.1f,%.1f],\"map_us\":%.1f,\"set_access_us\":%.1f,\"total_us\":%.1f}\n",
+           label, size, t1 - t0, halves[0].us, halves[1].us, t2 - t1, t3 - t2, t3 - t0);
+}
 
 /* Unmaps and releases a, timing both; prints them under label. */
 static void free_allocation(Allocation a, const char *label) {
@@ -115,7 +169,8 @@ static Allocation vmm_allocation(size_t size, size_t alignment, const char *labe
 
 int main(int argc, char **argv) {
     static const char *const modes[] = {"native", "vmm", "vmm-warm", "vmm-kept", "vmm-sync", "vmm-sync-relaxed",
-                                        "vmm-sync-thread", "vmm-aligned", "vmm-export", "vmm-big-va"};
+                                        "vmm-sync-thread", "vmm-aligned", "vmm-export", "vmm-big-va",
+                                        "vmm-spin", "vmm-split", "vmm-pt-warm"};
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof modes / sizeof *modes; i++) known |= strcmp(argv[1], modes[i]) == 0;
     if (!known) { fprintf(stderr, "usage: first_vmm MODE SIZE (MODE: see the comment at the top)\n"); return 2; }
@@ -153,15 +208,38 @@ int main(int argc, char **argv) {
     size_t alignment = 0;
     if (strcmp(mode, "vmm-aligned") == 0) alignment = (size_t)1 << 30;
     if (strcmp(mode, "vmm-export") == 0) exportable = 1;
-    if (strcmp(mode, "vmm-big-va") == 0) {
+    if (strcmp(mode, "vmm-big-va") == 0 || strcmp(mode, "vmm-pt-warm") == 0) {
         check("cuMemAddressReserve (256 GiB)", cuMemAddressReserve(&big_base, BIG_VA, 2u << 20, 0, 0));
         big_next = big_base;
+    }
+    if (strcmp(mode, "vmm-pt-warm") == 0) { /* 2 MiB mapped at the range's start, then unmapped */
+        Allocation page = vmm_allocation(2u << 20, 0, NULL, 0);
+        check("cuMemUnmap", cuMemUnmap(page.va, page.size));
+        check("cuMemRelease", cuMemRelease(page.handle));
+        big_next = big_base;
+    }
+    if (strcmp(mode, "vmm-split") == 0) {
+        split_allocation(size, "vmm-split-1");
+        split_allocation(size, "vmm-split-2");
+        return 0;
+    }
+    pthread_t spinners[8];
+    int spin_mode = strcmp(mode, "vmm-spin") == 0;
+    if (spin_mode) {
+        for (int i = 0; i < 8; i++)
+            if (pthread_create(&spinners[i], NULL, spin, NULL) != 0) return 1;
+        struct timespec settle = {0, 200000L}; /* let them reach their cores */
+        nanosleep(&settle, NULL);
     }
     char first[32], second[32];
     snprintf(first, sizeof first, "%s-1", mode);
     snprintf(second, sizeof second, "%s-2", mode);
     Allocation a = vmm_allocation(size, alignment, first, 0);
     Allocation b = vmm_allocation(size, alignment, second, 0);
+    if (spin_mode) {
+        spinning = 0;
+        for (int i = 0; i < 8; i++) pthread_join(spinners[i], NULL);
+    }
     free_allocation(b, second);
     free_allocation(a, first);
     return 0;

@@ -3,11 +3,17 @@
  * classic grow (cudaMalloc bigger, copy, cudaFree the old one). One measurement per process, after
  * one 4 KiB cudaMalloc + cudaFree that starts the runtime (and, under `vmmkit run`, vmmkit's JVM).
  * Usage: bench_cold first SIZE | bench_cold grow FROM TO. Prints one JSON line. BENCH_COLD_IDLE_MS=N
- * sleeps N ms between the warm-up and the timed call.
+ * sleeps N ms between the warm-up and the timed call. BENCH_COLD_COUNTERS=1 adds what the kernel
+ * counted around the timed call: this thread's minor page faults and context switches (getrusage),
+ * the TLB shootdowns of the whole machine (/proc/interrupts), and the process's threads and how
+ * many of them were running just after it (read after the call, so they cost it nothing).
  */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
 
 typedef int cudaError_t;
@@ -21,6 +27,51 @@ static double now_us(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+/* The machine's TLB shootdowns so far: the sum of /proc/interrupts' TLB line, -1 if unreadable. */
+static long long tlb_shootdowns(void) {
+    FILE *f = fopen("/proc/interrupts", "r");
+    if (!f) return -1;
+    char line[8192];
+    long long sum = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = line;
+        while (*p == ' ') p++;
+        if (strncmp(p, "TLB:", 4) != 0) continue;
+        sum = 0;
+        for (p += 4;;) {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p) break;
+            sum += v;
+            p = end;
+        }
+    }
+    fclose(f);
+    return sum;
+}
+
+/* The process's threads, and how many were running (state R) when read. */
+static void count_threads(int *all, int *running) {
+    *all = *running = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        (*all)++;
+        char path[300], stat[512];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = 0;
+        char *close = strrchr(stat, ')'); /* the state follows the command name's ")" */
+        if (close && close[1] == ' ' && close[2] == 'R') (*running)++;
+    }
+    closedir(d);
 }
 
 static int fail(const char *what, cudaError_t e) {
@@ -65,11 +116,27 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "first") == 0) {
         size_t size = strtoull(argv[2], NULL, 0);
         void *p = NULL;
+        int counters = getenv("BENCH_COLD_COUNTERS") && atoi(getenv("BENCH_COLD_COUNTERS")) > 0;
+        struct rusage before, after;
+        long long tlb_before = counters ? tlb_shootdowns() : -1;
+        if (counters) getrusage(RUSAGE_THREAD, &before);
         double t = now_us();
         if ((e = cudaMalloc(&p, size)) != 0) return fail("cudaMalloc", e);
         double us = now_us() - t;
+        char extra[256] = "";
+        if (counters) {
+            getrusage(RUSAGE_THREAD, &after);
+            long long tlb_after = tlb_shootdowns();
+            int threads, running;
+            count_threads(&threads, &running);
+            snprintf(extra, sizeof extra,
+                     ",\"minor_faults\":%ld,\"voluntary_switches\":%ld,\"involuntary_switches\":%ld,"
+                     "\"tlb_shootdowns\":%lld,\"threads\":%d,\"threads_running_after\":%d",
+                     after.ru_minflt - before.ru_minflt, after.ru_nvcsw - before.ru_nvcsw,
+                     after.ru_nivcsw - before.ru_nivcsw, tlb_before < 0 ? -1 : tlb_after - tlb_before, threads, running);
+        }
         printf("{\"test\":\"first\",\"size\":%zu,\"first_malloc_us\":%.1f,\"warmup_malloc_us\":%.1f,"
-               "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f}\n", size, us, w1 - w0, w2 - w1, w3 - w2);
+               "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f%s}\n", size, us, w1 - w0, w2 - w1, w3 - w2, extra);
         return cudaFree(p) != 0;
     }
     size_t from = strtoull(argv[2], NULL, 0), to = strtoull(argv[3], NULL, 0);
