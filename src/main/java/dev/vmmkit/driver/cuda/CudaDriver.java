@@ -176,7 +176,9 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         if (result != CudaResult.SUCCESS) {
             throw failure(result, CallText.reserve(size, align));
         }
-        return scratch.firstLong();
+        long va = scratch.firstLong();
+        PageTablePriming.prime(va, size, granularity, plainProp, readWriteAccess);
+        return va;
     }
 
     @Override
