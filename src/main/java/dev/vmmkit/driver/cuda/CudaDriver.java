@@ -176,9 +176,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         if (result != CudaResult.SUCCESS) {
             throw failure(result, CallText.reserve(size, align));
         }
-        long va = scratch.firstLong();
-        PageTablePriming.prime(va, size, granularity, plainProp, readWriteAccess);
-        return va;
+        return scratch.firstLong();
     }
 
     @Override
