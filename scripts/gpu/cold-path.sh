@@ -144,7 +144,7 @@ first_after_spell() {
 
 counters() { # counters JSON-LINE: bench_cold's kernel counters (BENCH_COLD_COUNTERS), or nothing
   [ -n "${FIRST_COUNTERS:-}" ] || return 0
-  echo "[faults $(field "$1" minor_faults), switches $(field "$1" voluntary_switches)+$(field "$1" involuntary_switches) involuntary, TLB shootdowns $(field "$1" tlb_shootdowns), threads $(field "$1" threads) ($(field "$1" threads_running_after) running after)]"
+  echo "[faults $(field "$1" minor_faults), switches $(field "$1" voluntary_switches)+$(field "$1" involuntary_switches) involuntary, TLB shootdowns $(field "$1" tlb_shootdowns), threads $(field "$1" threads) ($(field "$1" threads_running_after) running after: $(field "$1" running_names))]"
 }
 counters_env=()
 [ -n "${FIRST_COUNTERS:-}" ] && counters_env=(env BENCH_COLD_COUNTERS=1)

@@ -20,8 +20,9 @@
 # and keep the build there for the next run.
 # LLAMA_ANCHORS=0 leaves out llama-bench, llama-server and the in-process figures (a shorter run: the
 # memory figures only).
-# LLAMA_THREADS (2, the engine's default with every layer on the GPU): the CPU threads of the engine,
-# llama-bench, decode_rate and llama-server alike.
+# LLAMA_THREADS: the CPU threads of the engine, llama-bench, decode_rate and llama-server alike;
+# unset, the others run 2 and the engine is left to its own default (2 with every layer on the GPU),
+# and the threads it chose are printed (engine_threads).
 # LLAMA_ROUNDS (1): rounds of llama-bench then one untimed answer and nine timed ones, interleaved,
 # after the first figures.
 # LLAMA_GPU=host runs steps 3-5 here on the CPU build and the host emulation, with a small model
@@ -96,8 +97,11 @@ if [ "$mode" = cuda ]; then
   tokens=128
   driver_args=(--driver cuda)
   cpu_threads="${LLAMA_THREADS:-2}"
+  # Unset, the engine picks its own (2 with every layer on the GPU: engine_options_threads), which
+  # the figures then check; set, every side is told the same number.
+  threads=""
+  [ -n "${LLAMA_THREADS:-}" ] && { threads=", \"threads\": $cpu_threads"; threads_told="$cpu_threads"; }
   export LLAMA_THREADS="$cpu_threads"   # the Python parts below read it
-  threads=", \"threads\": $cpu_threads"
 else
   [ -f target/engines/llama/cpu/libllama_engine.so ] || { echo "llama: build target/engines/llama/cpu first (scripts/fetch-llama-cpp.sh)"; exit 2; }
   cp -r target/engines/llama "$work/engines/"
@@ -106,6 +110,7 @@ else
   tokens=32
   driver_args=(--driver host --device-memory 40MiB)   # 50 %: one model (14 MiB) fits, two do not
   threads=', "threads": 1'
+  threads_told=1
   export LLAMA_THREADS=1
 fi
 backend=$([ "$mode" = cuda ] && echo cuda || echo cpu)
@@ -415,6 +420,10 @@ print("llama:", "OK" if not failures else f"{len(failures)} failure(s)")
 stop(0 if not failures else 1)
 PY
 rc=$?
+# The threads each loaded model runs, as the engine chose them or was told.
+threads_used="$(grep -h 'llama: loaded ' "$out"/serve*.log 2>/dev/null | grep -o '[0-9]* threads' | sort | uniq -c | awk '{printf "%s%s x %s threads", (NR > 1 ? "; " : ""), $1, $2}')"
+told="${threads_told:-none, so the engine default}"
+echo "llama-figure: engine_threads ${threads_used:-?} (models loaded; the threads option: $told)"
 # The engine's own account of each request (its "timing" option): the device's wait per token against
 # the loop's other work, to set beside decode_rate's "per token" split above.
 for log in serve serve-in-process; do

@@ -52,9 +52,11 @@ static long long tlb_shootdowns(void) {
     return sum;
 }
 
-/* The process's threads, and how many were running (state R) when read. */
-static void count_threads(int *all, int *running) {
+/* The process's threads, and how many were running (state R) when read, with their names in
+ * names (comma-separated, cut at size). */
+static void count_threads(int *all, int *running, char *names, size_t size) {
     *all = *running = 0;
+    names[0] = 0;
     DIR *d = opendir("/proc/self/task");
     if (!d) return;
     struct dirent *e;
@@ -69,7 +71,12 @@ static void count_threads(int *all, int *running) {
         fclose(f);
         stat[n] = 0;
         char *close = strrchr(stat, ')'); /* the state follows the command name's ")" */
-        if (close && close[1] == ' ' && close[2] == 'R') (*running)++;
+        char *open = strchr(stat, '(');
+        if (close && open && close[1] == ' ' && close[2] == 'R') {
+            (*running)++;
+            size_t used = strlen(names);
+            snprintf(names + used, size - used, "%s%.*s", used ? "," : "", (int)(close - open - 1), open + 1);
+        }
     }
     closedir(d);
 }
@@ -123,17 +130,18 @@ int main(int argc, char **argv) {
         double t = now_us();
         if ((e = cudaMalloc(&p, size)) != 0) return fail("cudaMalloc", e);
         double us = now_us() - t;
-        char extra[256] = "";
+        char extra[512] = "";
         if (counters) {
             getrusage(RUSAGE_THREAD, &after);
             long long tlb_after = tlb_shootdowns();
             int threads, running;
-            count_threads(&threads, &running);
+            char names[160];
+            count_threads(&threads, &running, names, sizeof names);
             snprintf(extra, sizeof extra,
                      ",\"minor_faults\":%ld,\"voluntary_switches\":%ld,\"involuntary_switches\":%ld,"
-                     "\"tlb_shootdowns\":%lld,\"threads\":%d,\"threads_running_after\":%d",
+                     "\"tlb_shootdowns\":%lld,\"threads\":%d,\"threads_running_after\":%d,\"running_names\":\"%s\"",
                      after.ru_minflt - before.ru_minflt, after.ru_nvcsw - before.ru_nvcsw,
-                     after.ru_nivcsw - before.ru_nivcsw, tlb_before < 0 ? -1 : tlb_after - tlb_before, threads, running);
+                     after.ru_nivcsw - before.ru_nivcsw, tlb_before < 0 ? -1 : tlb_after - tlb_before, threads, running, names);
         }
         printf("{\"test\":\"first\",\"size\":%zu,\"first_malloc_us\":%.1f,\"warmup_malloc_us\":%.1f,"
                "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f%s}\n", size, us, w1 - w0, w2 - w1, w3 - w2, extra);
