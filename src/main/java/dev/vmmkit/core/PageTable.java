@@ -13,7 +13,9 @@ import dev.vmmkit.driver.VmmDriver;
  * exactly when the driver maps it.
  *
  * <p>Not locked: the region hands each caller a page range no other thread touches (a placement
- * or reclaim in flight), and reads the table only under its lock, which orders the writes.
+ * or reclaim in flight), and reads the table only under its lock, which orders the writes. The
+ * one exception is the bitmap of mapped pages, whose words neighbouring ranges share: it has a
+ * monitor of its own ({@link SharedBitmap}).
  */
 final class PageTable {
     static final long NO_HANDLE = PhysicalPool.NO_HANDLE;
@@ -32,9 +34,10 @@ final class PageTable {
     /**
      * The mapped pages, 64 to a word: a pause or a close finds the mapped runs of a range reserved
      * for the whole device without walking its pages one by one (often in the interpreter: a
-     * program pauses a few times in its life).
+     * program pauses a few times in its life). Shared safely: the writers of neighbouring page
+     * ranges share words and take no common lock (a placement maps outside the region's lock).
      */
-    private final java.util.BitSet mappedPages;
+    private final SharedBitmap mappedPages;
 
     /** A table whose runs give access to the driver's own device alone. */
     PageTable(VmmDriver driver, long base, long span, long pageBytes) {
@@ -52,7 +55,7 @@ final class PageTable {
         this.handleOfPage = new long[pages];
         this.handleStartPage = new int[pages];
         this.handleEndPage = new int[pages];
-        this.mappedPages = new java.util.BitSet(pages);
+        this.mappedPages = new SharedBitmap(pages);
     }
 
     long pageBytes() {
