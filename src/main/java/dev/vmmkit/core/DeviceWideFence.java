@@ -383,13 +383,10 @@ final class DeviceWideFence implements AutoCloseable {
     private synchronized void synchronizeOnce(long target) {
         DeviceWideFrees[] covering = regions.read();
         try {
-            if (!synchronizeUnlessCapturing(target)) throw captureUnderway();
+            if (!synchronizeUnlessCapturing(target, covering)) throw captureUnderway();
         } catch (RuntimeException e) {
             failed(target, e);
-            return;
         }
-        regions.cover(covering);
-        completedUpTo(target);
     }
 
     /**
@@ -406,12 +403,19 @@ final class DeviceWideFence implements AutoCloseable {
         }
     }
 
-    /** One device synchronisation for {@code target}; false, with nothing run, while a stream capture is under way. */
-    private boolean synchronizeUnlessCapturing(long target) {
+    /**
+     * One device synchronisation for {@code target}, then its frees ({@code covering}) covered and
+     * the tickets up to {@code target} completed; false, with nothing run, while a stream capture is
+     * under way. A capture waiting to begin is let go only after that publication, so a wait for a
+     * ticket the synchronisation covered never meets the capture instead.
+     */
+    private boolean synchronizeUnlessCapturing(long target, DeviceWideFrees[] covering) {
         if (!captures.startUnlessCapturing()) return false;
         try {
             progress.set(STARTED, target);
             events.synchronizeDevice();
+            regions.cover(covering);
+            completedUpTo(target);
         } finally {
             captures.finished();
         }
@@ -465,7 +469,7 @@ final class DeviceWideFence implements AutoCloseable {
             }
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             try {
-                if (!synchronizeUnlessCapturing(target)) {
+                if (!synchronizeUnlessCapturing(target, covering)) {
                     if (!waitOutCaptures()) return;
                     continue;
                 }
@@ -476,8 +480,6 @@ final class DeviceWideFence implements AutoCloseable {
                 continue;
             }
             retryPause = FIRST_RETRY_PAUSE_NANOS;
-            regions.cover(covering);
-            completedUpTo(target);
             long now = System.nanoTime();
             inAStream = synchronisedBefore && now - lastSynchronised < STREAM_NANOS;
             synchronisedBefore = true;
