@@ -300,12 +300,20 @@ final class DeviceWideFence implements AutoCloseable {
      * IllegalStateException once closed.
      */
     synchronized void await(long ticket) {
+        if (!awaitUnlessCapturing(ticket)) throw captureUnderway();
+    }
+
+    /**
+     * As {@link #await(long)}, but returns false at once while a stream capture is under way (the
+     * ticket's synchronisation cannot run before the capture ends); true once the ticket completed.
+     */
+    synchronized boolean awaitUnlessCapturing(long ticket) {
         boolean interrupted = false;
         try {
             while (completedTicket() < ticket) {
+                if (captures.underway()) return false;
                 if (lastFailure != null && failedUpTo >= ticket) throw copyOf(lastFailure);
                 if (closed) throw new IllegalStateException("the device-wide fence is closed");
-                if (captures.underway()) throw captureUnderway();
                 if (onCallingThread) {
                     synchronizeOnce(issued.get());
                     continue;
@@ -319,6 +327,7 @@ final class DeviceWideFence implements AutoCloseable {
                     waiters--;
                 }
             }
+            return true;
         } finally {
             if (interrupted) Thread.currentThread().interrupt();
         }

@@ -1,7 +1,5 @@
 package dev.vmmkit.core;
 
-import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 import org.agrona.collections.Long2ObjectHashMap;
 
@@ -129,14 +127,7 @@ final class StreamWaitList {
     boolean await(long stream, long token, long timeoutNanos) {
         if (stream == VmmManager.DEVICE_WIDE_STREAM) {
             if (timeoutNanos >= 0) return deviceFence.awaitCovered(deviceWide, token, timeoutNanos);
-            try {
-                deviceFence.await(token);
-                return true;
-            } catch (DriverException e) {
-                // A stream capture is under way: the frees wait for its end (StreamCaptures).
-                if (e.result() == CudaResult.STREAM_CAPTURE_UNSUPPORTED) return false;
-                throw e;
-            }
+            return deviceFence.awaitUnlessCapturing(token); // during a capture the frees wait for its end
         }
         if (timeoutNanos < 0) {
             events.synchronize(token);
