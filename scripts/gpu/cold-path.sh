@@ -34,7 +34,9 @@
 #              cudaFree of the old one, timed whole
 #   4. bert    `vmmkit replay` of traces/bert_infer.csv.gz: cudaMallocAsync first, then vmmkit by
 #              default and with the trace's peak as its hint (a second run's peak profile), wall us/op,
-#              each with where vmmkit's driver time went by kind of call (VMM_LOG=info)
+#              each with where vmmkit's driver time went by kind of call (VMM_LOG=info); once for
+#              each of BERT_WARMUPS (the replays' --warmup runs before the measured one, "1" by
+#              default; "1 5" also shows what the JIT's compilation left in the measured run)
 # Prints one line per figure ("cold-path | test | native | vmmkit | ratio | notes") and exits
 # non-zero if a step failed. About 2-3 minutes. Figures are printed, not asserted. Knobs: STEPS
 # (default "first pair beside driver grow bert"; "pair beside" alone takes under a minute), SIZES_GIB,
@@ -272,19 +274,23 @@ replay() { # replay NAME ARGS...: one replay under a time limit, its JSON in NAM
 }
 driver_time() { grep -h 'in the driver' "$out/$1.log" 2>/dev/null | tail -1 | sed 's/^vmmkit replay: //'; }
 if step bert && [ -f "$bert" ]; then
-  async_us="?"
-  if [ "$driver" = cuda ]; then
-    export VMM_CUDART="${VMM_CUDART:-$cudart}" # the runtime the cudaMallocAsync backend opens
-    replay bert-async --backend cuda-malloc-async
-    async_us="$(bert_us "$out/bert-async.json")"
-  fi
-  replay bert-vmmkit --driver "$driver" --backend vmm
-  peak="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_live_bytes"])' "$out/bert-vmmkit.json" 2>/dev/null || echo 0)"
-  replay bert-profile --driver "$driver" --backend vmm --peak-hint "$peak"
-  rows+=("cold-path | BERT replay, wall us/op (native column: cudaMallocAsync) | $async_us | $(bert_us "$out/bert-vmmkit.json") | $(ratio "$(bert_us "$out/bert-vmmkit.json")" "$async_us") | default")
-  rows+=("cold-path | BERT replay with its peak profile, wall us/op | $async_us | $(bert_us "$out/bert-profile.json") | $(ratio "$(bert_us "$out/bert-profile.json")" "$async_us") | --peak-hint $peak")
-  breakdowns+=("BERT default: $(driver_time bert-vmmkit)")
-  breakdowns+=("BERT with profile: $(driver_time bert-profile)")
+  peak=0
+  for warmups in ${BERT_WARMUPS:-1}; do
+    sfx=""; [ "$warmups" = 1 ] || sfx="-w$warmups"
+    async_us="?"
+    if [ "$driver" = cuda ]; then
+      export VMM_CUDART="${VMM_CUDART:-$cudart}" # the runtime the cudaMallocAsync backend opens
+      replay "bert-async$sfx" --backend cuda-malloc-async --warmup "$warmups"
+      async_us="$(bert_us "$out/bert-async$sfx.json")"
+    fi
+    replay "bert-vmmkit$sfx" --driver "$driver" --backend vmm --warmup "$warmups"
+    [ "$peak" = 0 ] && peak="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_live_bytes"])' "$out/bert-vmmkit$sfx.json" 2>/dev/null || echo 0)"
+    replay "bert-profile$sfx" --driver "$driver" --backend vmm --peak-hint "$peak" --warmup "$warmups"
+    rows+=("cold-path | BERT replay, wall us/op (native column: cudaMallocAsync) | $async_us | $(bert_us "$out/bert-vmmkit$sfx.json") | $(ratio "$(bert_us "$out/bert-vmmkit$sfx.json")" "$async_us") | default, --warmup $warmups")
+    rows+=("cold-path | BERT replay with its peak profile, wall us/op | $async_us | $(bert_us "$out/bert-profile$sfx.json") | $(ratio "$(bert_us "$out/bert-profile$sfx.json")" "$async_us") | --peak-hint $peak --warmup $warmups")
+    breakdowns+=("BERT default, --warmup $warmups: $(driver_time "bert-vmmkit$sfx")")
+    breakdowns+=("BERT with profile, --warmup $warmups: $(driver_time "bert-profile$sfx")")
+  done
 fi
 
 echo
