@@ -7,9 +7,12 @@
 # Each round runs native, then vmmkit, each in a fresh process (resnet_rounds.py): warm-up steps,
 # then timed steps over a cycle of batch sizes (SHAPES, default 64,48,64,32: shapes that vary, as a
 # ragged last batch or an inference server makes them). Once, also expandable segments. Prints one
-# line per round (median of per-cycle step means, each allocator, and the ratio) and the median ratio
-# over rounds. Knobs: ROUNDS (5), STEPS (40), SHAPES, RUN_LIMIT (seconds per process, 120). About
-# 3-4 minutes. Exits non-zero when a run fails.
+# line per round (median of per-cycle step means, each allocator, and the ratio; and each one's host
+# time per step, until the step's last launch) and the median ratio over rounds. Knobs: ROUNDS (5),
+# STEPS (40), SHAPES, RUN_LIMIT (seconds per process, 120), RUN_MODE=1 (each round also runs the
+# native mode under `vmmkit run`: PyTorch's own cache over vmmkit, which asks vmmkit for segments
+# only, so per-tensor calls into vmmkit are out of the step). About 3-4 minutes. Exits non-zero when
+# a run fails.
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" resnet
 use_vmmkit_build resnet
@@ -37,6 +40,8 @@ for r in $(seq 1 "${ROUNDS:-5}"); do
   run "round$r-native" env -u PYTORCH_CUDA_ALLOC_CONF "${rn[@]}" native "${args[@]}"
   run "round$r-vmmkit" env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/round$r-vmmkit.stats.json" \
     "${rn[@]}" vmmkit --so "$shim" "${args[@]}"
+  [ "${RUN_MODE:-0}" = 1 ] && run "round$r-vmmkit-run" env -u PYTORCH_CUDA_ALLOC_CONF ./vmmkit run --driver cuda -- \
+    "${rn[@]}" native "${args[@]}"
 done
 
 "$py" - "$out" <<'PY' | tee "$out/summary.txt"
@@ -67,8 +72,13 @@ for r in range(1, 100):
         stats = f", vmmkit peak reserved {s['peak_reserved_bytes'] / 2**20:.0f} MiB, allocs {s['allocs']}"
     except (OSError, ValueError, KeyError):
         pass
+    host = f", host {n.get('host_ms_median', 0):.2f} / {v.get('host_ms_median', 0):.2f} ms"
+    under_run = load(f"round{r}-vmmkit-run")
+    if under_run:
+        host += (f"; native under vmmkit run {under_run['step_ms_median']:.2f} ms "
+                 f"(ratio {under_run['step_ms_median'] / n['step_ms_median']:.3f}, host {under_run.get('host_ms_median', 0):.2f} ms)")
     print(f"resnet-round {r}: native {n['step_ms_median']:.2f} ms, vmmkit {v['step_ms_median']:.2f} ms, "
-          f"ratio {ratios[-1]:.3f} (min-cycle ratio {min_ratios[-1]:.3f}){stats}")
+          f"ratio {ratios[-1]:.3f} (min-cycle ratio {min_ratios[-1]:.3f}){stats}{host}")
 if ratios:
     print(f"resnet-figure: median step-time ratio vmmkit/native over {len(ratios)} rounds {statistics.median(ratios):.3f} "
           f"(range {min(ratios):.3f}-{max(ratios):.3f}; min-cycle ratio median {statistics.median(min_ratios):.3f})")

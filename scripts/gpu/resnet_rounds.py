@@ -5,7 +5,9 @@ segments; PYTORCH_CUDA_ALLOC_CONF is set by the caller) or `vmmkit` (vmmkit's sh
 pluggable allocator: every tensor's memory comes from vmmkit, no PyTorch cache in between).
 Random data and weights, no network. Shapes vary from step to step when --shapes lists several
 batch sizes (inference servers and data loaders with a ragged last batch do that), which is the
-harder case for an allocator. Prints one JSON line: step times (ms), their median and minimum.
+harder case for an allocator. Prints one JSON line: step times (ms), their median and minimum, and
+the host's share of each step (until step() returns, before the synchronisation: when it is close
+to the step time, the step waits on the CPU, and every allocator call's cost shows).
 """
 import argparse, json, os, statistics, sys, time
 
@@ -47,17 +49,21 @@ def main():
     for i in range(a.warmup):
         step(i)
     torch.cuda.synchronize()
-    times = []
+    times, host = [], []
     for i in range(a.steps):
         t0 = time.perf_counter()
         step(i)
+        t1 = time.perf_counter()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1000)
+        host.append((t1 - t0) * 1000)
     # A cycle of shapes is the unit: the median of per-cycle means does not mix batch sizes.
     cycle = len(shapes)
     cycles = [statistics.mean(times[i:i + cycle]) for i in range(0, len(times) - cycle + 1, cycle)]
+    host_cycles = [statistics.mean(host[i:i + cycle]) for i in range(0, len(host) - cycle + 1, cycle)]
     result = {"mode": a.mode, "shapes": shapes, "steps": a.steps, "step_ms_all": [round(t, 3) for t in times],
               "step_ms_median": statistics.median(cycles), "step_ms_min": min(cycles),
+              "host_ms_median": statistics.median(host_cycles),
               "max_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1) if a.mode != "vmmkit" else None}
     line = json.dumps(result)
     print(line)
