@@ -4,9 +4,10 @@
 # on a machine with an NVIDIA GPU, python3 with PyTorch and torchvision, and runtime/
 # (scripts/build-runtime.sh) and target/ built:
 #   bash scripts/gpu/resnet.sh
-# Each round runs native, then vmmkit, each in a fresh process (resnet_rounds.py): warm-up steps,
-# then timed steps over a cycle of batch sizes (SHAPES, default 64,48,64,32: shapes that vary, as a
-# ragged last batch or an inference server makes them). Once, also expandable segments. Prints one
+# Each round runs native and vmmkit (odd rounds native first, even rounds vmmkit first), each in a
+# fresh process (resnet_rounds.py): warm-up steps, then timed steps over a cycle of batch sizes
+# (SHAPES, default 64,48,64,32: shapes that vary, as a ragged last batch or an inference server makes
+# them). Once, also expandable segments. Prints one
 # line per round (median of per-cycle step means, each allocator, and the ratio; and each one's host
 # time per step, until the step's last launch) and the median ratio over rounds. Knobs: ROUNDS (5),
 # STEPS (40), SHAPES, RUN_LIMIT (seconds per process, 120), RUN_MODE=1 (each round also runs the
@@ -37,9 +38,11 @@ run native-first env -u PYTORCH_CUDA_ALLOC_CONF "${rn[@]}" native "${args[@]}" |
   echo "resnet: the native run failed; nothing to compare with"; exit 1; }
 run expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${rn[@]}" expandable "${args[@]}"
 for r in $(seq 1 "${ROUNDS:-5}"); do
-  run "round$r-native" env -u PYTORCH_CUDA_ALLOC_CONF "${rn[@]}" native "${args[@]}"
-  run "round$r-vmmkit" env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/round$r-vmmkit.stats.json" \
-    "${rn[@]}" vmmkit --so "$shim" "${args[@]}"
+  # Even rounds run vmmkit first, so a drift of the machine over the run does not favour one side.
+  native() { run "round$r-native" env -u PYTORCH_CUDA_ALLOC_CONF "${rn[@]}" native "${args[@]}"; }
+  pluggable() { run "round$r-vmmkit" env -u PYTORCH_CUDA_ALLOC_CONF VMM_STATS_FILE="$out/round$r-vmmkit.stats.json" \
+    "${rn[@]}" vmmkit --so "$shim" "${args[@]}"; }
+  if [ $((r % 2)) = 1 ]; then native; pluggable; else pluggable; native; fi
   [ "${RUN_MODE:-0}" = 1 ] && run "round$r-vmmkit-run" env -u PYTORCH_CUDA_ALLOC_CONF ./vmmkit run --driver cuda -- \
     "${rn[@]}" native "${args[@]}"
 done
