@@ -43,6 +43,19 @@ class AllocatorWarmUpTest {
     }
 
     @Test
+    void theFenceThreadsOfItsFirstRoundsEndWithThem() {
+        long before = fenceThreads();
+        assertEquals(AllocatorWarmUp.ROUNDS_WITH_FENCE_THREAD + 1, AllocatorWarmUp.run(new DryDriver(2 * MIB, 4L << 30),
+                VmmConfig.DEFAULTS, AllocatorWarmUp.ROUNDS_WITH_FENCE_THREAD + 1, () -> true), "every round ran");
+        assertTrue(fenceThreads() <= before, "no fence thread of the warm-up's managers is left running");
+    }
+
+    private static long fenceThreads() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.isAlive() && t.getName().equals(DeviceWideFence.THREAD_NAME)).count();
+    }
+
+    @Test
     void itStopsWhenAsked() {
         AtomicInteger asked = new AtomicInteger();
         int rounds = AllocatorWarmUp.run(new DryDriver(2 * MIB, 4L << 30), VmmConfig.DEFAULTS, 100,
