@@ -32,8 +32,8 @@ public final class AllocatorWarmUp {
      * The first rounds' managers have a fence thread of their own, as a program's manager has (the
      * others synchronise on the calling thread, for no thread start a round). Without them, a
      * program's first cudaFree ran the fence's publish and wake-up, and the thread its loop, for
-     * the first time: 85-220 us in the interpreter on a 2-core host, where the runtime's own
-     * cudaFree of 4 KiB takes about 1 us.
+     * the first time (its upcall took 85-220 us on a 2-core host, where the runtime's own cudaFree
+     * of 4 KiB takes about 1 us; docs/allocator.md, "The first allocation").
      */
     static final int ROUNDS_WITH_FENCE_THREAD = 2;
 
