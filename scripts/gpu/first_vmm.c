@@ -84,14 +84,22 @@ static void *spin(void *unused) {
     return NULL;
 }
 
+/* cuMemCreate's properties: device 0's memory (CU_MEM_ALLOCATION_TYPE_PINNED), exportable as a POSIX descriptor when asked. */
+static CUmemAllocationProp device_memory(int posix_descriptor) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1;
+    prop.requestedHandleTypes = posix_descriptor; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
+    prop.location.type = 1;
+    prop.location.id = 0;
+    return prop;
+}
+
 /* vmm-split: one half's create, on a thread of its own. */
 typedef struct { size_t size; CUmemHandle handle; double us; } HalfCreate;
 static void *create_half(void *arg) {
     HalfCreate *h = arg;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = 1;
-    prop.location.type = 1;
+    CUmemAllocationProp prop = device_memory(0);
     if (context) check("cuCtxSetCurrent", cuCtxSetCurrent(context));
     double t0 = now_us();
     check("cuMemCreate (half)", cuMemCreate(&h->handle, h->size, &prop, 0));
@@ -132,12 +140,7 @@ static void free_allocation(Allocation a, const char *label) {
 }
 
 static Allocation vmm_allocation(size_t size, size_t alignment, const char *label, int unmap_after) {
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = 1;
-    prop.requestedHandleTypes = exportable; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
-    prop.location.type = 1;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = device_memory(exportable);
     CUmemAccessDesc access = {{1, 0}, 3};
     CUmemHandle handle;
     CUdeviceptr va;
