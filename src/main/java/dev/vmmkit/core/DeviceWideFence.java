@@ -311,9 +311,9 @@ final class DeviceWideFence implements AutoCloseable {
         boolean interrupted = false;
         try {
             while (completedTicket() < ticket) {
-                if (captures.underway()) return false;
                 if (lastFailure != null && failedUpTo >= ticket) throw copyOf(lastFailure);
                 if (closed) throw new IllegalStateException("the device-wide fence is closed");
+                if (captures.underway()) return false;
                 if (onCallingThread) {
                     synchronizeOnce(issued.get());
                     continue;
