@@ -48,15 +48,10 @@ final class SharedBitmap {
         return bitSet.nextSetBit(from);
     }
 
-    /** The first clear bit at or after {@code from}; {@link #size()} when every bit from there on is set. */
+    /** The first clear bit at or after {@code from}; the number of bits when every bit from there on is set. */
     synchronized int nextClearBit(int from) {
         if (from < 0) throw new IndexOutOfBoundsException("from < 0: " + from);
         return Math.min(bits, bitSet.nextClearBit(from));
-    }
-
-    /** The number of bits. */
-    int size() {
-        return bits;
     }
 
     private void check(int from, int to) {
