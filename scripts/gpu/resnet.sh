@@ -8,9 +8,8 @@
 # fresh process (resnet_rounds.py): warm-up steps, then timed steps over a cycle of batch sizes
 # (SHAPES, default 64,48,64,32: shapes that vary, as a ragged last batch or an inference server makes
 # them). Once, also expandable segments. Prints one
-# line per round (median of per-cycle step means, each allocator, and the ratio; each one's host time
-# per step, until the step's last launch; and the ratio per CPU speed: each step time divided by the
-# time of a plain Python loop's turn in the same process) and the median ratios over rounds. Knobs: ROUNDS (5),
+# line per round (median of per-cycle step means, each allocator, and the ratio; and each one's host
+# time per step, until the step's last launch) and the median ratio over rounds. Knobs: ROUNDS (5),
 # STEPS (40), SHAPES, RUN_LIMIT (seconds per process, 120), RUN_MODE=1 (each round also runs the
 # native mode under `vmmkit run`: PyTorch's own cache over vmmkit, which asks vmmkit for segments
 # only, so per-tensor calls into vmmkit are out of the step). About 3-4 minutes. Exits non-zero when
@@ -61,7 +60,7 @@ print(f"resnet: ResNet-50 training, bf16 autocast, channels-last, batch sizes {f
 print(f"resnet: first native {first['step_ms_median']:.2f} ms/step, reserved {first['max_reserved_mib']} MiB")
 if exp:
     print(f"resnet: expandable segments {exp['step_ms_median']:.2f} ms/step ({exp['step_ms_median'] / first['step_ms_median']:.3f}x the first native), reserved {exp['max_reserved_mib']} MiB")
-ratios, min_ratios, per_cpu = [], [], []
+ratios, min_ratios = [], []
 for r in range(1, 100):
     n, v = load(f"round{r}-native"), load(f"round{r}-vmmkit")
     if n is None and v is None:
@@ -77,9 +76,6 @@ for r in range(1, 100):
     except (OSError, ValueError, KeyError):
         pass
     host = f", host {n.get('host_ms_median', 0):.2f} / {v.get('host_ms_median', 0):.2f} ms"
-    if n.get("cpu_loop_ns") and v.get("cpu_loop_ns"):
-        per_cpu.append((v["step_ms_median"] / v["cpu_loop_ns"]) / (n["step_ms_median"] / n["cpu_loop_ns"]))
-        host += f", Python loop turn {n['cpu_loop_ns']:.1f} / {v['cpu_loop_ns']:.1f} ns, ratio per CPU speed {per_cpu[-1]:.3f}"
     under_run = load(f"round{r}-vmmkit-run")
     if under_run:
         host += (f"; native under vmmkit run {under_run['step_ms_median']:.2f} ms "
@@ -89,8 +85,5 @@ for r in range(1, 100):
 if ratios:
     print(f"resnet-figure: median step-time ratio vmmkit/native over {len(ratios)} rounds {statistics.median(ratios):.3f} "
           f"(range {min(ratios):.3f}-{max(ratios):.3f}; min-cycle ratio median {statistics.median(min_ratios):.3f})")
-if per_cpu:
-    print(f"resnet-figure: median ratio per CPU speed over {len(per_cpu)} rounds {statistics.median(per_cpu):.3f} "
-          f"(range {min(per_cpu):.3f}-{max(per_cpu):.3f})")
 PY
 exit $failed

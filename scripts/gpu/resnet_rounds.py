@@ -7,23 +7,12 @@ Random data and weights, no network. Shapes vary from step to step when --shapes
 batch sizes (inference servers and data loaders with a ragged last batch do that), which is the
 harder case for an allocator. Prints one JSON line: step times (ms), their median and minimum, and
 the host's share of each step (until step() returns, before the synchronisation: when it is close
-to the step time, the step waits on the CPU, and every allocator call's cost shows), and the time
-of a plain Python loop's turn before and after the steps: the speed of the CPU the process got,
-which moves from one process to the next on a shared machine.
+to the step time, the step waits on the CPU, and every allocator call's cost shows).
 """
 import argparse, json, os, statistics, sys, time
 
 import torch
 import torchvision
-
-
-def cpu_loop_ns(turns=2_000_000):
-    """Nanoseconds per turn of a plain Python loop: how fast this process's CPU runs Python."""
-    t0 = time.perf_counter()
-    x = 0
-    for i in range(turns):
-        x += i
-    return (time.perf_counter() - t0) / turns * 1e9
 
 
 def main():
@@ -57,7 +46,6 @@ def main():
         loss.backward()
         opt.step()
 
-    loop_before = cpu_loop_ns()
     for i in range(a.warmup):
         step(i)
     torch.cuda.synchronize()
@@ -69,7 +57,6 @@ def main():
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1000)
         host.append((t1 - t0) * 1000)
-    loop_after = cpu_loop_ns()
     # A cycle of shapes is the unit: the median of per-cycle means does not mix batch sizes.
     cycle = len(shapes)
     cycles = [statistics.mean(times[i:i + cycle]) for i in range(0, len(times) - cycle + 1, cycle)]
@@ -77,7 +64,6 @@ def main():
     result = {"mode": a.mode, "shapes": shapes, "steps": a.steps, "step_ms_all": [round(t, 3) for t in times],
               "step_ms_median": statistics.median(cycles), "step_ms_min": min(cycles),
               "host_ms_median": statistics.median(host_cycles),
-              "cpu_loop_ns": round((loop_before + loop_after) / 2, 2),
               "max_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1) if a.mode != "vmmkit" else None}
     line = json.dumps(result)
     print(line)
