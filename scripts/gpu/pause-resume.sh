@@ -33,7 +33,10 @@
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
 # process exportable for CUDA IPC (a tag's handles are plain anyway); "create-after-release": scripts/gpu/create_after_release.c, the driver
 # alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
-# plain), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes)),
+# plain), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes); and
+# "copy-after-release": scripts/gpu/copy_after_release.c, the driver alone: pinned copies into memory
+# created right after a release, for each of COPY_SIZES_GIB (8), COPY_SHAPES (CHUNK_MIB:STREAMS, "256:2
+# 256:1 1024:2") and COPY_MODES (all of its modes)),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default),
 # ANCHOR_AFTER (1: torch_memory_saver runs again after vmmkit in each row, as tms-NAME-after, so that
 # each implementation follows the other's process once: the driver's work on memory the process
@@ -123,6 +126,20 @@ if extra create-after-release; then
     done
   else
     failed=1; cat "$out/create_after_release.build.log"
+  fi
+fi
+if extra copy-after-release; then
+  echo; echo "=== copy-after-release (the driver alone, no vmmkit)"
+  if gcc -O2 -Wall -o "$out/copy_after_release" scripts/gpu/copy_after_release.c -ldl 2> "$out/copy_after_release.build.log"; then
+    for gib in ${COPY_SIZES_GIB:-8}; do
+      for shape in ${COPY_SHAPES:-256:2 256:1 1024:2}; do
+        for mode in ${COPY_MODES:-reference other resume resume-gap resume-sync resume-wait}; do
+          timeout 120 "$out/copy_after_release" "$mode" $((gib << 30)) "${shape%%:*}" "${shape##*:}" 2>&1 | tee -a "$out/copy-after-release.txt"
+        done
+      done
+    done
+  else
+    failed=1; cat "$out/copy_after_release.build.log"
   fi
 fi
 # 4. The scenario.
