@@ -9,6 +9,8 @@
  *   first_vmm vmm-aligned SIZE  as vmm, the address reserved at a 1 GiB boundary (the driver can map
  *                               a range with pages larger than 2 MiB only where it is aligned to them)
  *   first_vmm vmm-export SIZE   as vmm, the handles exportable as POSIX descriptors (for CUDA IPC)
+ *   first_vmm vmm-rdma SIZE     as vmm, the handles made GPUDirect RDMA capable (as torch_memory_saver
+ *                               makes its handles where the device supports it)
  *   first_vmm vmm-big-va SIZE   as vmm, mapped at the start of one 256 GiB reservation made first (as
  *                               vmmkit reserves twice the device's memory per region)
  *   first_vmm vmm-kept SIZE     as vmm-warm, the 2 MiB allocation left mapped (as vmmkit's first small
@@ -59,8 +61,9 @@ static void *relaxed_sync(void *unused) {
     return NULL;
 }
 
-/* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
+/* How the timed allocations' handles are made (vmm-export, vmm-rdma). */
 static int exportable;
+static int rdma_capable;
 
 /* FIRST_VMM_IDLE_MS: the process sleeps this long before the timed allocations (after its warm-up),
  * to show what an idle spell between a program's start and its first large allocation costs. */
@@ -92,6 +95,7 @@ static CUmemAllocationProp device_memory(int posix_descriptor) {
     prop.requestedHandleTypes = posix_descriptor; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
     prop.location.type = 1;
     prop.location.id = 0;
+    prop.allocFlags.gpuDirectRDMACapable = (unsigned char)rdma_capable;
     return prop;
 }
 
@@ -139,6 +143,7 @@ static void free_allocation(Allocation a, const char *label) {
     printf("{\"test\":\"%s-free\",\"size\":%zu,\"unmap_us\":%.1f,\"release_us\":%.1f}\n", label, a.size, t1 - t0, t2 - t1);
 }
 
+/* One VMM allocation of size bytes; prints its steps' times when label is not NULL. */
 static Allocation vmm_allocation(size_t size, size_t alignment, const char *label, int unmap_after) {
     CUmemAllocationProp prop = device_memory(exportable);
     CUmemAccessDesc access = {{1, 0}, 3};
@@ -173,7 +178,7 @@ static Allocation vmm_allocation(size_t size, size_t alignment, const char *labe
 int main(int argc, char **argv) {
     static const char *const modes[] = {"native", "vmm", "vmm-warm", "vmm-kept", "vmm-sync", "vmm-sync-relaxed",
                                         "vmm-sync-thread", "vmm-aligned", "vmm-export", "vmm-big-va",
-                                        "vmm-spin", "vmm-split", "vmm-pt-warm"};
+                                        "vmm-spin", "vmm-split", "vmm-pt-warm", "vmm-rdma"};
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof modes / sizeof *modes; i++) known |= strcmp(argv[1], modes[i]) == 0;
     if (!known) { fprintf(stderr, "usage: first_vmm MODE SIZE (MODE: see the comment at the top)\n"); return 2; }
@@ -211,6 +216,7 @@ int main(int argc, char **argv) {
     size_t alignment = 0;
     if (strcmp(mode, "vmm-aligned") == 0) alignment = (size_t)1 << 30;
     if (strcmp(mode, "vmm-export") == 0) exportable = 1;
+    if (strcmp(mode, "vmm-rdma") == 0) rdma_capable = 1;
     if (strcmp(mode, "vmm-big-va") == 0 || strcmp(mode, "vmm-pt-warm") == 0) {
         check("cuMemAddressReserve (256 GiB)", cuMemAddressReserve(&big_base, BIG_VA, 2u << 20, 0, 0));
         big_next = big_base;
