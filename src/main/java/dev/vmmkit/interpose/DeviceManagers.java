@@ -23,6 +23,8 @@ final class DeviceManagers implements AutoCloseable {
     private final boolean[] failed = new boolean[MAX_DEVICES];
     /** Per owning device, the devices granted peer access (bit sets); guarded by this. */
     private final long[] peersOf = new long[MAX_DEVICES];
+    /** One past the highest device that has an allocator: where a search by address stops. */
+    private volatile int devicesOpened;
 
     DeviceManagers(ResourceFactory factory) {
         this.factory = factory;
@@ -46,6 +48,7 @@ final class DeviceManagers implements AutoCloseable {
             }
             applyRememberedPeers(device, resource);
             byDevice.set(device, resource);
+            devicesOpened = Math.max(devicesOpened, device + 1);
             InterposeLog.info("device " + device + ": allocator ready");
         } catch (Throwable e) {
             failed[device] = true;
@@ -56,15 +59,17 @@ final class DeviceManagers implements AutoCloseable {
     }
 
     /**
-     * The allocator that handed out {@code address}: the current device's first (the usual case),
-     * then the others, since a program may free after switching devices. Null when none did.
+     * The allocator that handed out {@code address}: the current device's first when the caller
+     * knows it, then the others, since a program may free after switching devices; a negative
+     * {@code currentDevice} (the shim's frees do not ask the runtime) searches every device that has
+     * an allocator. Null when none did.
      */
     ManagedMemoryResource owner(long address, int currentDevice) {
         if (currentDevice >= 0 && currentDevice < MAX_DEVICES) {
             ManagedMemoryResource current = byDevice.get(currentDevice);
             if (current != null && current.owns(address)) return current;
         }
-        for (int device = 0; device < MAX_DEVICES; device++) {
+        for (int device = 0, opened = devicesOpened; device < opened; device++) {
             ManagedMemoryResource other = byDevice.get(device);
             if (device != currentDevice && other != null && other.owns(address)) return other;
         }

@@ -101,7 +101,10 @@ public final class InterposedCalls {
         }
     }
 
-    /** {@link #FREED}, {@link #NOT_OURS}, or -cudaError. */
+    /**
+     * {@link #FREED}, {@link #NOT_OURS}, or -cudaError. {@code device} is where to look first, or -1:
+     * the owner is found by address.
+     */
     public static int release(long address, int device, long stream) {
         InterposeSession s = session;
         ManagedMemoryResource owner;

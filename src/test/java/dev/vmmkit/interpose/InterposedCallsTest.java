@@ -67,6 +67,17 @@ class InterposedCallsTest {
     }
 
     @Test
+    void aFreeThatNamesNoDeviceFindsThePointersOwnDevice() {
+        vmmSession(bump("8M"), AllocationRecorder.NONE, null);
+        long onZero = InterposedCalls.allocate(4096, 0, 0);
+        long onTwo = InterposedCalls.allocate(4096, 2, 0);
+        assertEquals(InterposedCalls.FREED, InterposedCalls.release(onTwo, -1, DeviceMemoryResource.DEVICE_WIDE_STREAM));
+        assertEquals(InterposedCalls.FREED, InterposedCalls.release(onZero, -1, 0));
+        assertEquals(InterposedCalls.NOT_OURS, InterposedCalls.release(onTwo, -1, 0)); // double free
+        assertEquals(InterposedCalls.NOT_OURS, InterposedCalls.release(0x1234_5000L, -1, 0));
+    }
+
+    @Test
     void aDeviceWhoseAllocatorCannotBeMadePassesThrough() {
         vmmSession(device -> {
             throw new UnsupportedOperationException("no allocator");
