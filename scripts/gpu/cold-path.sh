@@ -49,6 +49,8 @@
 # process's threads and how many ran just after; off by default), FIRST_VARIANTS (JVM options for the shim, e.g. -Dvmmkit.cuda.exportable=false, each measured on
 # step 1 as a variant of its own; none by default; at VMM_LOG=VARIANT_LOG, info by default, set it
 # empty for no breakdown timing), DRIVER_MODES (first_vmm's modes, all by default),
+# DRIVER_UNDER_VMMKIT (first_vmm's modes run again under `vmmkit run`, with and without the start-up
+# warm-up; none by default),
 # REPS (3:
 # steps 1 and 3 repeated, median printed), DRIVER (cuda; host runs everything on
 # the emulation and the stand-in runtime in target/test-native, to test this script without a GPU;
@@ -237,6 +239,16 @@ if step driver && [ "$driver" = cuda ]; then
           for idle in ${DRIVER_IDLE_MS:-}; do
             FIRST_VMM_IDLE_MS="$idle" timeout 60 "$out/first_vmm" "$mode" "$bytes" 2>&1 \
               | sed "s/^/cold-path driver ${g}G run $r idle $idle ms: /" | tee -a "$out/driver.txt"
+          done
+        done
+        # The same C calls inside a process where vmmkit runs: its 4 KiB cuMemAlloc is vmmkit's (the
+        # JVM, its threads and the device's regions come up inside it), the timed VMM calls go
+        # straight to the driver. Beside vmm-kept (a 2 MiB allocation left mapped) natively, this
+        # tells whether vmmkit's process slows the driver's calls or vmmkit's way of making them does.
+        for mode in ${DRIVER_UNDER_VMMKIT:-}; do
+          for warm in 1 0; do
+            VMM_WARM_UP="$warm" timeout 120 ./vmmkit run --driver cuda --profile off -- "$out/first_vmm" "$mode" "$bytes" 2>&1 \
+              | grep '^{' | sed "s/^/cold-path driver ${g}G run $r under vmmkit (VMM_WARM_UP=$warm): /" | tee -a "$out/driver.txt"
           done
         done
         # The same first allocation made from Java on the driver alone (no allocator, none of

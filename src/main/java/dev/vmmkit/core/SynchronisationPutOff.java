@@ -13,9 +13,12 @@ import java.util.function.BooleanSupplier;
  * 238.4 with it, 547.2 and 440.9 at 4 GiB (docs/allocator.md).
  *
  * <p>Slow paths count themselves in and out around their driver calls ({@link #requestDriving},
- * {@link #requestDriven}); whatever may end the wait calls {@link #wakeIfWaiting} after writing
- * what ends it. Frees do not: the synchronisation at the wait's end covers them, and a burst of
- * cudaFrees would pay a wake-up each.
+ * {@link #requestDriven}); the last one out wakes the thread only once its grace is over (during
+ * the grace the wake-up would find nothing to do, and a wake-up costs the allocating thread
+ * microseconds: a program's first large allocation comes inside the grace of its first free).
+ * Whatever else may end the wait calls {@link #wakeIfWaiting} after writing what ends it. Frees do
+ * not: the synchronisation at the wait's end covers them, and a burst of cudaFrees would pay a
+ * wake-up each.
  *
  * <p>Thread-safe: {@link #await} runs on the fence's thread alone, the rest on any thread.
  */
@@ -37,6 +40,10 @@ final class SynchronisationPutOff {
     private final AtomicInteger requestsDriving = new AtomicInteger();
     /** The thread in {@link #await}, or null. */
     private volatile Thread waiting;
+    /** The thread in {@link #await} once its grace is over (it waits for slow paths alone), or null. */
+    private volatile Thread holding;
+    /** Threads unparked so far (tests). */
+    private final AtomicInteger wakeUps = new AtomicInteger();
 
     SynchronisationPutOff(long graceNanos, long holdNanos) {
         this.graceNanos = graceNanos;
@@ -50,13 +57,18 @@ final class SynchronisationPutOff {
 
     /** An allocating thread left a slow path's driver calls: the wait may end when it was the last. */
     void requestDriven() {
-        if (requestsDriving.decrementAndGet() == 0) wakeIfWaiting();
+        if (requestsDriving.decrementAndGet() == 0) wake(holding);
     }
 
     /** Unparks the thread in {@link #await}, if any: called after writing what ends its wait. */
     void wakeIfWaiting() {
-        Thread thread = waiting;
-        if (thread != null) LockSupport.unpark(thread);
+        wake(waiting);
+    }
+
+    private void wake(Thread thread) {
+        if (thread == null) return;
+        wakeUps.incrementAndGet();
+        LockSupport.unpark(thread);
     }
 
     /**
@@ -72,11 +84,18 @@ final class SynchronisationPutOff {
         try {
             while (!ended.getAsBoolean()) {
                 long now = System.nanoTime();
-                boolean inGrace = now - graceEnd < 0;
-                if (!inGrace && (requestsDriving.get() == 0 || now - latest >= 0)) return;
-                LockSupport.parkNanos(this, (inGrace ? graceEnd : latest) - now);
+                if (now - graceEnd < 0) {
+                    LockSupport.parkNanos(this, graceEnd - now);
+                    continue;
+                }
+                // Published before the count is read, as requestDriven counts down before it reads
+                // this: either the count reads zero here or the last slow path out wakes this thread.
+                holding = waiting;
+                if (requestsDriving.get() == 0 || now - latest >= 0) return;
+                LockSupport.parkNanos(this, latest - now);
             }
         } finally {
+            holding = null;
             waiting = null;
         }
     }
@@ -84,6 +103,16 @@ final class SynchronisationPutOff {
     /** Whether a thread waits in {@link #await} now (tests). */
     boolean waiting() {
         return waiting != null;
+    }
+
+    /** Whether a thread waits in {@link #await} past its grace, for slow paths alone (tests). */
+    boolean holding() {
+        return holding != null;
+    }
+
+    /** Threads unparked so far (tests: what a wake-up was spent on). */
+    int wakeUps() {
+        return wakeUps.get();
     }
 
     /** Allocating threads inside a slow path's driver calls now (tests: none once every call returned). */

@@ -39,13 +39,32 @@ class SynchronisationPutOffTest {
     }
 
     @Test
+    void aSlowPathLeavingItsDriverCallsDuringTheGraceWakesNobody() throws Exception {
+        SynchronisationPutOff putOff = new SynchronisationPutOff(LONG, LONG);
+        AtomicBoolean ended = new AtomicBoolean();
+        putOff.requestDriving();
+        Thread waiter = Thread.ofPlatform().start(() -> putOff.await(ended::get));
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            while (!putOff.waiting()) Thread.onSpinWait();
+            assertFalse(putOff.holding(), "inside its grace the thread waits for the grace, not for slow paths");
+            putOff.requestDriven();
+            assertEquals(0, putOff.wakeUps(), "the wake-up would find the grace still running");
+            ended.set(true);
+            putOff.wakeIfWaiting();
+            waiter.join();
+        });
+        assertEquals(1, putOff.wakeUps());
+        assertFalse(putOff.waiting());
+    }
+
+    @Test
     void aHoldLastsUntilTheLastSlowPathLeavesItsDriverCalls() throws Exception {
         SynchronisationPutOff putOff = new SynchronisationPutOff(0, LONG);
         putOff.requestDriving();
         putOff.requestDriving();
         Thread waiter = Thread.ofPlatform().start(() -> putOff.await(() -> false));
         assertTimeoutPreemptively(TIMEOUT, () -> {
-            while (!putOff.waiting()) Thread.onSpinWait();
+            while (!putOff.holding()) Thread.onSpinWait();
             putOff.requestDriven();
             assertTrue(putOff.waiting(), "one slow path is still inside its driver calls");
             assertEquals(1, putOff.requestsDriving());
