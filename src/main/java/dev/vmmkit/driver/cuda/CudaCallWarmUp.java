@@ -3,23 +3,13 @@ package dev.vmmkit.driver.cuda;
 import java.lang.foreign.MemorySegment;
 
 /**
- * Links every downcall the allocator makes and calls each, {@link #ROUNDS} times, with arguments
- * the driver refuses (a null handle, event or address, a size of zero), so it changes nothing. FFM
- * builds each downcall's handle when {@link CudaApi}'s holder class initialises, and the code
- * behind it on its first call; the calls after that run its Java side (the wrapper, the method
- * handle's forms) in the interpreter, about 2 us a call on a 2-core host against 0.2 once the JIT
- * has compiled it after a few hundred calls. Done here, on a background thread at start-up, none of
- * that lands inside a program's first allocation or free, which makes three or four downcalls. No
- * context is made current and no call here can synchronise or allocate.
+ * Links every downcall the allocator makes and calls each once with arguments the driver refuses
+ * (a null handle, event or address, a size of zero), so it changes nothing. FFM builds each
+ * downcall's handle when {@link CudaApi}'s holder class initialises, and the code behind it on its
+ * first call; done here, on a background thread at start-up, neither lands inside a program's first
+ * allocation or free. No context is made current and no call here can synchronise or allocate.
  */
 public final class CudaCallWarmUp {
-    /**
-     * Rounds of calls: past the JIT's first tier (about 200 calls of one method) for each wrapper,
-     * a few milliseconds of refused calls in all. The system property
-     * {@code vmmkit.warmUp.cudaRounds} sets it (1: link only), to measure what the rounds save.
-     */
-    public static final int ROUNDS = Math.max(1, Integer.getInteger("vmmkit.warmUp.cudaRounds", 500));
-
     private CudaCallWarmUp() {
     }
 
@@ -27,32 +17,29 @@ public final class CudaCallWarmUp {
     public static boolean run() {
         try {
             if (!CudaApi.isLoaded()) return false;
-            MemorySegment out = CudaScratch.get().first;
-            for (int round = 0; round < ROUNDS; round++) callEachRefused(out);
+            CudaScratch scratch = CudaScratch.get();
+            MemorySegment out = scratch.first;
+            CudaApi.cuMemAddressReserve(out, 0, 0, 0, 0);
+            CudaApi.cuMemAddressFree(0, 0);
+            CudaApi.cuMemCreate(out, 0, MemorySegment.NULL, 0);
+            CudaApi.cuMemRelease(0);
+            CudaApi.cuMemMap(0, 0, 0, 0, 0);
+            CudaApi.cuMemSetAccess(0, 0, MemorySegment.NULL, 0);
+            CudaApi.cuMemUnmap(0, 0);
+            // Downcalls of one shape share their code: these cover the event calls' shapes too
+            // (cuEventQuery is cuMemRelease's, cuEventRecord cuMemUnmap's, cuEventCreate cuDeviceGet's,
+            // cuThreadExchangeStreamCaptureMode cuCtxGetCurrent's) without touching an event.
+            CudaApi.cuDeviceGet(out, -1);
+            CudaApi.cuCtxGetCurrent(out);
+            // Shapes of their own: the fence thread's first device synchronisation and the first
+            // memory query (the not-served sampler's) would otherwise build their code on their
+            // first call, beside a program's first allocations. This thread has no current
+            // context, so both are refused (CUDA_ERROR_INVALID_CONTEXT) without synchronising.
+            CudaApi.cuCtxSynchronize();
+            CudaApi.cuMemGetInfo(MemorySegment.NULL, MemorySegment.NULL);
             return true;
         } catch (RuntimeException | LinkageError e) {
             return false;
         }
-    }
-
-    private static void callEachRefused(MemorySegment out) {
-        CudaApi.cuMemAddressReserve(out, 0, 0, 0, 0);
-        CudaApi.cuMemAddressFree(0, 0);
-        CudaApi.cuMemCreate(out, 0, MemorySegment.NULL, 0);
-        CudaApi.cuMemRelease(0);
-        CudaApi.cuMemMap(0, 0, 0, 0, 0);
-        CudaApi.cuMemSetAccess(0, 0, MemorySegment.NULL, 0);
-        CudaApi.cuMemUnmap(0, 0);
-        // Downcalls of one shape share their code: these cover the event calls' shapes too
-        // (cuEventQuery is cuMemRelease's, cuEventRecord cuMemUnmap's, cuEventCreate cuDeviceGet's,
-        // cuThreadExchangeStreamCaptureMode cuCtxGetCurrent's) without touching an event.
-        CudaApi.cuDeviceGet(out, -1);
-        CudaApi.cuCtxGetCurrent(out);
-        // Shapes of their own: the fence thread's first device synchronisation and the first
-        // memory query (the not-served sampler's) would otherwise build their code on their
-        // first call, beside a program's first allocations. This thread has no current
-        // context, so both are refused (CUDA_ERROR_INVALID_CONTEXT) without synchronising.
-        CudaApi.cuCtxSynchronize();
-        CudaApi.cuMemGetInfo(MemorySegment.NULL, MemorySegment.NULL);
     }
 }
