@@ -38,6 +38,8 @@
 # created right after a release, for each of COPY_SIZES_GIB (8), COPY_SHAPES (CHUNK_MIB:STREAMS, "256:2
 # 256:1 1024:2") and COPY_MODES (all of its modes)),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default),
+# TMS_CALL_TIMES (1: torch_memory_saver's own driver calls of 64 MiB or more timed one by one,
+# scripts/gpu/vmm_call_times.c preloaded in its processes, printed beside vmmkit's breakdowns),
 # ANCHOR_AFTER (1: torch_memory_saver runs again after vmmkit in each row, as tms-NAME-after, so that
 # each implementation follows the other's process once: the driver's work on memory the process
 # before gave back at its exit may still slow the next one's first calls).
@@ -89,14 +91,24 @@ else
   echo "pause-resume: no .device/torch_memory_saver (carry its source): the anchor is missing"; failed=1
 fi
 
+# TMS_CALL_TIMES=1: the anchor's own driver calls, each timed (scripts/gpu/vmm_call_times.c, preloaded).
+tms_env=(PYTHONPATH="$tms_site")
+if [ "${TMS_CALL_TIMES:-0}" = 1 ]; then
+  if gcc -O2 -Wall -shared -fPIC -o "$out/vmm_call_times.so" scripts/gpu/vmm_call_times.c -ldl 2> "$out/vmm_call_times.build.log"; then
+    tms_env+=(LD_PRELOAD="$out/vmm_call_times.so")
+  else
+    failed=1; cat "$out/vmm_call_times.build.log"
+  fi
+fi
+
 bench=("$py" scripts/gpu/pause_resume.py)
 # 2. One process per row and implementation, the anchor first: no row inherits another's cached memory.
 for row in "${rows[@]}"; do
   name="${row//:/-}"
-  [ $have_tms = 1 ] && run "tms-$name" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
+  [ $have_tms = 1 ] && run "tms-$name" env "${tms_env[@]}" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
   run "vmmkit-$name" env PYTHONPATH="$root/python" VMM_LOG=info ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
-  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-0}" = 1 ] && run "tms-$name-after" env PYTHONPATH="$tms_site" PAUSE_CYCLES=1 \
+  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-0}" = 1 ] && run "tms-$name-after" env "${tms_env[@]}" PAUSE_CYCLES=1 \
     IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
@@ -150,6 +162,15 @@ echo "=== pause-resume: where each vmmkit row process's first pause and resume w
 for f in "$out"/vmmkit-*.log; do
   grep -h 'first pause\|first resume\|first large allocation' "$f" | sed "s|^vmmkit: |$(basename "$f" .log): |"
 done
+
+if [ "${TMS_CALL_TIMES:-0}" = 1 ]; then
+  echo
+  echo "=== pause-resume: the anchor's driver calls of 64 MiB or more, in order (us)"
+  for f in "$out"/tms-*.log; do
+    echo "$(basename "$f" .log): $(grep -h '^vmm-call ' "$f" | sed 's/^vmm-call //; s/bytes=\([0-9]*\)/\1/' \
+      | awk '{printf "%s %.0fM %s | ", $1, $2 / 1048576, $3}')"
+  done
+fi
 
 echo
 echo "=== pause-resume: results (ms; GiB/s; free GiB before / paused / after)"
