@@ -7,7 +7,7 @@
  * One process per line:
  *   create_after_release MODE SIZE EXPORTABLE [PARTS]
  * creates a handle of SIZE bytes (exportable as a POSIX descriptor when EXPORTABLE is 1, as vmmkit's
- * are), maps it, grants access, writes every byte (cuMemsetD8), synchronises, unmaps and releases
+ * untagged memory is; plain and GPUDirect RDMA capable when it is 2, as torch_memory_saver's), maps it, grants access, writes every byte (cuMemsetD8), synchronises, unmaps and releases
  * it, as a pause does (the release timed); then, by MODE:
  *   again       creates SIZE again at once, timed
  *   small-first creates 2 MiB first (timed), releases it, then SIZE (timed)
@@ -96,7 +96,8 @@ int main(int argc, char **argv) {
     cuMemGetInfo = sym(lib, "cuMemGetInfo_v2");
     memset(&prop, 0, sizeof prop);
     prop.type = 1;
-    prop.requestedHandleTypes = atoi(argv[3]) ? 1 : 0; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
+    prop.requestedHandleTypes = atoi(argv[3]) == 1 ? 1 : 0; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
+    prop.allocFlags.gpuDirectRDMACapable = atoi(argv[3]) == 2;
     prop.location.type = 1;
     CUmemAccessDesc access = {{1, 0}, 3};
     CUdeviceptr va;
@@ -154,10 +155,10 @@ int main(int argc, char **argv) {
     check("cuMemSetAccess", cuMemSetAccess(va, size, &access, 1));
     double t2 = now_us();
     double free_end = free_gib();
-    printf("{\"test\":\"create-after-release\",\"mode\":\"%s\",\"size_gib\":%.2f,\"exportable\":%d,\"parts\":%d,"
+    printf("{\"test\":\"create-after-release\",\"mode\":\"%s\",\"size_gib\":%.2f,\"exportable\":%d,\"rdma\":%d,\"parts\":%d,"
            "\"first_create_us\":%.1f,\"release_us\":%.1f,\"small_create_us\":%.1f,\"create_us\":%.1f,"
            "\"map_us\":%.1f,\"set_access_us\":%.1f,\"free_gib_start\":%.2f,\"free_gib_released\":%.2f,\"free_gib_end\":%.2f}\n",
-           mode, size / (double)(1ull << 30), prop.requestedHandleTypes, split || release_split ? parts_n : 1, first_create_us, release_us, small_us,
+           mode, size / (double)(1ull << 30), prop.requestedHandleTypes, prop.allocFlags.gpuDirectRDMACapable, split || release_split ? parts_n : 1, first_create_us, release_us, small_us,
            create_us, t1 - t0, t2 - t1, free_start, free_released, free_end);
     return 0;
 }

@@ -33,7 +33,7 @@
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
 # process exportable for CUDA IPC (a tag's handles are plain anyway); "create-after-release": scripts/gpu/create_after_release.c, the driver
 # alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
-# plain), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes); and
+# plain; 2: plain and GPUDirect RDMA capable), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes); and
 # "copy-after-release": scripts/gpu/copy_after_release.c, the driver alone: pinned copies into memory
 # created right after a release, for each of COPY_SIZES_GIB (8), COPY_SHAPES (CHUNK_MIB:STREAMS, "256:2
 # 256:1 1024:2") and COPY_MODES (all of its modes)),
