@@ -39,12 +39,9 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final int ordinal;
     private final int cuDevice;
     private final PrimaryContext context;
-    /** Neither exportable nor RDMA-capable: what every device takes (see create). */
-    private final MemorySegment basicProp;
     private final MemorySegment exportableProp;
-    /** The prop of handles not asked to be exportable: RDMA-capable where the device can, else basic. */
-    private volatile MemorySegment plainProp;
-    /** The prop of handles asked to be exportable: exportable while the device accepts it, else plain. */
+    private final MemorySegment plainProp;
+    /** The prop cuMemCreate uses: exportable while the device accepts it, else plain (see create). */
     private volatile MemorySegment allocationProp;
     private final MemorySegment readWriteAccess;
     private final long granularity;
@@ -62,23 +59,14 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
      * costs in cuMemCreate and cuMemRelease.
      */
     private static final boolean EXPORTABLE_WANTED = !"false".equals(System.getProperty("vmmkit.cuda.exportable"));
-    /**
-     * Whether handles are made GPUDirect RDMA capable where the device supports it with virtual
-     * memory, as NCCL and torch_memory_saver make theirs, so that a network card may register and
-     * reach vmmkit's memory; {@code vmmkit.cuda.rdma=false} makes them without, to measure the flag.
-     */
-    private static final boolean RDMA_WANTED = !"false".equals(System.getProperty("vmmkit.cuda.rdma"));
 
     private CudaDriver(int ordinal, int cuDevice, PrimaryContext context) {
         this.ordinal = ordinal;
         this.cuDevice = cuDevice;
         this.context = context;
-        this.handlesExportable = EXPORTABLE_WANTED
-                && deviceSupports(CudaLayouts.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
-        boolean rdma = RDMA_WANTED && deviceSupports(CudaLayouts.CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
-        this.basicProp = CudaLayouts.allocationProp(structs, ordinal, false, false);
-        this.plainProp = rdma ? CudaLayouts.allocationProp(structs, ordinal, false, true) : basicProp;
-        this.exportableProp = CudaLayouts.allocationProp(structs, ordinal, true, rdma);
+        this.handlesExportable = EXPORTABLE_WANTED && queryPosixDescriptorSupport();
+        this.plainProp = CudaLayouts.allocationProp(structs, ordinal, false);
+        this.exportableProp = CudaLayouts.allocationProp(structs, ordinal, true);
         this.allocationProp = handlesExportable ? exportableProp : plainProp;
         this.readWriteAccess = CudaLayouts.readWriteAccess(structs, ordinal);
         this.granularity = queryGranularity();
@@ -206,15 +194,13 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         CudaScratch scratch = CudaScratch.get();
         MemorySegment prop = exportable ? allocationProp : plainProp;
         int result = CudaApi.cuMemCreate(scratch.first, size, prop, 0L);
-        if (result != CudaResult.SUCCESS && result != CudaResult.OUT_OF_MEMORY && prop != basicProp) {
-            // Some set-ups (containers, MIG) refuse exportable or RDMA-capable handles although the
-            // device reports support: make basic handles from now on, as PyTorch's expandable
-            // segments do with exportable ones.
-            result = CudaApi.cuMemCreate(scratch.first, size, basicProp, 0L);
+        if (result != CudaResult.SUCCESS && result != CudaResult.OUT_OF_MEMORY && prop == exportableProp) {
+            // Some set-ups (containers, MIG) refuse exportable handles although the device reports
+            // support: make plain handles from now on, as PyTorch's expandable segments do.
+            result = CudaApi.cuMemCreate(scratch.first, size, plainProp, 0L);
             if (result == CudaResult.SUCCESS) {
                 handlesExportable = false;
-                plainProp = basicProp;
-                allocationProp = basicProp;
+                allocationProp = plainProp;
             }
         }
         if (result != CudaResult.SUCCESS) {
@@ -386,11 +372,12 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         context.makeCurrentIfNone();
     }
 
-    /** Whether the device's yes-or-no {@code attribute} (a CU_DEVICE_ATTRIBUTE_*) says yes; false when the query fails. */
-    private boolean deviceSupports(int attribute) {
+    /** CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED; false when the query fails. */
+    private boolean queryPosixDescriptorSupport() {
         prepare("cuDeviceGetAttribute");
         CudaScratch scratch = CudaScratch.get();
-        int result = CudaApi.cuDeviceGetAttribute(scratch.first, attribute, cuDevice);
+        int result = CudaApi.cuDeviceGetAttribute(scratch.first,
+                CudaLayouts.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cuDevice);
         return result == CudaResult.SUCCESS && scratch.firstInt() != 0;
     }
 

@@ -23,7 +23,6 @@ final class CudaLayouts {
     static final int CU_MEM_HANDLE_TYPE_NONE = 0;
     static final int CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1;
     static final int CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103;
-    static final int CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110;
     static final int CU_MEM_ACCESS_FLAGS_PROT_NONE = 0;
     static final int CU_MEM_LOCATION_TYPE_DEVICE = 1;
     static final int CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
@@ -67,8 +66,6 @@ final class CudaLayouts {
     static final long PROP_LOCATION_ID = ALLOCATION_PROP.byteOffset(groupElement("location"), groupElement("id"));
     static final long PROP_WIN32_METADATA = ALLOCATION_PROP.byteOffset(groupElement("win32HandleMetaData"));
     static final long PROP_ALLOC_FLAGS = ALLOCATION_PROP.byteOffset(groupElement("allocFlags"));
-    static final long PROP_GPU_DIRECT_RDMA_CAPABLE =
-            ALLOCATION_PROP.byteOffset(groupElement("allocFlags"), groupElement("gpuDirectRDMACapable"));
 
     static final long ACCESS_LOCATION_TYPE = ACCESS_DESC.byteOffset(groupElement("location"), groupElement("type"));
     static final long ACCESS_LOCATION_ID = ACCESS_DESC.byteOffset(groupElement("location"), groupElement("id"));
@@ -78,19 +75,17 @@ final class CudaLayouts {
     }
 
     /**
-     * Properties for device memory on {@code device}: pinned (the only VMM type), exportable as a
-     * POSIX file descriptor when {@code exportable}, usable for GPUDirect RDMA (a network card reading
-     * and writing it, as NCCL's transports do) when {@code rdmaCapable}, no compression. Everything
+     * Properties for plain device memory on {@code device}: pinned (the only VMM type), exportable
+     * as a POSIX file descriptor when {@code exportable}, no compression or RDMA flags. Everything
      * not set stays zero, as cuda.h requires.
      */
-    static MemorySegment allocationProp(Arena arena, int device, boolean exportable, boolean rdmaCapable) {
+    static MemorySegment allocationProp(Arena arena, int device, boolean exportable) {
         MemorySegment prop = arena.allocate(ALLOCATION_PROP); // zero-filled
         prop.set(JAVA_INT, PROP_TYPE, CU_MEM_ALLOCATION_TYPE_PINNED);
         prop.set(JAVA_INT, PROP_REQUESTED_HANDLE_TYPES,
                 exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE);
         prop.set(JAVA_INT, PROP_LOCATION_TYPE, CU_MEM_LOCATION_TYPE_DEVICE);
         prop.set(JAVA_INT, PROP_LOCATION_ID, device);
-        prop.set(JAVA_BYTE, PROP_GPU_DIRECT_RDMA_CAPABLE, (byte) (rdmaCapable ? 1 : 0));
         return prop;
     }
 

@@ -1,10 +1,8 @@
 package dev.vmmkit.driver.cuda;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
-import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.lang.foreign.Arena;
@@ -56,13 +54,12 @@ class CudaLayoutsTest {
         assertEquals(1, CudaLayouts.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
         assertEquals(2, CudaLayouts.CU_EVENT_DISABLE_TIMING);
         assertEquals(2, CudaLayouts.CU_STREAM_CAPTURE_MODE_RELAXED);
-        assertEquals(110, CudaLayouts.CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
     }
 
     @Test
     void allocationPropHoldsPinnedDeviceMemoryAndZeroesElsewhere() {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment prop = CudaLayouts.allocationProp(arena, 3, false, false);
+            MemorySegment prop = CudaLayouts.allocationProp(arena, 3, false);
             assertEquals(32, prop.byteSize());
             assertEquals(1, prop.get(JAVA_INT, 0), "type = PINNED");
             assertEquals(0, prop.get(JAVA_INT, 4), "requestedHandleTypes = NONE");
@@ -87,22 +84,8 @@ class CudaLayoutsTest {
     @Test
     void exportablePropAsksForPosixDescriptors() {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment prop = CudaLayouts.allocationProp(arena, 0, true, false);
+            MemorySegment prop = CudaLayouts.allocationProp(arena, 0, true);
             assertEquals(1, prop.get(JAVA_INT, 4), "requestedHandleTypes = POSIX_FILE_DESCRIPTOR");
-        }
-    }
-
-    @Test
-    void anRdmaCapablePropSetsTheFlagAloneInAllocFlags() {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment prop = CudaLayouts.allocationProp(arena, 1, false, true);
-            // allocFlags: compressionType at byte 24, gpuDirectRDMACapable at 25 (cuda.h).
-            assertEquals(25, CudaLayouts.PROP_GPU_DIRECT_RDMA_CAPABLE);
-            assertEquals(0, prop.get(JAVA_BYTE, 24), "compressionType = NONE");
-            assertEquals(1, prop.get(JAVA_BYTE, 25), "gpuDirectRDMACapable = 1");
-            assertEquals(0, prop.get(JAVA_SHORT, 26), "usage = 0");
-            assertEquals(0, prop.get(JAVA_INT, 28), "reserved all zero");
-            assertEquals(0, prop.get(JAVA_INT, 4), "requestedHandleTypes = NONE");
         }
     }
 
