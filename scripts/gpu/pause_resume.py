@@ -7,10 +7,11 @@ torch_memory_saver (its torch hook mode); scripts/gpu/pause-resume.sh runs one p
 bench prints, per row, one line
     row IMPL SIZE_GIB CONTENTS LAYOUT cycle=C tensors=N pause_ms=P resume_ms=R free_before=B free_paused=D
         free_after=A released=X kept_backup_gibps=BW_OUT restore_gibps=BW_IN intact=yes|no
-        pin_wait_ms=W ready_ms=Y host_pinned_gib=H
+        pin_wait_ms=W ready_ms=Y host_pinned_gib=H pause_call_ms=PC resume_call_ms=RC
 (vmmkit pins host memory for a kept tag in the background while it is allocated; the first pause is
 timed once that memory is ready, W ms after the fill and checksum, Y ms after the allocation began;
-PIN_WAIT=0 times it at once; H: pinned host memory vmmkit holds after the cycle)
+PIN_WAIT=0 times it at once; H: pinned host memory vmmkit holds after the cycle; PC, RC: the pause
+and the resume call alone, without the synchronisation after it)
 and once per process the bandwidth of a plain pinned copy (cudaMemcpyAsync on pinned memory):
     pinned IMPL d2h_gibps=... h2d_gibps=... d2h_first_gibps=... h2d_first_gibps=... (best of 3, and the first: memory never written, device idle before)
 Times include a device synchronisation after the call. Sizes in GiB; free memory in GiB, from
@@ -168,6 +169,7 @@ def bench(impl, rows):
             before = free_gib()
             t0 = time.perf_counter()
             impl.pause(tag)
+            pause_call_s = time.perf_counter() - t0
             torch.cuda.synchronize()
             pause_s = time.perf_counter() - t0
             paused = free_gib()
@@ -175,17 +177,19 @@ def bench(impl, rows):
             time.sleep(float(os.environ.get("PAUSE_GAP_MS", "0")) / 1e3)
             t0 = time.perf_counter()
             impl.resume(tag)
+            resume_call_s = time.perf_counter() - t0
             torch.cuda.synchronize()
             resume_s = time.perf_counter() - t0
             after = free_gib()
             intact = "yes" if not keep or checksum(tensors) == expected else "no"
             print("row %s %s %s %s cycle=%d tensors=%d pause_ms=%.1f resume_ms=%.1f free_before=%.2f free_paused=%.2f "
                   "free_after=%.2f released=%.2f kept_backup_gibps=%s restore_gibps=%s intact=%s pin_wait_ms=%.0f "
-                  "ready_ms=%.0f host_pinned_gib=%.2f"
+                  "ready_ms=%.0f host_pinned_gib=%.2f pause_call_ms=%.2f resume_call_ms=%.2f"
                   % (impl.name, size_gib, contents, layout, cycle, len(sizes), pause_s * 1e3, resume_s * 1e3, before,
                      paused, after, paused - before, "%.1f" % (nbytes / pause_s) if keep else "-",
                      "%.1f" % (nbytes / resume_s) if keep else "-", intact, pin_wait * 1e3 if cycle == 1 else 0,
-                     ready_ms if cycle == 1 else 0, impl.host_pinned() / GIB), flush=True)
+                     ready_ms if cycle == 1 else 0, impl.host_pinned() / GIB, pause_call_s * 1e3, resume_call_s * 1e3),
+                  flush=True)
         del tensors
         impl.forget(tag)
         torch.cuda.empty_cache()
