@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* Not cuda_driver_subset.h: its pointers to the driver's functions bear the names this library
+ * defines as functions. */
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemHandle;

@@ -41,7 +41,7 @@ final class SynchronisationPutOff {
     /** The thread in {@link #await}, or null. */
     private volatile Thread waiting;
     /** The thread in {@link #await} once its grace is over (it waits for slow paths alone), or null. */
-    private volatile Thread holding;
+    private volatile Thread waitingPastGrace;
     /** Threads unparked so far (tests). */
     private final AtomicInteger wakeUps = new AtomicInteger();
 
@@ -57,7 +57,7 @@ final class SynchronisationPutOff {
 
     /** An allocating thread left a slow path's driver calls: the wait may end when it was the last. */
     void requestDriven() {
-        if (requestsDriving.decrementAndGet() == 0) wake(holding);
+        if (requestsDriving.decrementAndGet() == 0) wake(waitingPastGrace);
     }
 
     /** Unparks the thread in {@link #await}, if any: called after writing what ends its wait. */
@@ -90,12 +90,12 @@ final class SynchronisationPutOff {
                 }
                 // Published before the count is read, as requestDriven counts down before it reads
                 // this: either the count reads zero here or the last slow path out wakes this thread.
-                holding = waiting;
+                waitingPastGrace = waiting;
                 if (requestsDriving.get() == 0 || now - latest >= 0) return;
                 LockSupport.parkNanos(this, latest - now);
             }
         } finally {
-            holding = null;
+            waitingPastGrace = null;
             waiting = null;
         }
     }
@@ -106,8 +106,8 @@ final class SynchronisationPutOff {
     }
 
     /** Whether a thread waits in {@link #await} past its grace, for slow paths alone (tests). */
-    boolean holding() {
-        return holding != null;
+    boolean pastGrace() {
+        return waitingPastGrace != null;
     }
 
     /** Threads unparked so far (tests: what a wake-up was spent on). */

@@ -46,7 +46,7 @@ class SynchronisationPutOffTest {
         Thread waiter = Thread.ofPlatform().start(() -> putOff.await(ended::get));
         assertTimeoutPreemptively(TIMEOUT, () -> {
             while (!putOff.waiting()) Thread.onSpinWait();
-            assertFalse(putOff.holding(), "inside its grace the thread waits for the grace, not for slow paths");
+            assertFalse(putOff.pastGrace(), "inside its grace the thread waits for the grace, not for slow paths");
             putOff.requestDriven();
             assertEquals(0, putOff.wakeUps(), "the wake-up would find the grace still running");
             ended.set(true);
@@ -64,7 +64,7 @@ class SynchronisationPutOffTest {
         putOff.requestDriving();
         Thread waiter = Thread.ofPlatform().start(() -> putOff.await(() -> false));
         assertTimeoutPreemptively(TIMEOUT, () -> {
-            while (!putOff.holding()) Thread.onSpinWait();
+            while (!putOff.pastGrace()) Thread.onSpinWait();
             putOff.requestDriven();
             assertTrue(putOff.waiting(), "one slow path is still inside its driver calls");
             assertEquals(1, putOff.requestsDriving());
