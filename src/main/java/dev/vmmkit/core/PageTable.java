@@ -6,8 +6,9 @@ import dev.vmmkit.driver.VmmDriver;
 /**
  * The physical side of one region's reserved range, like PyTorch's ExpandableSegment: which handle
  * backs each page, and the driver calls that change it. A handle covers one or more whole pages
- * mapped at one address; for each page the table records its handle and the first page of that
- * handle, so ranges are always unmapped, reclaimed and moved in whole handles.
+ * mapped at one address; for each page the table records the first page of that handle, and at
+ * that page the handle and where it ends, so ranges are always unmapped, reclaimed and moved in
+ * whole handles.
  *
  * <p>Bookkeeping equals driver state after every call, failures included: a page reads as mapped
  * exactly when the driver maps it.
@@ -18,19 +19,21 @@ import dev.vmmkit.driver.VmmDriver;
  * monitor of its own ({@link SharedBitmap}).
  */
 final class PageTable {
-    static final long NO_HANDLE = PhysicalPool.NO_HANDLE;
-
     private final VmmDriver driver;
     private final PeerAccess access;
     private final long base;
     private final long pageBytes;
     private final int pageShift;
-    /** The handle mapped at each page, or {@link #NO_HANDLE}. */
-    private final long[] handleOfPage;
-    /** For a mapped page, the index of the first page of its handle. */
-    private final int[] handleStartPage;
-    /** For a mapped page, the index of the page after its handle's last. */
-    private final int[] handleEndPage;
+    /**
+     * For each page, 1 + the index of the first page of the handle mapped there; 0 when unmapped.
+     * The only per-page entry a mapping writes (4 bytes a page): a 40 GiB resume records 20,480
+     * pages between its map and its setAccess, so what each page costs shows there.
+     */
+    private final int[] handleStartPlusOne;
+    /** At a handle's first page: the handle mapped from there (other entries are stale). */
+    private final long[] handleByStartPage;
+    /** At a handle's first page: the index of the page after its last (other entries are stale). */
+    private final int[] endPageByStartPage;
     /**
      * The mapped pages, 64 to a word: a pause or a close finds the mapped runs of a range reserved
      * for the whole device without walking its pages one by one (often in the interpreter: a
@@ -52,9 +55,9 @@ final class PageTable {
         this.pageBytes = pageBytes;
         this.pageShift = Long.numberOfTrailingZeros(pageBytes);
         int pages = Math.toIntExact(span >>> pageShift);
-        this.handleOfPage = new long[pages];
-        this.handleStartPage = new int[pages];
-        this.handleEndPage = new int[pages];
+        this.handleStartPlusOne = new int[pages];
+        this.handleByStartPage = new long[pages];
+        this.endPageByStartPage = new int[pages];
         this.mappedPages = new SharedBitmap(pages);
     }
 
@@ -63,17 +66,17 @@ final class PageTable {
     }
 
     boolean isMapped(long va) {
-        return handleOfPage[page(va)] != NO_HANDLE;
+        return handleStartPlusOne[page(va)] != 0;
     }
 
     /** Where the handle mapped at {@code va} starts. */
     long handleStart(long va) {
-        return address(handleStartPage[page(va)]);
+        return address(startPage(page(va)));
     }
 
     /** Where the handle mapped at {@code va} ends. */
     long handleEnd(long va) {
-        return address(handleEndPage[page(va)]);
+        return address(endPageByStartPage[startPage(page(va))]);
     }
 
     /**
@@ -149,7 +152,7 @@ final class PageTable {
         driver.unmap(from, to - from);
         for (long va = from; va < to; ) {
             long end = handleEnd(va);
-            out.add(handleOfPage[page(va)], end - va);
+            out.add(handleAt(va), end - va);
             forget(va, end - va);
             va = end;
         }
@@ -165,7 +168,7 @@ final class PageTable {
         HandleRun run = new HandleRun();
         for (long va = from; va < from + length; ) {
             long end = handleEnd(va);
-            run.add(handleOfPage[page(va)], end - va);
+            run.add(handleAt(va), end - va);
             va = end;
         }
         mapRun(to, run);
@@ -186,7 +189,7 @@ final class PageTable {
     void handlesOf(long from, long to, HandleRun out) {
         for (long va = from; va < to; ) {
             long end = handleEnd(va);
-            out.add(handleOfPage[page(va)], end - va);
+            out.add(handleAt(va), end - va);
             va = end;
         }
     }
@@ -203,7 +206,7 @@ final class PageTable {
      */
     void unmapAll(HandleSink released) {
         for (int p = mappedPages.nextSetBit(0); p >= 0; p = mappedPages.nextSetBit(p)) {
-            long h = handleOfPage[p];
+            long h = handleByStartPage[startPage(p)];
             long va = address(p);
             long end = handleEnd(va);
             try {
@@ -228,7 +231,12 @@ final class PageTable {
 
     /** The handle mapped at {@code va} (a mapped address). */
     long handleAt(long va) {
-        return handleOfPage[page(va)];
+        return handleByStartPage[startPage(page(va))];
+    }
+
+    /** The first page of the handle mapped at {@code page} (a mapped page). */
+    private int startPage(int page) {
+        return handleStartPlusOne[page] - 1;
     }
 
     // Arrays.fill, not a loop: the JDK's own start-up has compiled it, so a first large mapping
@@ -236,16 +244,16 @@ final class PageTable {
     private void record(long va, long bytes, long handle) {
         int first = page(va);
         int end = page(va + bytes - 1) + 1;
-        java.util.Arrays.fill(handleOfPage, first, end, handle);
-        java.util.Arrays.fill(handleStartPage, first, end, first);
-        java.util.Arrays.fill(handleEndPage, first, end, end);
+        java.util.Arrays.fill(handleStartPlusOne, first, end, first + 1);
+        handleByStartPage[first] = handle;
+        endPageByStartPage[first] = end;
         mappedPages.set(first, end);
     }
 
     private void forget(long va, long bytes) {
         int first = page(va);
         int end = page(va + bytes - 1) + 1;
-        java.util.Arrays.fill(handleOfPage, first, end, NO_HANDLE);
+        java.util.Arrays.fill(handleStartPlusOne, first, end, 0);
         mappedPages.clear(first, end);
     }
 
