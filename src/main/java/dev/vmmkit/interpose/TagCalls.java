@@ -27,9 +27,10 @@ public final class TagCalls {
     public static int regionBegin(long tagAddress, int keep, int device) {
         try {
             if (tagAddress == 0) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+            String tag = cString(tagAddress);
             MemoryTagControl tags = control(device);
             if (tags == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
-            tags.beginTagRegion(cString(tagAddress), keep != 0);
+            tags.beginTagRegion(tag, keep != 0);
             return 0;
         } catch (IllegalArgumentException e) {
             InterposeLog.warnOnce("region-" + e.getMessage(), e.getMessage(), null);
