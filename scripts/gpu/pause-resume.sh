@@ -36,7 +36,10 @@
 # plain; 2: plain and GPUDirect RDMA capable), RELEASE_MODES (all of its modes) and RELEASE_PARTS (4; handles of the split modes); and
 # "copy-after-release": scripts/gpu/copy_after_release.c, the driver alone: pinned copies into memory
 # created right after a release, for each of COPY_SIZES_GIB (8), COPY_SHAPES (CHUNK_MIB:STREAMS, "256:2
-# 256:1 1024:2") and COPY_MODES (all of its modes)),
+# 256:1 1024:2") and COPY_MODES (all of its modes); "held-memory": the rows of HELD_ROWS (8 and 40 GiB
+# discarded) by torch_memory_saver with HOLD_GIB (4) more device memory in use outside its tags, and by
+# vmmkit without the pinned copy, so that no 4 GiB block stays cached in its process: is a resume
+# slower while more of the device is in use?),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default),
 # TMS_CALL_TIMES (1: torch_memory_saver's own driver calls of 64 MiB or more timed one by one,
 # scripts/gpu/vmm_call_times.c preloaded in its processes, printed beside vmmkit's breakdowns),
@@ -123,6 +126,15 @@ extra alloc && run vmmkit-alloc env PYTHONPATH="$root/python" VMM_PINNED_HOST=al
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
 extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
+if extra held-memory; then
+  for row in ${HELD_ROWS:-8:discard:single 40:discard:single}; do
+    name="${row//:/-}"
+    [ $have_tms = 1 ] && run "tms-$name-held" env "${tms_env[@]}" PAUSE_CYCLES=1 HOLD_GIB="${HOLD_GIB:-4}" \
+      IMPL_NAME="tms-held${HOLD_GIB:-4}" "${bench[@]}" bench tms "$row"
+    run "vmmkit-$name-uncached" env PYTHONPATH="$root/python" VMM_LOG=info PINNED_BANDWIDTH=0 IMPL_NAME=vmmkit-uncached \
+      ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit "$row"
+  done
+fi
 # The driver alone after a release (scripts/gpu/create_after_release.c): what a resume's first create pays.
 if extra create-after-release; then
   echo; echo "=== create-after-release (the driver alone, no vmmkit)"

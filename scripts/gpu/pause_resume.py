@@ -142,9 +142,14 @@ class Tms:
 
 
 def bench(impl, rows):
-    bw = pinned_bandwidth()
-    print("pinned %s d2h_gibps=%.1f h2d_gibps=%.1f d2h_first_gibps=%.1f h2d_first_gibps=%.1f"
-          % (impl.name, bw["d2h"], bw["h2d"], bw["d2h_first"], bw["h2d_first"]), flush=True)
+    # PINNED_BANDWIDTH=0 skips the pinned copy (and with it the 4 GiB device buffer that an
+    # allocator may keep cached afterwards); HOLD_GIB keeps that much device memory allocated outside
+    # any tag for the whole process (is a resume slower while more of the device is in use?).
+    if os.environ.get("PINNED_BANDWIDTH", "1") != "0":
+        bw = pinned_bandwidth()
+        print("pinned %s d2h_gibps=%.1f h2d_gibps=%.1f d2h_first_gibps=%.1f h2d_first_gibps=%.1f"
+              % (impl.name, bw["d2h"], bw["h2d"], bw["d2h_first"], bw["h2d_first"]), flush=True)
+    held = torch.empty(int(float(os.environ.get("HOLD_GIB", "0")) * GIB), dtype=torch.uint8, device="cuda")
     for i, row in enumerate(rows):
         size_gib, contents, layout = row.split(":")
         keep = contents == "keep"
@@ -193,6 +198,7 @@ def bench(impl, rows):
         del tensors
         impl.forget(tag)
         torch.cuda.empty_cache()
+    del held
 
 
 def scenario():
