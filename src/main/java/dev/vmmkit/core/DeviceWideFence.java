@@ -1,12 +1,9 @@
 package dev.vmmkit.core;
 
-import dev.vmmkit.driver.CudaResult;
-import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.StreamEvents;
 
 import java.lang.System.Logger.Level;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
 
@@ -24,10 +21,11 @@ import java.util.concurrent.locks.LockSupport;
  * line the thread writes at every synchronisation, so a malloc/free loop on one core and this
  * thread on another do not pass cache lines back and forth at every pair. A slow path or a close
  * takes a {@linkplain #request ticket} instead (an atomic increment), and later reads whether it is
- * {@linkplain #completedTicket complete}. The thread, {@linkplain #start started} when the manager
- * opens (or else on the first request or free), turns
- * published frees that no synchronisation covers yet into a ticket of its own, reads every
- * region's published sequence ({@link FreesToCover}), calls {@link StreamEvents#synchronizeDevice}, then marks those
+ * {@linkplain #completedTicket complete} or waits for it (the tickets and their waits are
+ * {@link SynchronisationTickets}; this class serves them). The thread, {@linkplain #start started}
+ * when the manager opens (or else on the first request or free), turns published frees that no
+ * synchronisation covers yet into a ticket of its own, reads every region's published sequence
+ * ({@link FreesToCover}), calls {@link StreamEvents#synchronizeDevice}, then marks those
  * sequences {@linkplain DeviceWideFrees#covered covered} and completes every ticket issued before
  * that synchronisation <em>started</em> ({@link #startedTicket}; work submitted before such a
  * ticket or free was queued before the synchronisation, so it is finished). Requests made meanwhile
@@ -49,9 +47,8 @@ import java.util.concurrent.locks.LockSupport;
  * Frees in a stream are never put off.
  *
  * <p>No synchronisation runs while a CUDA stream capture is under way ({@link StreamCaptures}: it
- * would invalidate the capture). The thread waits for the capture's end; a wait without a time
- * limit fails meanwhile, as for a failed synchronisation, so a capturing thread that allocates
- * never blocks on memory the capture itself holds back.
+ * would invalidate the capture). The thread wakes the waits without a time limit, which fail
+ * meanwhile ({@link SynchronisationTickets}), and waits for the capture's end.
  *
  * <p>Thread-safe: one per manager, shared by its regions.
  *
@@ -88,14 +85,8 @@ final class DeviceWideFence implements AutoCloseable {
      * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
-    /** How long a timed wait for published frees polls before it sleeps (a synchronisation takes microseconds). */
-    static final long WAIT_SPIN_NANOS = 50_000;
-
-    // Slots of {@link #progress}, 128 bytes apart: the thread writes STARTED and COMPLETED at every
-    // synchronisation, PARKED only when it parks, and a free reads PARKED only.
-    private static final int STARTED = 16;
-    private static final int COMPLETED = 32;
-    private static final int PARKED = 48;
+    /** The slot of {@link #parking} in its middle, 128 bytes from either end. */
+    private static final int PARKED = 16;
 
     private final StreamEvents events;
     private final boolean onCallingThread;
@@ -103,34 +94,22 @@ final class DeviceWideFence implements AutoCloseable {
     private final StreamCaptures captures = new StreamCaptures(this::synchroniseBeforeCapture);
     /** When a lone synchronisation waits, and for how long. */
     private final SynchronisationPutOff putOff;
-
-    /** Tickets handed out; lock-free. */
-    private final AtomicLong issued = new AtomicLong();
+    /** The tickets this fence serves, and the waits for them. */
+    private final SynchronisationTickets tickets;
     /**
-     * STARTED: the newest ticket a synchronisation has started for (it completes when that one
-     * returns); COMPLETED: every ticket up to it is complete; PARKED: 1 while the thread is parked
-     * (a request or a free unparks it).
+     * PARKED: 1 while the thread is parked (a request or a free unparks it). Alone on its lines: a
+     * free reads it, and the thread writes it only when it parks, not at every synchronisation as it
+     * does its tickets' progress.
      */
-    private final AtomicLongArray progress = new AtomicLongArray(64);
+    private final AtomicLongArray parking = new AtomicLongArray(2 * PARKED);
     /** Every region's device-wide frees. */
     private final FreesToCover regions = new FreesToCover();
-    /**
-     * Threads waiting on the monitor; changed under it. The thread takes the monitor after a
-     * synchronisation only when some wait (or a failure is to be cleared): taking it writes this
-     * object's header, which a free reads beside {@link #thread}.
-     */
-    private volatile int waiters;
-    private volatile boolean closed;
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
+    /** The serving thread, or null; set and cleared under this object's monitor. */
     private volatile Thread thread;
     /** The thread's newest ticket for published frees that no wait asked for (only the thread touches it). */
     private long unaskedTicket = -1;
-    // Guarded by this object's monitor (lastFailure is also read without it, to skip the monitor).
-    private volatile RuntimeException lastFailure;
-    /** The newest ticket that the failed synchronisation in {@link #lastFailure} would have completed. */
-    private long failedUpTo;
-    private boolean failureLogged;
 
     DeviceWideFence(StreamEvents events) {
         this(events, false, SynchronisationPutOff.GRACE_NANOS, SynchronisationPutOff.HOLD_NANOS);
@@ -145,6 +124,7 @@ final class DeviceWideFence implements AutoCloseable {
         this.events = events;
         this.onCallingThread = onCallingThread;
         this.putOff = new SynchronisationPutOff(graceNanos, holdNanos);
+        this.tickets = new SynchronisationTickets(captures, onCallingThread ? this::synchronizeOnce : null);
     }
 
     /** A fence that synchronises inside {@link #request}, on the caller's thread (deterministic tests). */
@@ -171,8 +151,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     /** A ticket that completes once a device synchronisation started after this call has finished. */
     long request() {
-        if (onCallingThread) return requestOnCallingThread();
-        long ticket = issued.incrementAndGet();
+        if (onCallingThread) return tickets.issueAndServeHere();
+        long ticket = tickets.issue();
         wake(); // after the increment: a thread about to park sees the ticket
         putOff.wakeIfWaiting();
         return ticket;
@@ -219,23 +199,16 @@ final class DeviceWideFence implements AutoCloseable {
         Thread serving = thread;
         if (serving == null) {
             startThread();
-        } else if (progress.get(PARKED) != 0) {
+        } else if (parking.get(PARKED) != 0) {
             LockSupport.unpark(serving);
         }
     }
 
-    private synchronized long requestOnCallingThread() {
-        long ticket = issued.incrementAndGet();
-        if (!closed) synchronizeOnce(ticket);
-        return ticket;
-    }
-
     /**
      * Waits at most {@code timeoutNanos} until the frees of {@code frees} up to {@code sequence} are
-     * covered; true when they are. Has the thread look at the published frees at once, polls, then
-     * sleeps on the monitor (the thread notifies after each synchronisation). Never throws for a
-     * failed synchronisation: the caller goes on without the memory, as it does at once while a
-     * stream capture is under way. With a fence on the calling thread, synchronises here.
+     * covered; true when they are. Has the thread look at the published frees at once, then
+     * {@linkplain SynchronisationTickets#awaitCovered waits}. Returns false at once while a stream
+     * capture is under way. With a fence on the calling thread, synchronises here.
      */
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (frees.covered() >= sequence) return true;
@@ -247,40 +220,16 @@ final class DeviceWideFence implements AutoCloseable {
         lookNow = true; // the thread reads the published frees at once, however recent its last synchronisation
         wake();
         putOff.wakeIfWaiting();
-        long start = System.nanoTime();
-        while (frees.covered() < sequence && !closed) {
-            long waited = System.nanoTime() - start;
-            if (waited >= timeoutNanos) return false;
-            if (waited < WAIT_SPIN_NANOS) {
-                Thread.onSpinWait();
-                continue;
-            }
-            if (!sleepUntilNotified(frees, sequence, timeoutNanos - waited)) return frees.covered() >= sequence;
-        }
-        return frees.covered() >= sequence;
-    }
-
-    /** One timed monitor wait for {@link #awaitCovered}; false when interrupted (the flag is kept). */
-    private synchronized boolean sleepUntilNotified(DeviceWideFrees frees, long sequence, long nanos) {
-        waiters++;
-        try {
-            if (frees.covered() < sequence && !closed) wait(nanos / 1_000_000, (int) (nanos % 1_000_000));
-            return true;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
-        } finally {
-            waiters--;
-        }
+        return tickets.awaitCovered(frees, sequence, timeoutNanos);
     }
 
     private synchronized void startThread() {
-        if (thread == null && !closed) thread = Thread.ofPlatform().daemon().name(THREAD_NAME).start(this::serve);
+        if (thread == null && !tickets.closed()) thread = Thread.ofPlatform().daemon().name(THREAD_NAME).start(this::serve);
     }
 
-    /** The newest ticket whose synchronisation has started: a ticket issued later waits for the next one. */
+    /** The newest ticket whose synchronisation has started ({@link SynchronisationTickets#startedTicket}). */
     long startedTicket() {
-        return progress.get(STARTED);
+        return tickets.startedTicket();
     }
 
     /** False for a fence that synchronises on the calling thread, whose every request costs a synchronisation. */
@@ -288,91 +237,39 @@ final class DeviceWideFence implements AutoCloseable {
         return !onCallingThread;
     }
 
-    /** Every ticket up to the returned one is complete. A volatile read: no lock, no driver call. */
+    /** Every ticket up to the returned one is complete ({@link SynchronisationTickets#completedTicket}). */
     long completedTicket() {
-        return progress.get(COMPLETED);
+        return tickets.completedTicket();
+    }
+
+    /** Blocks until {@code ticket} is complete, or throws ({@link SynchronisationTickets#await(long)}). */
+    void await(long ticket) {
+        tickets.await(ticket);
     }
 
     /**
-     * Blocks until {@code ticket} is complete. Throws the failure of a device synchronisation that
-     * would have completed it (the fence retries regardless), a DriverException
-     * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) while a stream capture is under way, or
-     * IllegalStateException once closed.
+     * As {@link #await(long)}, but false at once while a stream capture is under way
+     * ({@link SynchronisationTickets#awaitUnlessCapturing}).
      */
-    synchronized void await(long ticket) {
-        if (!awaitUnlessCapturing(ticket)) throw captureUnderway();
+    boolean awaitUnlessCapturing(long ticket) {
+        return tickets.awaitUnlessCapturing(ticket);
     }
 
     /**
-     * As {@link #await(long)}, but returns false at once while a stream capture is under way (the
-     * ticket's synchronisation cannot run before the capture ends); true once the ticket completed.
+     * Waits at most {@code timeoutNanos} for {@code ticket}; true when it completed
+     * ({@link SynchronisationTickets#await(long, long)}).
      */
-    synchronized boolean awaitUnlessCapturing(long ticket) {
-        boolean interrupted = false;
-        try {
-            while (completedTicket() < ticket) {
-                if (lastFailure != null && failedUpTo >= ticket) throw copyOf(lastFailure);
-                if (closed) throw new IllegalStateException("the device-wide fence is closed");
-                if (captures.underway()) return false;
-                if (onCallingThread) {
-                    synchronizeOnce(issued.get());
-                    continue;
-                }
-                waiters++;
-                try {
-                    if (completedTicket() < ticket) wait();
-                } catch (InterruptedException e) {
-                    interrupted = true; // an allocation waits as cudaFree would; keep the flag for the caller
-                } finally {
-                    waiters--;
-                }
-            }
-            return true;
-        } finally {
-            if (interrupted) Thread.currentThread().interrupt();
-        }
-    }
-
-    /**
-     * Waits at most {@code timeoutNanos} for {@code ticket}; true when it completed. Never throws for
-     * a failed synchronisation: the caller simply goes on without the memory.
-     */
-    synchronized boolean await(long ticket, long timeoutNanos) {
-        long deadline = System.nanoTime() + timeoutNanos;
-        boolean interrupted = false;
-        try {
-            while (completedTicket() < ticket && !closed) {
-                if (lastFailure != null && failedUpTo >= ticket) return false;
-                if (onCallingThread) {
-                    synchronizeOnce(issued.get());
-                    continue;
-                }
-                long left = deadline - System.nanoTime();
-                if (left <= 0) return false;
-                waiters++;
-                try {
-                    if (completedTicket() < ticket) wait(left / 1_000_000, (int) (left % 1_000_000));
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                } finally {
-                    waiters--;
-                }
-            }
-            return completedTicket() >= ticket;
-        } finally {
-            if (interrupted) Thread.currentThread().interrupt();
-        }
+    boolean await(long ticket, long timeoutNanos) {
+        return tickets.await(ticket, timeoutNanos);
     }
 
     /** Stops the thread, after a synchronisation it may be running; tickets still waiting never complete. */
     @Override
     public void close() {
+        if (!tickets.close()) return; // every wait fails from now on
         Thread serving;
         synchronized (this) {
-            if (closed) return;
-            closed = true;
-            serving = thread;
-            notifyAll();
+            serving = thread; // after closing: a startThread that found the fence open has set it by now
         }
         if (serving == null) return;
         LockSupport.unpark(serving);
@@ -388,13 +285,16 @@ final class DeviceWideFence implements AutoCloseable {
         if (interrupted) Thread.currentThread().interrupt();
     }
 
-    /** One attempt on the caller's thread, for {@link #onCallingThread}. */
-    private synchronized void synchronizeOnce(long target) {
+    /**
+     * One attempt on the caller's thread, for {@link #onCallingThread}: the tickets run it under their
+     * monitor, one at a time.
+     */
+    private void synchronizeOnce(long target) {
         DeviceWideFrees[] covering = regions.read();
         try {
-            if (!synchronizeUnlessCapturing(target, covering)) throw captureUnderway();
+            if (!synchronizeUnlessCapturing(target, covering)) throw SynchronisationTickets.captureUnderway();
         } catch (RuntimeException e) {
-            failed(target, e);
+            tickets.failed(target, e);
         }
     }
 
@@ -404,7 +304,7 @@ final class DeviceWideFence implements AutoCloseable {
      * during it. Never throws: after a failure the frees wait, as after any failed synchronisation.
      */
     private void synchroniseBeforeCapture() {
-        if (closed || !regions.anyUncovered()) return;
+        if (tickets.closed() || !regions.anyUncovered()) return;
         try {
             await(request());
         } catch (RuntimeException e) {
@@ -421,10 +321,10 @@ final class DeviceWideFence implements AutoCloseable {
     private boolean synchronizeUnlessCapturing(long target, DeviceWideFrees[] covering) {
         if (!captures.startUnlessCapturing()) return false;
         try {
-            progress.set(STARTED, target);
+            tickets.markStarted(target);
             events.synchronizeDevice();
             regions.cover(covering);
-            completedUpTo(target);
+            tickets.completedUpTo(target);
         } finally {
             captures.finished();
         }
@@ -436,16 +336,8 @@ final class DeviceWideFence implements AutoCloseable {
      * {@link #await(long)}), then waits for the capture's end; false once closed.
      */
     private boolean waitOutCaptures() {
-        synchronized (this) {
-            notifyAll();
-        }
-        return captures.awaitNone(() -> closed);
-    }
-
-    private static DriverException captureUnderway() {
-        return new DriverException(CudaResult.STREAM_CAPTURE_UNSUPPORTED, "memory freed with cudaFree is not reused while"
-                + " a CUDA stream capture is under way: the device synchronisation it waits for would invalidate"
-                + " the capture", "cuCtxSynchronize()");
+        tickets.wakeWaits();
+        return captures.awaitNone(tickets::closed);
     }
 
     private void serve() {
@@ -472,9 +364,9 @@ final class DeviceWideFence implements AutoCloseable {
             boolean lone = !synchronisedBefore || System.nanoTime() - lastSynchronised >= STREAM_NANOS;
             if (lone && target == unaskedTicket) {
                 long ownTicket = target;
-                putOff.await(() -> issued.get() != ownTicket || lookNow || closed);
+                putOff.await(() -> tickets.newestIssued() != ownTicket || lookNow || tickets.closed());
                 Thread.interrupted(); // close() interrupts after setting closed
-                target = issued.get(); // a request that ended the wait shares this synchronisation
+                target = tickets.newestIssued(); // a request that ended the wait shares this synchronisation
             }
             DeviceWideFrees[] covering = regions.read(); // before the synchronisation starts
             try {
@@ -483,7 +375,7 @@ final class DeviceWideFence implements AutoCloseable {
                     continue;
                 }
             } catch (RuntimeException e) {
-                failed(target, e);
+                tickets.failed(target, e);
                 if (!pause(retryPause)) return;
                 retryPause = Math.min(2 * retryPause, LONGEST_RETRY_PAUSE_NANOS);
                 continue;
@@ -506,14 +398,14 @@ final class DeviceWideFence implements AutoCloseable {
         long now = System.nanoTime();
         long spinUntil = inAStream ? now + SPIN_NANOS : now;
         long readFrom = lastSynchronised + POLL_NANOS; // at most one synchronisation of frees per POLL_NANOS
-        while (!closed) {
-            long newest = issued.get();
-            if (newest != completedTicket()) return newest;
+        while (!tickets.closed()) {
+            long newest = tickets.newestIssued();
+            if (newest != tickets.completedTicket()) return newest;
             boolean asked = lookNow;
             if (now - readFrom >= 0 || asked) {
                 if (asked) lookNow = false; // written only when set: frees read the line it shares
                 if (regions.anyUncovered()) {
-                    long ticket = issued.incrementAndGet();
+                    long ticket = tickets.issue();
                     if (!asked) unaskedTicket = ticket;
                     return ticket;
                 }
@@ -523,10 +415,12 @@ final class DeviceWideFence implements AutoCloseable {
                 now = System.nanoTime();
                 continue;
             }
-            progress.set(PARKED, 1);
+            parking.set(PARKED, 1);
             // A request or free after this line sees PARKED and unparks.
-            if (issued.get() == completedTicket() && !regions.anyUncovered() && !closed) LockSupport.park(this);
-            progress.set(PARKED, 0);
+            if (tickets.newestIssued() == tickets.completedTicket() && !regions.anyUncovered() && !tickets.closed()) {
+                LockSupport.park(this);
+            }
+            parking.set(PARKED, 0);
             Thread.interrupted(); // close() interrupts after setting closed; the loop condition tells
             now = System.nanoTime();
             spinUntil = now + SPIN_NANOS;
@@ -549,52 +443,14 @@ final class DeviceWideFence implements AutoCloseable {
         if (thread == Thread.currentThread()) thread = null;
     }
 
-    /**
-     * Completes the tickets up to {@code target}. A waiter counts itself before it reads COMPLETED,
-     * and this reads the count after writing it, so either the waiter sees the ticket complete or
-     * this sees the waiter and notifies.
-     */
-    private void completedUpTo(long target) {
-        progress.set(COMPLETED, target);
-        if (waiters == 0 && lastFailure == null) return;
-        synchronized (this) {
-            lastFailure = null;
-            notifyAll();
-        }
-    }
-
-    private synchronized void failed(long target, RuntimeException failure) {
-        lastFailure = failure;
-        failedUpTo = target;
-        notifyAll();
-        if (!failureLogged) {
-            failureLogged = true;
-            LOG.log(Level.WARNING, "device synchronisation for cudaFree-style frees failed; retrying "
-                    + "(memory freed device-wide stays unused until one succeeds): " + failure.getMessage());
-        }
-    }
-
     /** Sleeps before a retry; false once closed. */
     private boolean pause(long nanos) {
-        synchronized (this) {
-            if (closed) return false;
-        }
+        if (tickets.closed()) return false;
         try {
             TimeUnit.NANOSECONDS.sleep(nanos);
         } catch (InterruptedException e) {
             // close() interrupts; otherwise just retry sooner
         }
-        synchronized (this) {
-            return !closed;
-        }
-    }
-
-    /** A new exception for the waiting thread, so that threads never share (and mutate) one instance. */
-    private static RuntimeException copyOf(RuntimeException failure) {
-        RuntimeException copy = failure instanceof DriverException d
-                ? new DriverException(d.result(), d.driverMessage(), d.call())
-                : new IllegalStateException("device synchronisation failed: " + failure.getMessage());
-        copy.initCause(failure);
-        return copy;
+        return !tickets.closed();
     }
 }
