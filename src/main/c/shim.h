@@ -99,10 +99,10 @@ struct entry_table {
     /* the live allocation holding address: writes its start and size to out[0], out[1]; 0 or JAVA_NOT_OURS */
     int32_t (*address_range)(int64_t address, int32_t device, int64_t out);
     /* memory tags (vmmkit_regions.c): 0 or -cudaError; a tag is a NUL-terminated string, 0 = every tag */
-    int32_t (*region_begin)(int64_t tag, int32_t keep_contents, int32_t device);
+    int32_t (*region_begin)(int64_t tag, int32_t tag_length, int32_t keep_contents, int32_t device);
     int32_t (*region_end)(int32_t device);
-    int32_t (*pause)(int64_t tag, int32_t device);
-    int32_t (*resume)(int64_t tag, int32_t device);
+    int32_t (*pause)(int64_t tag, int32_t tag_length, int32_t device);
+    int32_t (*resume)(int64_t tag, int32_t tag_length, int32_t device);
     /* pinned host memory held for tags, in all and ready for the next pause: writes out[0], out[1]; 0 or -cudaError */
     int32_t (*host_memory)(int64_t out);
     /* stream_capture.c: began 1, a stream capture is about to begin (returns once no device

@@ -25,14 +25,19 @@ static int serving(void) {
     return java_up() && !monitor_mode;
 }
 
-static int valid_tag(const char *tag) {
-    return tag && tag[0] && strnlen(tag, MAX_TAG_LENGTH + 1) <= MAX_TAG_LENGTH;
+/* The tag's length in bytes, or 0 when it is not a valid tag. Java gets the length, so that it copies
+ * the name in one call instead of looking for its end byte by byte (slow in a first call, interpreted). */
+static int32_t tag_length(const char *tag) {
+    if (!tag) return 0;
+    size_t length = strnlen(tag, MAX_TAG_LENGTH + 1);
+    return length <= MAX_TAG_LENGTH ? (int32_t) length : 0;
 }
 
 EXPORT cudaError_t vmmkit_region_begin(const char *tag, int keep_contents) {
-    if (!valid_tag(tag)) return cudaErrorInvalidValue;
+    int32_t length = tag_length(tag);
+    if (length == 0) return cudaErrorInvalidValue;
     if (!serving()) return cudaErrorNotSupported;
-    return from_java(java.region_begin((int64_t) (intptr_t) tag, keep_contents != 0, current_device()));
+    return from_java(java.region_begin((int64_t) (intptr_t) tag, length, keep_contents != 0, current_device()));
 }
 
 EXPORT cudaError_t vmmkit_region_end(void) {
@@ -41,9 +46,10 @@ EXPORT cudaError_t vmmkit_region_end(void) {
 }
 
 EXPORT cudaError_t vmmkit_pause(const char *tag) {
-    if (tag && !valid_tag(tag)) return cudaErrorInvalidValue;
+    int32_t length = tag_length(tag);
+    if (tag && length == 0) return cudaErrorInvalidValue;
     if (!serving()) return cudaErrorNotSupported;
-    return from_java(java.pause((int64_t) (intptr_t) tag, current_device()));
+    return from_java(java.pause((int64_t) (intptr_t) tag, length, current_device()));
 }
 
 EXPORT cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes) {
@@ -57,7 +63,8 @@ EXPORT cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes)
 }
 
 EXPORT cudaError_t vmmkit_resume(const char *tag) {
-    if (tag && !valid_tag(tag)) return cudaErrorInvalidValue;
+    int32_t length = tag_length(tag);
+    if (tag && length == 0) return cudaErrorInvalidValue;
     if (!serving()) return cudaErrorNotSupported;
-    return from_java(java.resume((int64_t) (intptr_t) tag, current_device()));
+    return from_java(java.resume((int64_t) (intptr_t) tag, length, current_device()));
 }

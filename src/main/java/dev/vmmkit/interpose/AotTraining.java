@@ -68,21 +68,22 @@ public final class AotTraining {
      */
     private static void trainTagCalls(MemorySegment table, Linker linker) throws Throwable {
         MethodHandle pause = linker.downcallHandle(table.get(ADDRESS, offset("pause")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
-        MethodHandle resume = linker.downcallHandle(table.get(ADDRESS, offset("resume")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
-        MethodHandle regionBegin = linker.downcallHandle(table.get(ADDRESS, offset("region_begin")),
                 FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
+        MethodHandle resume = linker.downcallHandle(table.get(ADDRESS, offset("resume")),
+                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
+        MethodHandle regionBegin = linker.downcallHandle(table.get(ADDRESS, offset("region_begin")),
+                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT));
         MethodHandle regionEnd = linker.downcallHandle(table.get(ADDRESS, offset("region_end")),
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT));
         MethodHandle hostMemory = linker.downcallHandle(table.get(ADDRESS, offset("host_memory")),
                 FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
         MemorySegment out = Arena.global().allocate(16);
         MemorySegment tag = Arena.global().allocateFrom("aot-training");
+        int tagLength = (int) tag.byteSize() - 1;
         for (int i = 0; i < 1000; i++) {
-            int begun = (int) regionBegin.invokeExact(tag.address(), 0, 0); // reads the tag, finds no allocator
-            int paused = (int) pause.invokeExact(0L, 0);
-            int resumed = (int) resume.invokeExact(0L, 0);
+            int begun = (int) regionBegin.invokeExact(tag.address(), tagLength, 0, 0); // reads the tag, finds no allocator
+            int paused = (int) pause.invokeExact(0L, 0, 0);
+            int resumed = (int) resume.invokeExact(0L, 0, 0);
             int ended = (int) regionEnd.invokeExact(0);
             int held = (int) hostMemory.invokeExact(out.address());
         }

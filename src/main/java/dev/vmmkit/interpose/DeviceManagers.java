@@ -23,7 +23,7 @@ final class DeviceManagers implements AutoCloseable {
     private final boolean[] failed = new boolean[MAX_DEVICES];
     /** Per owning device, the devices granted peer access (bit sets); guarded by this. */
     private final long[] peersOf = new long[MAX_DEVICES];
-    /** One past the highest device that has an allocator: where a search by address stops. */
+    /** One past the highest device that has an allocator: where a search by address, or over every allocator, stops. */
     private volatile int devicesOpened;
 
     DeviceManagers(ResourceFactory factory) {
@@ -107,7 +107,7 @@ final class DeviceManagers implements AutoCloseable {
     /** The allocators made so far, in device order. */
     List<ManagedMemoryResource> existing() {
         List<ManagedMemoryResource> all = new ArrayList<>();
-        for (int device = 0; device < MAX_DEVICES; device++) {
+        for (int device = 0, end = devicesOpened; device < end; device++) {
             ManagedMemoryResource resource = byDevice.get(device);
             if (resource != null) all.add(resource);
         }

@@ -91,10 +91,10 @@ public final class NativeBootstrap {
             set(table, "remap_copy", "remapCopy",
                     FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
             set(table, "address_range", "addressRange", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            setTo(TagCalls.class, table, "region_begin", "regionBegin", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
+            setTo(TagCalls.class, table, "region_begin", "regionBegin", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT));
             setTo(TagCalls.class, table, "region_end", "regionEnd", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
-            setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
-            setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT));
+            setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
+            setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
             setTo(TagCalls.class, table, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
             setTo(CaptureCalls.class, table, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT));
             // A process that lends its own allocators (an engine worker) runs vmmkit's code already.
