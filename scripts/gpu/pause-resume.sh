@@ -39,7 +39,8 @@
 # 256:1 1024:2") and COPY_MODES (all of its modes); "held-memory": the rows of HELD_ROWS (8 and 40 GiB
 # discarded) by torch_memory_saver with HOLD_GIB (4) more device memory in use outside its tags, and by
 # vmmkit without the pinned copy, so that no 4 GiB block stays cached in its process: is a resume
-# slower while more of the device is in use?),
+# slower while more of the device is in use?); "no-breakdown": vmmkit's rows of ROWS again with VMM_LOG
+# unset, so that nothing times its first pause and resume inside Java (IMPL_NAME vmmkit-no-breakdown)),
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default),
 # TMS_CALL_TIMES (1: torch_memory_saver's own driver calls of 64 MiB or more timed one by one,
 # scripts/gpu/vmm_call_times.c preloaded in its processes, printed beside vmmkit's breakdowns),
@@ -126,6 +127,12 @@ extra alloc && run vmmkit-alloc env PYTHONPATH="$root/python" VMM_PINNED_HOST=al
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
 extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
+if extra no-breakdown; then
+  for row in "${rows[@]}"; do
+    run "vmmkit-${row//:/-}-no-breakdown" env PYTHONPATH="$root/python" IMPL_NAME=vmmkit-no-breakdown \
+      ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit "$row"
+  done
+fi
 if extra held-memory; then
   for row in ${HELD_ROWS:-8:discard:single 40:discard:single}; do
     name="${row//:/-}"
