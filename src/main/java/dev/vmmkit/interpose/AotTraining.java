@@ -53,40 +53,10 @@ public final class AotTraining {
             recordAlloc.invokeExact(4096L + i, 512L, 0L);
             recordFree.invokeExact(4096L + i, 0L);
         }
-        trainTagCalls(table, linker);
+        TagCallWarmUp.run(table, 1000); // so that a program's first pause finds its classes in the cache
         trainAllocator();
         trainWarmUp();
         trainPeakProfile();
-    }
-
-    /**
-     * The memory-tag entry points, through their upcall stubs, so that a program's first pause and
-     * resume find their code in the cache (a first pause spent about 0.4 ms outside Java's own
-     * timing on an H200, where torch_memory_saver's whole call adds about 0.1 ms to its driver
-     * calls). Monitor mode serves no allocator: a region finds none, pausing every tag reaches
-     * none, and each call returns before it changes anything.
-     */
-    private static void trainTagCalls(MemorySegment table, Linker linker) throws Throwable {
-        MethodHandle pause = linker.downcallHandle(table.get(ADDRESS, offset("pause")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
-        MethodHandle resume = linker.downcallHandle(table.get(ADDRESS, offset("resume")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
-        MethodHandle regionBegin = linker.downcallHandle(table.get(ADDRESS, offset("region_begin")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT));
-        MethodHandle regionEnd = linker.downcallHandle(table.get(ADDRESS, offset("region_end")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_INT));
-        MethodHandle hostMemory = linker.downcallHandle(table.get(ADDRESS, offset("host_memory")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
-        MemorySegment out = Arena.global().allocate(16);
-        MemorySegment tag = Arena.global().allocateFrom("aot-training");
-        int tagLength = (int) tag.byteSize() - 1;
-        for (int i = 0; i < 1000; i++) {
-            int begun = (int) regionBegin.invokeExact(tag.address(), tagLength, 0, 0); // reads the tag, finds no allocator
-            int paused = (int) pause.invokeExact(0L, 0, 0);
-            int resumed = (int) resume.invokeExact(0L, 0, 0);
-            int ended = (int) regionEnd.invokeExact(0);
-            int held = (int) hostMemory.invokeExact(out.address());
-        }
     }
 
     /** The start-up warm-up's code (and, where libcuda is, every downcall linked), so it starts from the cache too. */

@@ -98,7 +98,7 @@ public final class NativeBootstrap {
             setTo(TagCalls.class, table, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
             setTo(CaptureCalls.class, table, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT));
             // A process that lends its own allocators (an engine worker) runs vmmkit's code already.
-            if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) StartUpWarmUp.startAndWait(System.getenv());
+            if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) StartUpWarmUp.startAndWait(System.getenv(), table);
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

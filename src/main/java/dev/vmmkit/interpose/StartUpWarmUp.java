@@ -5,6 +5,7 @@ import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.driver.DryDriver;
 import dev.vmmkit.driver.cuda.CudaCallWarmUp;
 
+import java.lang.foreign.MemorySegment;
 import java.util.Locale;
 import java.util.Map;
 
@@ -46,9 +47,13 @@ final class StartUpWarmUp {
     /** The longest the shim's start waits for the warm-up. */
     static final long WAIT_MILLIS = 50;
 
-    /** Starts the warm-up unless {@value #SETTING} is 0, and waits for it at most {@value #WAIT_MILLIS} ms. */
-    static void startAndWait(Map<String, String> env) {
-        Thread allocator = start(env);
+    /**
+     * Starts the warm-up unless {@value #SETTING} is 0, and waits for it at most {@value #WAIT_MILLIS}
+     * ms; the allocator's thread then calls the shim's memory-tag entry points in {@code table}
+     * ({@link TagCallWarmUp}).
+     */
+    static void startAndWait(Map<String, String> env, MemorySegment table) {
+        Thread allocator = start(env, () -> TagCallWarmUp.run(table, TagCallWarmUp.ROUNDS));
         if (allocator == null) return;
         try {
             allocator.join(WAIT_MILLIS);
@@ -57,8 +62,8 @@ final class StartUpWarmUp {
         }
     }
 
-    /** Starts the threads unless {@value #SETTING} is 0; returns the allocator's (null when off). */
-    static Thread start(Map<String, String> env) {
+    /** Starts the threads unless {@value #SETTING} is 0; returns the allocator's (null when off), which runs {@code after} last. */
+    static Thread start(Map<String, String> env, Runnable after) {
         if ("0".equals(env.getOrDefault(SETTING, "1").trim())) return null;
         boolean cuda = "cuda".equals(env.getOrDefault("VMM_DRIVER", "cuda").trim());
         VmmConfig config;
@@ -80,6 +85,7 @@ final class StartUpWarmUp {
         }
         return daemon(THREAD_NAME, () -> {
             roundsDone = exerciseAllocator(config);
+            if (!stopped) after.run();
             allocatorEndedAtNanos = System.nanoTime();
         });
     }

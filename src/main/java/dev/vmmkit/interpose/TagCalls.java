@@ -80,6 +80,7 @@ public final class TagCalls {
                 if (tags != null && (tag == null || tags.knowsTag(tag))) targets.add(tags);
             }
             if (tag != null && targets.isEmpty()) {
+                if (tagLength == 0) return 0; // the empty name: TagCallWarmUp's call, which the shim never makes
                 System.err.println("vmmkit: " + (pause ? "vmmkit_pause" : "vmmkit_resume") + ": unknown memory tag '" + tag
                         + "' (no vmmkit_region_begin of that name)");
                 return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;

@@ -16,13 +16,13 @@ class StartUpWarmUpTest {
 
     @Test
     void itIsOffWhenTheSettingSaysSo() {
-        assertNull(StartUpWarmUp.start(Map.of(StartUpWarmUp.SETTING, "0")));
+        assertNull(StartUpWarmUp.start(Map.of(StartUpWarmUp.SETTING, "0"), () -> { }));
     }
 
     @Test
     void onTheEmulationOneThreadRunsTheAllocatorAndThenItReportsItsRounds() {
         assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
-            Thread allocator = StartUpWarmUp.start(Map.of("VMM_DRIVER", "host"));
+            Thread allocator = StartUpWarmUp.start(Map.of("VMM_DRIVER", "host"), () -> { });
             assertNotNull(allocator);
             allocator.join();
             assertFalse(StartUpWarmUp.running(), "no CUDA thread on the emulation, and the allocator's has ended");
