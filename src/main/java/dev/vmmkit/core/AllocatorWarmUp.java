@@ -42,10 +42,10 @@ public final class AllocatorWarmUp {
     private static final String TAG = "vmmkit-warm-up";
     private static final long[] TAG_BLOCKS = {96 * MIB, 8 * MIB + 4096, 40 * MIB};
     /**
-     * Pauses and resumes of the tag per round: with one, 30 rounds left the pause and resume paths
-     * in the interpreter (C1 compiles a method after about 200 calls), and a program's first 40 GiB
-     * pause spent about 180 us in Java, its first resume about 100, on an H200. A cycle on the dry
-     * driver takes microseconds.
+     * Pauses and resumes of the tag per round, so that the 30 rounds call those paths past C1's
+     * threshold (about 200 calls; one a round stayed under it). A cycle on the dry driver takes
+     * microseconds. On an H200 a process's first 40 GiB pause spent 135-259 us in Java with it
+     * and 176 without, in different calls: the spread hides any gain (docs/allocator.md).
      */
     private static final int TAG_CYCLES = 8;
     /** More first backings per round, 4 to 50 MiB (648 MiB in all: the dry device has 4 GiB). */
