@@ -79,14 +79,15 @@ public final class TagCalls {
                 MemoryTagControl tags = r.tagControl();
                 if (tags != null && (tag == null || tags.knowsTag(tag))) targets.add(tags);
             }
-            if (tag != null && targets.isEmpty()) {
-                if (tagLength == 0) return 0; // the empty name: TagCallWarmUp's call, which the shim never makes
+            // The empty name is TagCallWarmUp's (the shim never passes one): it finds no tag and goes
+            // on along a program's path, so the code compiled for it is the code a program's call runs.
+            if (tag != null && targets.isEmpty() && tagLength > 0) {
                 System.err.println("vmmkit: " + (pause ? "vmmkit_pause" : "vmmkit_resume") + ": unknown memory tag '" + tag
                         + "' (no vmmkit_region_begin of that name)");
                 return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
             }
-            FirstCalls first = InterposedCalls.session().firstCalls;
-            FirstCalls.Kind kind = pause ? FirstCalls.Kind.PAUSE : FirstCalls.Kind.RESUME;
+            FirstCalls first = InterposedCalls.session().firstCalls; // null unless VMM_LOG=info: Kind stays unloaded
+            FirstCalls.Kind kind = first == null ? null : pause ? FirstCalls.Kind.PAUSE : FirstCalls.Kind.RESUME;
             boolean timed = first != null && !targets.isEmpty() && first.wants(kind);
             if (timed) first.begin(kind, -1);
             try {
@@ -145,13 +146,18 @@ public final class TagCalls {
         return resource == null ? null : resource.tagControl();
     }
 
+    /** The whole address space, made once: names are copied out of it with no segment made per call. */
+    @SuppressWarnings("restricted")
+    private static final MemorySegment EVERYWHERE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+
     /**
-     * The UTF-8 string of {@code length} bytes at {@code address}, copied in one call: looking for
-     * its end byte by byte took 30-100 us of a first pause on the host, in the interpreter.
+     * The UTF-8 string of {@code length} bytes at {@code address} (the caller passed a string of that
+     * length), copied in one call: looking for its end byte by byte, or making a segment for it
+     * ({@code reinterpret}, a restricted, caller-sensitive method) took 30-320 us of a pause on an H200.
      */
-    @SuppressWarnings("restricted") // a string of that length the caller passed
     private static String cString(long address, int length) {
-        byte[] bytes = MemorySegment.ofAddress(address).reinterpret(length).toArray(ValueLayout.JAVA_BYTE);
+        byte[] bytes = new byte[length];
+        MemorySegment.copy(EVERYWHERE, ValueLayout.JAVA_BYTE, address, bytes, 0, length);
         return new String(bytes, StandardCharsets.UTF_8);
     }
 }
