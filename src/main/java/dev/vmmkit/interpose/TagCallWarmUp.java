@@ -14,7 +14,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 /**
  * Calls the shim's memory-tag entry points through their own upcall stubs with arguments that reach
  * no allocator, so that a program's first pause and resume do not run that path for the first time:
- * on an H200, entering a process's first pause took 170-190 us and reading its tag's name 100-320 us
+ * on an H200, entering a process's first pause took 170-190 us and reading its tag's name 100-150 us
  * in the interpreter, before any of the pause's own work (the whole call of torch_memory_saver adds
  * about 50 us to its driver calls). Safe at any time, beside a program's own calls: a region opened
  * for device -1 finds no allocator, and a pause or resume of the empty name is the warm-up's own

@@ -153,7 +153,8 @@ public final class TagCalls {
     /**
      * The UTF-8 string of {@code length} bytes at {@code address} (the caller passed a string of that
      * length), copied in one call: looking for its end byte by byte, or making a segment for it
-     * ({@code reinterpret}, a restricted, caller-sensitive method) took 30-320 us of a pause on an H200.
+     * ({@code reinterpret}, a restricted, caller-sensitive method) took 30-150 us of a first pause on an
+     * H200.
      */
     private static String cString(long address, int length) {
         byte[] bytes = new byte[length];
