@@ -75,11 +75,13 @@ final class FreeHandleReclaimer {
      * Gives back free handles while physical memory is over the budget. It gets there only when
      * moving pages fell short (free pages were stranded in partly live handles) and new ones were
      * made; trimming at the next miss keeps such overshoots from adding up, so the peak of physical
-     * memory stays within one overshoot of the budget.
+     * memory stays within one overshoot of the budget ({@link PhysicalBudget#trimMargin}: a little
+     * below it, where a page is a large share of the peak).
      */
     void trimToBudget(long requested) {
         long excess = region.budget.excess(requested);
         if (excess <= 0) return;
+        excess += region.budget.trimMargin(requested);
         HandleRun freed = new HandleRun();
         reclaimFreeHandles(excess, freed, true);
         for (int i = 0; i < freed.count(); i++) region.handles.release(freed.handle(i), freed.bytes(i));
