@@ -41,13 +41,6 @@ public final class AllocatorWarmUp {
     private static final long[] FIRST_BACKINGS = {1024 * MIB, 256 * MIB, 64 * MIB + 4096};
     private static final String TAG = "vmmkit-warm-up";
     private static final long[] TAG_BLOCKS = {96 * MIB, 8 * MIB + 4096, 40 * MIB};
-    /**
-     * Pauses and resumes of the tag per round, so that the 30 rounds call those paths past C1's
-     * threshold (about 200 calls; one a round stayed under it). A cycle on the dry driver takes
-     * microseconds. On an H200 a process's first 40 GiB pause spent 135-259 us in Java with it
-     * and 176 without, in different calls: the spread hides any gain (docs/allocator.md).
-     */
-    private static final int TAG_CYCLES = 8;
     /** More first backings per round, 4 to 50 MiB (648 MiB in all: the dry device has 4 GiB). */
     private static final int MORE_FIRST_BACKINGS = 24;
 
@@ -82,10 +75,8 @@ public final class AllocatorWarmUp {
         } finally {
             m.endTagRegion();
         }
-        for (int cycle = 0; cycle < TAG_CYCLES; cycle++) {
-            m.pause(TAG);
-            m.resume(TAG);
-        }
+        m.pause(TAG);
+        m.resume(TAG);
         for (long block : blocks) m.deallocate(block, 0);
     }
 
