@@ -81,7 +81,7 @@ public final class TagCalls {
             }
             // The empty name is TagCallWarmUp's (the shim never passes one): it finds no tag and goes
             // on along a program's path, so the code compiled for it is the code a program's call runs.
-            if (tag != null && targets.isEmpty() && tagLength > 0) {
+            if (tag != null && targets.isEmpty() && !tag.isEmpty()) {
                 System.err.println("vmmkit: " + (pause ? "vmmkit_pause" : "vmmkit_resume") + ": unknown memory tag '" + tag
                         + "' (no vmmkit_region_begin of that name)");
                 return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
