@@ -2,13 +2,16 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.driver.HostTransfers;
 import dev.vmmkit.driver.StreamEvents;
+import org.agrona.collections.LongArrayList;
 
 /**
  * The streams of one pause's or resume's host copies. Copies alternate between {@link #STREAMS}
  * streams of their own, so that the gap between one copy's end and the next one's start on a
  * stream is covered by the other stream's copy, and two copy engines share the bus. Nothing waits
  * between copies: {@link #finish} records one event per stream at the end and waits for both.
- * Streams are made on the first copy and destroyed by {@link #finish} or {@link #abandon}.
+ * {@link #markLast} records an event after one copy, for a caller that acts on each copy's landing
+ * while the later ones run ({@link #awaitMark}). Streams and marks are made on demand and destroyed
+ * by {@link #finish} or {@link #abandon}.
  */
 final class CopyStreams {
     static final int STREAMS = 2;
@@ -18,6 +21,9 @@ final class CopyStreams {
     private final long[] streams = new long[STREAMS];
     private int made;
     private int copies;
+    private long lastStream;
+    /** Events from {@link #markLast}, by mark number. */
+    private final LongArrayList marks = new LongArrayList();
 
     CopyStreams(HostTransfers transfers, StreamEvents events) {
         this.transfers = transfers;
@@ -38,7 +44,26 @@ final class CopyStreams {
         int i = copies % STREAMS;
         if (i == made) streams[made++] = transfers.createStream();
         copies++;
-        return streams[i];
+        lastStream = streams[i];
+        return lastStream;
+    }
+
+    /** Records an event after the copy queued last, on its stream; returns the mark's number for {@link #awaitMark}. */
+    int markLast() {
+        long event = events.create();
+        try {
+            events.record(event, lastStream);
+        } catch (RuntimeException e) {
+            events.destroy(event);
+            throw e;
+        }
+        marks.addLong(event);
+        return marks.size() - 1;
+    }
+
+    /** Waits until the copy marked {@code mark} has landed. */
+    void awaitMark(int mark) {
+        events.synchronize(marks.getLong(mark));
     }
 
     /** Waits until every copy queued has landed, then destroys the streams. */
@@ -75,6 +100,14 @@ final class CopyStreams {
     }
 
     private void destroyAll(RuntimeException cause) {
+        for (int i = 0; i < marks.size(); i++) {
+            try {
+                events.destroy(marks.getLong(i));
+            } catch (RuntimeException e) {
+                if (cause != null) cause.addSuppressed(e);
+            }
+        }
+        marks.clear();
         for (int i = 0; i < made; i++) {
             try {
                 transfers.destroyStream(streams[i]);

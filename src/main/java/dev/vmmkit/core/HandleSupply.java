@@ -3,6 +3,8 @@ package dev.vmmkit.core;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 
+import java.util.function.BooleanSupplier;
+
 /**
  * Where the handles of one {@link RegionHeap} come from and go back to: a run of pages to map gets
  * pooled handles first; then, only when physical memory would pass the budget, whole handles moved
@@ -22,8 +24,21 @@ final class HandleSupply {
     private final HandleSizer sizer;
     private final VmmConfig config;
     private final RegionHeap.OtherRegions others;
+    /**
+     * A tag that keeps its contents gets handles of at most this size. Its pause copies the bytes
+     * out, and releases each handle as soon as the copies from it have landed, while the later
+     * ones still run: the driver then clears the memory given back during the backup (copies to
+     * the host do not slow down meanwhile) instead of during the resume that follows, whose copies
+     * to the device it slowed to 88-89 % of the bus (docs/allocator.md, "Releasing during the
+     * backup"). A smaller last handle leaves less to clear when the resume starts; each handle
+     * costs a map, a setAccess and an unmap more, tens of microseconds beside a 10 ms copy.
+     */
+    static final long KEPT_TAG_HANDLE_BYTES = 512L << 20;
+
     /** Set once, before the region is published, for a memory tag's region (see {@link #servesTag}). */
     private boolean servesTag;
+    /** The tag's setting, read when a handle is made: a kept tag's handles are capped. */
+    private BooleanSupplier tagKeepsContents = () -> false;
 
     HandleSupply(RegionHeap region, VmmDriver driver, PhysicalPool pool, MemoryAccounting accounting,
                  PhysicalBudget budget, VmmConfig config, RegionHeap.OtherRegions others) {
@@ -37,9 +52,20 @@ final class HandleSupply {
         this.others = others;
     }
 
-    /** Marks a memory tag's region, before any thread sees it. */
-    void markServesTag() {
+    /** Marks a memory tag's region, before any thread sees it; {@code keepsContents} reads the tag's setting. */
+    void markServesTag(BooleanSupplier keepsContents) {
         servesTag = true;
+        tagKeepsContents = keepsContents;
+    }
+
+    /**
+     * The size of a tag's next new handle for a run with {@code missingBytes} unbacked: all of them,
+     * as the driver allows (VMM_HANDLE_CAP still holds), but at most {@link #KEPT_TAG_HANDLE_BYTES}
+     * when {@code kept}.
+     */
+    long tagHandleBytes(long missingBytes, boolean kept) {
+        long bytes = sizer.firstBackingBytes(missingBytes);
+        return kept ? Math.min(bytes, Math.max(region.pageBytes, KEPT_TAG_HANDLE_BYTES)) : bytes;
     }
 
     /**
@@ -87,7 +113,8 @@ final class HandleSupply {
      * last, shared page gets a handle of its own, so a neighbour never pins the large one.
      *
      * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
-     * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request.
+     * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request,
+     * or of {@link #KEPT_TAG_HANDLE_BYTES} when the tag keeps its contents.
      */
     void acquire(long runBytes, long neededBytes, long oneHandleBytes, long requested, HandleRun out) {
         try {
@@ -113,7 +140,7 @@ final class HandleSupply {
                 long have = out.totalBytes();
                 long bytes;
                 if (servesTag) {
-                    bytes = sizer.firstBackingBytes(runBytes - have);
+                    bytes = tagHandleBytes(runBytes - have, tagKeepsContents.getAsBoolean());
                 } else if (fromNothing && have == 0 && oneHandleBytes > 0) {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {

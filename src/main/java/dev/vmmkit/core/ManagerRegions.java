@@ -94,11 +94,11 @@ final class ManagerRegions {
     }
 
     /** A new region for memory tag {@code tag}, large enough for a block of {@code bytes}; {@link MemoryTags} keeps it. */
-    RegionHeap newTagRegion(String tag, long bytes) {
+    RegionHeap newTagRegion(MemoryTag tag, long bytes) {
         synchronized (lock) {
             if (closed) throw new IllegalStateException("manager is closed");
-            RegionHeap region = newRegion("region of tag '" + tag + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
-            region.handles.markServesTag();
+            RegionHeap region = newRegion("region of tag '" + tag.name + "'", Math.max(regionSpan, (bytes + pageBytes - 1) & -pageBytes));
+            region.handles.markServesTag(tag::keepsContents);
             return region;
         }
     }

@@ -18,7 +18,7 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
 final class MemoryTag {
     /** Makes a region of at least the given bytes for a tag. */
     interface RegionMaker {
-        RegionHeap make(String tag, long bytes);
+        RegionHeap make(MemoryTag tag, long bytes);
     }
 
     final String name;
@@ -98,7 +98,7 @@ final class MemoryTag {
 
     private RegionHeap addRegion(long bytes, RegionMaker maker) {
         synchronized (regionsLock) {
-            RegionHeap region = maker.make(name, bytes);
+            RegionHeap region = maker.make(this, bytes);
             RegionHeap[] grown = Arrays.copyOf(regions, regions.length + 1);
             RegionPause[] grownPauses = Arrays.copyOf(pauses, pauses.length + 1);
             grown[regions.length] = region;

@@ -15,9 +15,11 @@ import java.util.concurrent.CompletionException;
  * <p>The bytes go to pinned chunks of up to {@link #CHUNK_BYTES} from {@link PinnedChunks}: ones
  * pinned ahead or kept from an earlier pause, or chunks pinned by its threads while the device
  * copies into the ones before (copies are queued, not waited for), so pinning and the bus transfer
- * overlap. The copies go out on {@link CopyStreams} (two streams, no wait between copies, one event
- * each at the end). A piece is one device range in one chunk; a range that crosses a chunk's end
- * becomes two pieces. The chunks go back to {@link PinnedChunks} once the bytes are home again.
+ * overlap. The copies go out on {@link CopyStreams} (two streams, no wait between copies); each
+ * piece's landing can be awaited by address ({@link Outgoing}), so that the caller gives back the
+ * memory already copied while the rest still copies. A piece is one device range in one chunk; a
+ * range that crosses a chunk's end becomes two pieces. The chunks go back to {@link PinnedChunks}
+ * once the bytes are home again.
  */
 final class PinnedBackup {
     /** Large enough for full bus speed per copy, small enough that pinning the next overlaps the copy of this one. */
@@ -47,18 +49,20 @@ final class PinnedBackup {
     }
 
     /**
-     * Copies the ranges {@code (vaAndBytes[2i], vaAndBytes[2i + 1])} (mapped, with access, in
-     * address order) to pinned memory and waits until every copy has landed. On failure the
-     * chunks taken here go back to the pool (after the copies already queued have finished) and
-     * the failure is thrown: nothing is kept.
+     * Queues copies of the ranges {@code (vaAndBytes[2i], vaAndBytes[2i + 1])} (mapped, with access,
+     * in address order) to pinned memory; the caller awaits them through what it returns, then
+     * {@link Outgoing#finish}es it (or {@link Outgoing#abandon}s it after a failure, and drops the
+     * pieces of the ranges it keeps mapped). If queueing fails, the chunks taken here go back to
+     * the pool (after the copies already queued have finished) and the failure is thrown: nothing
+     * is kept.
      */
-    void copyOut(LongArrayList vaAndBytes) {
+    Outgoing copyOut(LongArrayList vaAndBytes) {
         long total = 0;
         for (int i = 1; i < vaAndBytes.size(); i += 2) total += vaAndBytes.getLong(i);
-        if (total == 0) return;
+        int firstPiece = pieces.size();
+        if (total == 0) return new Outgoing(null, firstPiece);
         List<CompletableFuture<Chunk>> pending = pool.take(total);
         int firstChunk = chunks.size();
-        int firstPiece = pieces.size();
         int next = 0;
         CopyStreams streams = new CopyStreams(transfers, events);
         try {
@@ -75,6 +79,7 @@ final class PinnedBackup {
                     }
                     long piece = Math.min(bytes, chunk.bytes() - used);
                     streams.toHost(chunk.address() + used, va, piece);
+                    streams.markLast(); // mark k is piece firstPiece / 3 + k
                     pieces.addLong(va);
                     pieces.addLong(piece);
                     pieces.addLong(chunk.address() + used);
@@ -83,7 +88,7 @@ final class PinnedBackup {
                     used += piece;
                 }
             }
-            streams.finish();
+            return new Outgoing(streams, firstPiece);
         } catch (RuntimeException e) {
             streams.abandon(e);
             // Chunks taken here, and those still being pinned, go back to the pool: nothing is kept.
@@ -95,6 +100,38 @@ final class PinnedBackup {
         } finally {
             // Chunks larger than asked (kept from another size) may leave the last ones unused.
             for (int i = next; i < pending.size(); i++) giveBackWhenLanded(pending.get(i), null);
+        }
+    }
+
+    /** The copies of one {@link #copyOut} in flight, awaited in address order. */
+    final class Outgoing {
+        private final CopyStreams streams;
+        private final int firstPiece;
+        /** Pieces of this copy-out known to have landed. */
+        private int landed;
+
+        private Outgoing(CopyStreams streams, int firstPiece) {
+            this.streams = streams;
+            this.firstPiece = firstPiece;
+        }
+
+        /** Waits until every piece that starts below {@code end} has landed. */
+        void awaitBelow(long end) {
+            if (streams == null) return;
+            while (firstPiece + 3 * landed < pieces.size() && pieces.getLong(firstPiece + 3 * landed) - end < 0) {
+                streams.awaitMark(landed);
+                landed++;
+            }
+        }
+
+        /** Waits until every copy has landed. */
+        void finish() {
+            if (streams != null) streams.finish();
+        }
+
+        /** After a failure: lets the copies already queued finish, before their chunks can be used again. */
+        void abandon(RuntimeException cause) {
+            if (streams != null) streams.abandon(cause);
         }
     }
 

@@ -10,12 +10,15 @@ import java.util.Arrays;
 /**
  * Pausing one region of a tag: its physical memory given back, its address range kept, and back.
  *
- * <p>A pause copies the live blocks' bytes to pinned host memory when the tag keeps its contents
- * ({@link PinnedBackup}), then unmaps each run of mapped pages and releases its handles, cached
- * free pages included. The blocks stay as they are (live blocks stay live, so their frees work
- * while paused); only the page table forgets the pages. A resume backs each released run with one
- * new handle, maps it, grants access and copies the kept bytes back: the same addresses, fewer and
- * larger handles than before.
+ * <p>A pause unmaps each run of mapped pages and releases its handles, cached free pages included.
+ * When the tag keeps its contents, it first queues copies of the live blocks' bytes to pinned host
+ * memory ({@link PinnedBackup}), and each handle is a run of its own, unmapped and released as soon
+ * as the copies from it have landed while the later ones still run (see
+ * {@link HandleSupply#KEPT_TAG_HANDLE_BYTES} for why). The blocks stay as they are (live blocks
+ * stay live, so their frees work while paused); only the page table forgets the pages. A resume
+ * backs each released run with new handles (one, or handles of at most
+ * {@link HandleSupply#KEPT_TAG_HANDLE_BYTES} when it has bytes to copy back), maps them, grants
+ * access and copies the kept bytes back: the same addresses, as few handles as before or fewer.
  *
  * <p>Each run is in one of three states: mapped (as the allocator left it), released, or mapped
  * again by a resume whose copies have not all landed. A failure partway leaves every run in one of
@@ -64,13 +67,8 @@ final class RegionPause {
         try {
             region.inFlight.awaitNone();
             region.aliases.unmapRetiredAliases();
-            region.pages.forEachMappedRun((va, size) -> {
-                if (!isPair(remapped, va, size)) {
-                    runs.addLong(va);
-                    runs.addLong(size);
-                }
-            });
-            if (keep) liveSpans(spans);
+            region.pages.forEachMappedRun((va, size) -> addRuns(va, size, keep, runs));
+            if (keep) cutAtHandles(liveSpans(), spans);
             region.inFlight.begin();
         } finally {
             region.lock.unlock();
@@ -83,27 +81,31 @@ final class RegionPause {
                 moveFirstPair(remapped, released);
             }
             long kept = 0;
+            PinnedBackup.Outgoing copies = null;
             if (!spans.isEmpty()) {
                 if (backup == null) backup = new PinnedBackup(transfers, events, pinned);
                 long before = backup.bytes();
-                backup.copyOut(spans);
+                copies = backup.copyOut(spans);
                 kept = backup.bytes() - before;
             }
             for (int i = 0; i < runs.size(); i += 2) {
                 long va = runs.getLong(i);
                 long size = runs.getLong(i + 1);
                 try {
+                    if (copies != null) copies.awaitBelow(va + size);
                     unmapAndRelease(va, size);
                 } catch (RuntimeException e) {
                     // This run and the later ones stay mapped: their bytes are on the device, not in the copy.
                     if (backup != null) {
                         for (int j = i; j < runs.size(); j += 2) backup.dropPiecesIn(runs.getLong(j), runs.getLong(j) + runs.getLong(j + 1));
                     }
+                    if (copies != null) copies.abandon(e);
                     throw e;
                 }
                 released.addLong(va);
                 released.addLong(size);
             }
+            if (copies != null) copies.finish();
             return kept;
         } finally {
             endInFlight();
@@ -111,8 +113,10 @@ final class RegionPause {
     }
 
     /**
-     * Backs every released run with one new handle, maps it with access, and queues the copies of
-     * its kept bytes back before the next run is mapped; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
+     * Backs every released run with one new handle (runs with kept bytes first cut into runs of at
+     * most {@link HandleSupply#KEPT_TAG_HANDLE_BYTES}, so that the next pause can release them as
+     * their copies land), maps it with access, and queues the copies of its kept bytes back before
+     * the next run is mapped; when the device has no memory for a handle, {@code releaseCachedMemory} gives back what the
      * allocator caches and the handle is tried once more. Returns the backup whose bytes are home
      * again (its chunks for the caller to give back), or null when there was none. On failure the
      * runs mapped so far wait for their copies, the others stay released; the failure is thrown.
@@ -133,6 +137,7 @@ final class RegionPause {
                 for (int i = 0; i < remapped.size(); i += 2) restore.copyInto(remapped.getLong(i), remapped.getLong(i + 1));
             }
             while (!released.isEmpty()) {
+                if (restore != null) splitFirstPair(released, region.handles.tagHandleBytes(released.getLong(1), true));
                 long va = released.getLong(0);
                 long size = released.getLong(1);
                 mapAgain(va, size, releaseCachedMemory);
@@ -186,16 +191,7 @@ final class RegionPause {
     }
 
     private void mapAgain(long va, long size, Runnable releaseCachedMemory) {
-        long handle;
-        try {
-            handle = region.driver.create(size, region.handles.exportable());
-        } catch (DriverException e) {
-            if (!e.isOutOfMemory()) throw e;
-            // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
-            releaseCachedMemory.run();
-            handle = region.driver.create(size, region.handles.exportable());
-        }
-        region.accounting.physicalCreated(size);
+        long handle = create(size, releaseCachedMemory);
         HandleRun run = new HandleRun();
         run.add(handle, size);
         try {
@@ -209,6 +205,21 @@ final class RegionPause {
             }
             throw e;
         }
+    }
+
+    /** A new handle of {@code bytes}; when the device has no memory, after the allocator's cache is given back, once more. */
+    private long create(long bytes, Runnable releaseCachedMemory) {
+        long handle;
+        try {
+            handle = region.driver.create(bytes, region.handles.exportable());
+        } catch (DriverException e) {
+            if (!e.isOutOfMemory()) throw e;
+            // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
+            releaseCachedMemory.run();
+            handle = region.driver.create(bytes, region.handles.exportable());
+        }
+        region.accounting.physicalCreated(bytes);
+        return handle;
     }
 
     private void unmapAndRelease(long va, long size) {
@@ -241,8 +252,58 @@ final class RegionPause {
     }
 
     /**
-     * The live blocks as (address, bytes) pairs in address order, neighbours closer than
-     * {@link #MERGE_GAP_BYTES} (with every byte between them mapped) merged into one. Lock held.
+     * Adds the mapped run {@code [va, va + size)} to {@code out} as runs to release, leaving out the
+     * handles a failed resume mapped again (released first, on their own): each handle a run of its
+     * own when {@code eachHandle}, else the stretches between those. Lock held.
+     */
+    private void addRuns(long va, long size, boolean eachHandle, LongArrayList out) {
+        long end = va + size;
+        long runStart = va;
+        for (long at = va; at - end < 0; ) {
+            long next = region.pages.handleEnd(at);
+            boolean remappedHandle = inAny(remapped, at);
+            if (remappedHandle || eachHandle) {
+                if (at != runStart) addPair(out, runStart, at);
+                if (!remappedHandle) addPair(out, at, next);
+                runStart = next;
+            }
+            at = next;
+        }
+        if (end != runStart) addPair(out, runStart, end);
+    }
+
+    private static void addPair(LongArrayList pairs, long from, long to) {
+        pairs.addLong(from);
+        pairs.addLong(to - from);
+    }
+
+    /** {@code spans} (mapped) cut where a handle ends, so that no copy reads from two handles. Lock held. */
+    private void cutAtHandles(LongArrayList spans, LongArrayList out) {
+        for (int i = 0; i < spans.size(); i += 2) {
+            long end = spans.getLong(i) + spans.getLong(i + 1);
+            for (long at = spans.getLong(i); at - end < 0; ) {
+                long handleEnd = region.pages.handleEnd(at);
+                long next = handleEnd - end < 0 ? handleEnd : end;
+                out.addLong(at);
+                out.addLong(next - at);
+                at = next;
+            }
+        }
+    }
+
+    /** {@link #liveSpans(LongArrayList)} in a new list. Lock held. */
+    private LongArrayList liveSpans() {
+        LongArrayList spans = new LongArrayList();
+        liveSpans(spans);
+        return spans;
+    }
+
+    /**
+     * The bytes a pause copies: each live block's parts in copyable pages (mapped, and not mapped
+     * again by a failed resume: parts in released runs are in the copy already, parts in remapped
+     * runs wait for theirs), as (address, bytes) pairs in address order, neighbours closer than
+     * {@link #MERGE_GAP_BYTES} merged into one when every page between them is copyable too.
+     * Lock held.
      */
     private void liveSpans(LongArrayList out) {
         int n = region.liveByAddress.size();
@@ -250,42 +311,59 @@ final class RegionPause {
         long[] sizes = new long[n];
         int[] k = {0};
         region.liveByAddress.forEachLong((address, id) -> {
-            // Blocks of released runs are in the copy already; blocks of remapped runs wait for theirs.
-            if (!region.pages.isMapped(address) || inAny(remapped, address)) return;
             starts[k[0]] = address;
             sizes[k[0]++] = region.blocks.size[(int) id];
         });
-        n = k[0];
         Integer[] order = new Integer[n];
         for (int i = 0; i < n; i++) order[i] = i;
         Arrays.sort(order, (a, b) -> Long.compareUnsigned(starts[a], starts[b]));
-        long spanStart = 0;
-        long spanEnd = 0;
+        long page = region.pageBytes;
+        long[] span = {0, 0}; // start and end of the span being built; end 0: none yet
         for (int j = 0; j < n; j++) {
-            int i = order[j];
-            long start = starts[i];
-            long end = start + sizes[i];
-            if (spanEnd != 0 && start - spanEnd <= MERGE_GAP_BYTES && gapMapped(spanEnd, start)) {
-                spanEnd = Math.max(spanEnd, end);
-                continue;
+            long end = starts[order[j]] + sizes[order[j]];
+            long partStart = -1;
+            for (long at = starts[order[j]]; at - end < 0; ) {
+                long pageEnd = (at & -page) + page;
+                long next = pageEnd - end < 0 ? pageEnd : end;
+                if (copyable(at)) {
+                    if (partStart == -1) partStart = at;
+                } else if (partStart != -1) {
+                    addPart(partStart, at, span, out);
+                    partStart = -1;
+                }
+                at = next;
             }
-            if (spanEnd != 0) {
-                out.addLong(spanStart);
-                out.addLong(spanEnd - spanStart);
-            }
-            spanStart = start;
-            spanEnd = end;
+            if (partStart != -1) addPart(partStart, end, span, out);
         }
-        if (spanEnd != 0) {
-            out.addLong(spanStart);
-            out.addLong(spanEnd - spanStart);
+        if (span[1] != 0) {
+            out.addLong(span[0]);
+            out.addLong(span[1] - span[0]);
         }
     }
 
-    private boolean gapMapped(long from, long to) {
+    /** Adds the part {@code [start, end)} to the span being built, or emits that span and starts a new one. */
+    private void addPart(long start, long end, long[] span, LongArrayList out) {
+        if (span[1] != 0 && start - span[1] <= MERGE_GAP_BYTES && allCopyable(span[1], start)) {
+            span[1] = end;
+            return;
+        }
+        if (span[1] != 0) {
+            out.addLong(span[0]);
+            out.addLong(span[1] - span[0]);
+        }
+        span[0] = start;
+        span[1] = end;
+    }
+
+    /** The page at {@code va} is mapped and not mapped again by a failed resume. */
+    private boolean copyable(long va) {
+        return region.pages.isMapped(va) && !inAny(remapped, va);
+    }
+
+    private boolean allCopyable(long from, long to) {
         long page = region.pageBytes;
         for (long va = from & -page; va - to < 0; va += page) {
-            if (!region.pages.isMapped(va)) return false;
+            if (!copyable(va)) return false;
         }
         return true;
     }
@@ -299,18 +377,21 @@ final class RegionPause {
         }
     }
 
-    private static boolean isPair(LongArrayList pairs, long va, long size) {
-        for (int i = 0; i < pairs.size(); i += 2) {
-            if (pairs.getLong(i) == va && pairs.getLong(i + 1) == size) return true;
-        }
-        return false;
-    }
-
     private static boolean inAny(LongArrayList pairs, long va) {
         for (int i = 0; i < pairs.size(); i += 2) {
             if (va - pairs.getLong(i) >= 0 && va - pairs.getLong(i) < pairs.getLong(i + 1)) return true;
         }
         return false;
+    }
+
+    /** Cuts the first pair of {@code pairs} after {@code bytes}, when it is longer. */
+    private static void splitFirstPair(LongArrayList pairs, long bytes) {
+        long va = pairs.getLong(0);
+        long size = pairs.getLong(1);
+        if (size <= bytes) return;
+        pairs.setLong(1, bytes);
+        pairs.addLong(2, va + bytes);
+        pairs.addLong(3, size - bytes);
     }
 
     private static void moveFirstPair(LongArrayList from, LongArrayList to) {

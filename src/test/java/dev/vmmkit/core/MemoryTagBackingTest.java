@@ -25,7 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * A tag's memory is backed with one handle per request from its first allocation, whatever the
  * other regions cache and wherever the budget stands, so that its first pause unmaps and releases
- * as few handles as its second.
+ * as few handles as its second; a kept tag's handles are at most
+ * {@link HandleSupply#KEPT_TAG_HANDLE_BYTES}, so that its pause can release each as its copies land.
  */
 class MemoryTagBackingTest {
 
@@ -115,6 +116,55 @@ class MemoryTagBackingTest {
             plan.clear();
             assertEquals(heldBefore, m.stats().reservedBytes(), "the tag's new handle was released, not pooled");
             exportAndClose(m, m.allocate(4 * MIB, 0));
+        }
+    }
+
+    @Test
+    void aKeptTagsHandlesAreAtMostTheKeptCapAndADiscardedTagsAreNot() {
+        long cap = HandleSupply.KEPT_TAG_HANDLE_BYTES;
+        long request = 2 * cap + cap / 2;
+        HostDriver host = hostDriver(8 * cap); // memory files are sparse: nothing is written
+        try (VmmManager m = new VmmManager(host, smallConfig(16 * cap))) {
+            long before = calls(m, DriverCall.CREATE);
+            m.beginTagRegion("weights", true);
+            long weights = m.allocate(request, 0);
+            m.endTagRegion();
+            assertEquals(3, calls(m, DriverCall.CREATE) - before, "a kept tag's request of 2.5 caps: three handles");
+            assertEquals(3, m.regionOf(weights).pages.handlesIn(weights, weights + request));
+
+            before = calls(m, DriverCall.CREATE);
+            m.beginTagRegion("kv_cache", false);
+            long cache = m.allocate(request, 0);
+            m.endTagRegion();
+            assertEquals(1, calls(m, DriverCall.CREATE) - before, "a discarded tag's request: one handle");
+            m.deallocate(weights, 0);
+            m.deallocate(cache, 0);
+        }
+    }
+
+    @Test
+    void aResumeCutsAKeptRunIntoHandlesOfAtMostTheKeptCap() {
+        long cap = HandleSupply.KEPT_TAG_HANDLE_BYTES;
+        HostDriver host = hostDriver(8 * cap);
+        try (VmmManager m = new VmmManager(host, smallConfig(16 * cap))) {
+            // Made while the tag did not keep its contents: one handle of two caps, cached once freed.
+            m.beginTagRegion("weights", false);
+            long large = m.allocate(2 * cap, 0);
+            m.deallocate(large, 0);
+            long small = m.allocate(PAGE, 0);
+            m.endTagRegion();
+            fill(host, small, PAGE, 9);
+            m.beginTagRegion("weights", true); // the tag keeps its contents from now on
+            m.endTagRegion();
+            assertEquals(1, m.regionOf(small).pages.handlesIn(small, small + 2 * cap), "one handle before the pause");
+
+            m.pause("weights");
+            long before = calls(m, DriverCall.CREATE);
+            m.resume("weights");
+            assertEquals(2, calls(m, DriverCall.CREATE) - before, "the resume backs the run with two handles of one cap");
+            assertEquals(2, m.regionOf(small).pages.handlesIn(small, small + 2 * cap));
+            assertFullyIntact(host, small, PAGE, 9, "the kept page");
+            m.deallocate(small, 0);
         }
     }
 }

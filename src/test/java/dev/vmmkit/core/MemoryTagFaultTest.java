@@ -29,6 +29,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * A driver call failing at every position of a pause and of a resume: the call says so, the tag
  * stays consistent (the allocator's figures equal the driver's, every range it still maps holds
  * its bytes), calling the operation again finishes it, and the kept contents come back intact.
+ * Also with one page per handle, so that blocks span handles that a kept tag's pause releases one
+ * by one as their copies land.
  */
 class MemoryTagFaultTest {
     private static final int MAX_N = 6;
@@ -41,19 +43,23 @@ class MemoryTagFaultTest {
         int injected = 0;
         for (int n = 1; n <= MAX_N; n++) {
             for (boolean goBack : new boolean[]{false, true}) {
-                for (boolean pinAhead : new boolean[]{false, true}) injected += runWithFault(kind, n, goBack, pinAhead);
+                for (boolean pinAhead : new boolean[]{false, true}) {
+                    for (long handleCap : new long[]{0, PAGE}) injected += runWithFault(kind, n, goBack, pinAhead, handleCap);
+                }
             }
         }
         assertTrue(injected > 0, kind + ": no fault reached a pause or a resume");
     }
 
     /** Returns how many faults were injected. */
-    private static int runWithFault(DriverCall kind, int n, boolean goBack, boolean pinAhead) throws InterruptedException {
+    private static int runWithFault(DriverCall kind, int n, boolean goBack, boolean pinAhead, long handleCap)
+            throws InterruptedException {
         String note = kind + " #" + n + (goBack ? ", then the other operation" : ", then the same again")
-                + (pinAhead ? ", host memory pinned ahead" : "");
+                + (pinAhead ? ", host memory pinned ahead" : "") + (handleCap != 0 ? ", one page per handle" : "");
         HostDriver host = hostDriver(16 * MIB);
         FaultPlan plan = new FaultPlan(n);
-        try (VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), smallConfig(16 * MIB))) {
+        try (VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan),
+                smallConfig(16 * MIB).withHandleCapBytes(handleCap))) {
             m.beginTagRegion("weights", true);
             List<Block> weights = new ArrayList<>();
             long[] sizes = {600 * KIB, 3 * KIB, 2 * MIB, 100, 700 * KIB, 1 * MIB + 3, 64 * KIB};

@@ -1,6 +1,8 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.HostTransfers;
+import dev.vmmkit.driver.TimingDriver;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 
@@ -223,5 +225,38 @@ class MemoryTagPauseTest {
         } finally {
             host.close();
         }
+    }
+
+    @Test
+    void aKeptTagsPauseReleasesEachHandleOnceTheCopiesFromItHaveLandedWhileLaterOnesAreStillAwaited() {
+        HostDriver host = hostDriver(CAPACITY);
+        TimingDriver timing = new TimingDriver(host);
+        try (VmmManager m = new VmmManager(timing, smallConfig(16 * MIB))) {
+            m.beginTagRegion("weights", true);
+            List<Block> weights = allocateFilled(m, host, new long[]{1 * MIB, 1 * MIB, 1 * MIB}, 300);
+            m.endTagRegion();
+            assertEquals(3, m.regionOf(weights.get(0).address()).pages.handlesIn(weights.get(0).address(),
+                    weights.get(2).address() + MIB), "one handle per block");
+
+            int from = timing.kept();
+            timing.arm();
+            m.pause("weights");
+            timing.disarm();
+            List<DriverCall> order = new ArrayList<>();
+            for (TimingDriver.Call c : timing.calls(from, timing.kept())) if (!c.otherThread()) order.add(c.call());
+            int waitsBeforeFirstRelease = waitsBefore(order, order.indexOf(DriverCall.RELEASE));
+            int waitsBeforeLastRelease = waitsBefore(order, order.lastIndexOf(DriverCall.RELEASE));
+            assertEquals(3, order.stream().filter(c -> c == DriverCall.RELEASE).count(), order.toString());
+            assertTrue(waitsBeforeFirstRelease < waitsBeforeLastRelease,
+                    "the first handle goes before the copies from the last one are awaited: " + order);
+            m.resume("weights");
+            for (Block b : weights) assertFullyIntact(host, b.address(), b.size(), b.seed(), "after the resume");
+        }
+    }
+
+    private static int waitsBefore(List<DriverCall> order, int index) {
+        int waits = 0;
+        for (int i = 0; i < index; i++) if (order.get(i) == DriverCall.EVENT_SYNCHRONIZE) waits++;
+        return waits;
     }
 }
