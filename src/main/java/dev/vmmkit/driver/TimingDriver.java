@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * costs two clock reads and an atomic add more.
  */
 public final class TimingDriver extends ForwardingDriver {
-    static final int MOST_CALLS = 512;
+    /** Calls kept at most: a 40 GiB kept tag's pause and resume make about 1,000 (one copy per 256 MiB, each awaited). */
+    static final int MOST_CALLS = 4096;
 
     /** One call: what, on which thread (the armed one or another), when (System.nanoTime), how many bytes. */
     public record Call(DriverCall call, boolean otherThread, long startNanos, long endNanos, long bytes) {
@@ -84,6 +85,11 @@ public final class TimingDriver extends ForwardingDriver {
     /** Stops keeping calls; cheap (no allocation), so it may end the operation it timed. */
     public void disarm() {
         armedBy = null;
+    }
+
+    /** True when no more calls can be kept: those made later are not in {@link #calls}. */
+    public synchronized boolean isFull() {
+        return count == MOST_CALLS;
     }
 
     /** How many calls are kept so far (at most {@value #MOST_CALLS}). */

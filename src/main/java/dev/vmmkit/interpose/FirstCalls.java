@@ -157,9 +157,17 @@ final class FirstCalls {
             Timed t = timed[kind.ordinal()];
             if (!t.done || t.endNanos == 0) continue;
             InterposeLog.info(line(kind, t.bytes, t.startNanos, t.endNanos, calls(kind))
-                    + (t.besideWarmUp ? "; the start-up warm-up was still running" : ""));
+                    + (t.besideWarmUp ? "; the start-up warm-up was still running" : "")
+                    + (anyTimingFull() ? "; the timing kept too many calls to keep more: later ones count as java" : ""));
             t.endNanos = 0;
         }
+    }
+
+    private boolean anyTimingFull() {
+        for (int d = 0; d < drivers.length(); d++) {
+            if (drivers.get(d) != null && drivers.get(d).isFull()) return true;
+        }
+        return false;
     }
 
     /** The driver calls kept for {@code kind}'s timed call, over every device, in the order they started. */
