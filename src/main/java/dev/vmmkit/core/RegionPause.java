@@ -105,7 +105,14 @@ final class RegionPause {
                 released.addLong(va);
                 released.addLong(size);
             }
-            if (copies != null) copies.finish();
+            if (copies != null) {
+                try {
+                    copies.finish(); // every copy landed already: each run awaited its own
+                } catch (RuntimeException e) {
+                    copies.abandon(e);
+                    throw e;
+                }
+            }
             return kept;
         } finally {
             endInFlight();
