@@ -99,11 +99,18 @@ final class MemoryTags {
         return address;
     }
 
-    /** Pauses {@code tag}, or every tag when null. */
+    /**
+     * Pauses {@code tag}, or every tag when null: those that discard their contents first, so that
+     * the driver clears the memory they give back while the kept tags' bytes are copied out (copies
+     * to the host do not feel it), not during a resume that follows at once (docs/allocator.md,
+     * "Releasing during the backup").
+     */
     void pause(String tag) {
-        for (MemoryTag t : named(tag)) {
-            t.pause(driver.transfers(), driver.events(), pinned);
-        }
+        List<MemoryTag> order = new ArrayList<>(); // the tags that discard, then those that keep
+        List<MemoryTag> keeping = new ArrayList<>();
+        for (MemoryTag t : named(tag)) (t.keepsContents() ? keeping : order).add(t);
+        order.addAll(keeping);
+        for (MemoryTag t : order) t.pause(driver.transfers(), driver.events(), pinned);
     }
 
     /** Resumes {@code tag}, or every tag when null. */

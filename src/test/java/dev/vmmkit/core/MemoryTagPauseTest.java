@@ -259,4 +259,29 @@ class MemoryTagPauseTest {
         for (int i = 0; i < index; i++) if (order.get(i) == DriverCall.EVENT_SYNCHRONIZE) waits++;
         return waits;
     }
+
+    @Test
+    void pausingEveryTagGivesBackTheDiscardedTagsMemoryBeforeTheKeptTagsBytesAreCopiedOut() {
+        HostDriver host = hostDriver(CAPACITY);
+        TimingDriver timing = new TimingDriver(host);
+        try (VmmManager m = new VmmManager(timing, smallConfig(16 * MIB))) {
+            m.beginTagRegion("weights", true); // made first
+            List<Block> weights = allocateFilled(m, host, WEIGHTS, 400);
+            m.endTagRegion();
+            m.beginTagRegion("kv_cache", false);
+            allocateFilled(m, host, KV, 500);
+            m.endTagRegion();
+
+            int from = timing.kept();
+            timing.arm();
+            m.pause(null);
+            timing.disarm();
+            List<DriverCall> order = new ArrayList<>();
+            for (TimingDriver.Call c : timing.calls(from, timing.kept())) if (!c.otherThread()) order.add(c.call());
+            assertTrue(order.indexOf(DriverCall.RELEASE) < order.indexOf(DriverCall.EVENT_CREATE),
+                    "the cache's memory goes before the weights' copies are queued: " + order);
+            m.resume(null);
+            for (Block b : weights) assertFullyIntact(host, b.address(), b.size(), b.seed(), "after the resume");
+        }
+    }
 }
