@@ -18,7 +18,12 @@ import java.util.function.IntFunction;
  * and the program's calls never wait for a sample.
  */
 final class NotServedWatch {
-    static final long PERIOD_MS = 100;
+    /**
+     * The sampling period; the system property {@code vmmkit.notServed.periodMs} sets it, and 0
+     * keeps only the sample at exit (so that {@code scripts/gpu/pause-resume.sh} can measure whether
+     * the samples' cuMemGetInfo slows the program's own driver calls).
+     */
+    static final long PERIOD_MS = Math.max(0, Long.getLong("vmmkit.notServed.periodMs", 100));
     private static final long STOP_WAIT_MS = 2000;
 
     /** One device's figures: the highest outside vmmkit, the device memory in use then. */
@@ -74,7 +79,7 @@ final class NotServedWatch {
     void watch(int device, IntFunction<VmmDriver.MemoryInfo> memory, ManagedMemoryResource allocator) {
         Device d = new Device(device, memory, allocator);
         if (devices.putIfAbsent(device, d) != null || stopped) return;
-        d.sampler = Thread.ofPlatform().daemon().name("vmmkit-not-served-" + device).start(d::sampleUntilStopped);
+        if (PERIOD_MS > 0) d.sampler = Thread.ofPlatform().daemon().name("vmmkit-not-served-" + device).start(d::sampleUntilStopped);
     }
 
     /** Takes one sample of {@code device} on the calling thread (tests: no waiting on the sampler). */
@@ -87,7 +92,10 @@ final class NotServedWatch {
     void stop() {
         stopped = true;
         for (Device d : devices.values()) {
-            if (d.sampler == null) continue;
+            if (d.sampler == null) {
+                d.sample(); // no sampling thread (period 0): the sample at exit only
+                continue;
+            }
             LockSupport.unpark(d.sampler);
             try {
                 d.sampler.join(STOP_WAIT_MS);
