@@ -64,7 +64,7 @@ final class GenerateTrace {
 
     /**
      * The generation classes: the recorded program, and the same kind of program with other
-     * models, batches, prompts and lengths, up to about a million operations and 560 MiB of live
+     * models, batches, prompts and lengths, up to about a million operations and 1 GiB of live
      * peak. Which of them caches keys and values in the large size class (batch x kv heads x
      * sequence x head size past the small limit) decides much of how they fragment.
      */
@@ -78,7 +78,14 @@ final class GenerateTrace {
             new Shape("generation_sampled", 1024, 8, 16, 4, 2816, 32000, new int[]{8, 8}, 128, 320, true),
             new Shape("generation_deep", 1024, 16, 16, 4, 2816, 32000, new int[]{8, 4}, 128, 256, false),
             QWEN2,
-            GPT2);
+            GPT2,
+            // Neighbours of generation_b32 (the cache in the large size class, the peak at the end of
+            // decoding): the class, not one batch size, is what a held-out generate() trace is like.
+            LLAMA_B8.with("generation_b24", new int[]{24, 16}, 96, 300),
+            LLAMA_B8.with("generation_b28", new int[]{28, 20}, 64, 240),
+            LLAMA_B8.with("generation_b40", new int[]{40, 32}, 64, 200),
+            LLAMA_B8.with("generation_b48", new int[]{48, 32}, 64, 200),
+            LLAMA_B8.with("generation_b64", new int[]{64}, 64, 160));
 
     private final Shape shape;
     private final int headDim;

@@ -12,6 +12,7 @@ import java.util.Set;
 import java.util.SplittableRandom;
 
 import static dev.vmmkit.core.AllocatorTestSupport.MIB;
+import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
 import static dev.vmmkit.core.AllocatorTestSupport.assertSampleIntact;
 import static dev.vmmkit.core.AllocatorTestSupport.fill;
 import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
@@ -28,6 +29,7 @@ import static org.junit.jupiter.api.Assertions.fail;
  * Random sequences of allocations, frees, pauses and resumes over three tags and untagged memory,
  * against a reference model of which tags are paused: allocations into paused tags are refused,
  * paused memory is unmapped, kept contents come back, discarded ones are usable, nothing else moves.
+ * Also with one page per handle, so that blocks span the handles a kept tag's pause releases one by one.
  */
 class MemoryTagModelTest {
     private static final String[] TAGS = {"weights", "adapters", "kv_cache"};
@@ -38,23 +40,28 @@ class MemoryTagModelTest {
 
     @Test
     void randomSequencesAgreeWithTheModel() {
-        for (long seed = 1; seed <= 12; seed++) run(seed);
+        for (long seed = 1; seed <= 12; seed++) run(seed, 0);
     }
 
-    private static void run(long seed) {
-        String note = seedNote(seed);
+    @Test
+    void randomSequencesAgreeWithTheModelWithOnePagePerHandle() {
+        for (long seed = 1; seed <= 12; seed++) run(seed, PAGE);
+    }
+
+    private static void run(long seed, long handleCap) {
+        String note = seedNote(seed) + (handleCap != 0 ? ", one page per handle" : "");
         SplittableRandom rng = new SplittableRandom(seed);
         HostDriver host = hostDriver(48 * MIB);
         try {
-            runOn(host, seed, note, rng);
+            runOn(host, handleCap, note, rng);
             assertTrue(host.usage().isEmpty(), note + ": after close the driver still holds " + host.usage());
         } finally {
             host.close();
         }
     }
 
-    private static void runOn(HostDriver host, long seed, String note, SplittableRandom rng) {
-        try (VmmManager m = new VmmManager(host, smallConfig(32 * MIB))) {
+    private static void runOn(HostDriver host, long handleCap, String note, SplittableRandom rng) {
+        try (VmmManager m = new VmmManager(host, smallConfig(32 * MIB).withHandleCapBytes(handleCap))) {
             Map<Long, Live> live = new HashMap<>();
             Set<Integer> paused = new HashSet<>();
             for (int op = 0; op < 400; op++) {
