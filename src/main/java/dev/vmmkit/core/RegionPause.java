@@ -5,20 +5,18 @@ import dev.vmmkit.driver.HostTransfers;
 import dev.vmmkit.driver.StreamEvents;
 import org.agrona.collections.LongArrayList;
 
-import java.util.Arrays;
-
 /**
  * Pausing one region of a tag: its physical memory given back, its address range kept, and back.
  *
- * <p>A pause unmaps each run of mapped pages and releases its handles, cached free pages included.
- * When the tag keeps its contents, it first queues copies of the live blocks' bytes to pinned host
- * memory ({@link PinnedBackup}), and each handle is a run of its own, unmapped and released as soon
- * as the copies from it have landed while the later ones still run (see
- * {@link HandleSupply#KEPT_TAG_HANDLE_BYTES} for why). The blocks stay as they are (live blocks
- * stay live, so their frees work while paused); only the page table forgets the pages. A resume
- * backs each released run with new handles (one, or handles of at most
- * {@link HandleSupply#KEPT_TAG_HANDLE_BYTES} when it has bytes to copy back), maps them, grants
- * access and copies the kept bytes back: the same addresses, as few handles as before or fewer.
+ * <p>A pause unmaps each run of mapped pages and releases its handles, cached free pages included
+ * ({@link PausePlan} says which runs and which bytes). When the tag keeps its contents, it first
+ * queues copies of the live blocks' bytes to pinned host memory ({@link PinnedBackup}), and each
+ * handle is a run of its own, unmapped and released as soon as the copies from it have landed while
+ * the later ones still run (see {@link HandleSupply#KEPT_TAG_HANDLE_BYTES} for why). The blocks stay
+ * as they are (live blocks stay live, so their frees work while paused); only the page table forgets
+ * the pages. A resume backs each released run with one new handle (runs with kept bytes first cut
+ * into runs of at most {@link HandleSupply#KEPT_TAG_HANDLE_BYTES}), maps it, grants access and
+ * copies the kept bytes back: the same addresses, as few handles as before or fewer.
  *
  * <p>Each run is in one of three states: mapped (as the allocator left it), released, or mapped
  * again by a resume whose copies have not all landed. A failure partway leaves every run in one of
@@ -26,9 +24,6 @@ import java.util.Arrays;
  * where it stopped. The caller (the tag) lets no allocation into the region meanwhile.
  */
 final class RegionPause {
-    /** Live blocks closer than this share one copy (the free bytes between them travel too). */
-    private static final long MERGE_GAP_BYTES = 1L << 20;
-
     private final RegionHeap region;
     /** Runs whose handles were released, as (address, bytes) pairs. */
     private final LongArrayList released = new LongArrayList();
@@ -67,8 +62,9 @@ final class RegionPause {
         try {
             region.inFlight.awaitNone();
             region.aliases.unmapRetiredAliases();
-            region.pages.forEachMappedRun((va, size) -> addRuns(va, size, keep, runs));
-            if (keep) cutAtHandles(liveSpans(), spans);
+            PausePlan plan = new PausePlan(region, remapped);
+            region.pages.forEachMappedRun((va, size) -> plan.addRuns(va, size, keep, runs));
+            if (keep) plan.cutAtHandles(plan.liveSpans(), spans);
             region.inFlight.begin();
         } finally {
             region.lock.unlock();
@@ -173,7 +169,7 @@ final class RegionPause {
         LongArrayList spans = new LongArrayList();
         region.lock.lock();
         try {
-            liveSpans(spans);
+            new PausePlan(region, remapped).liveSpans(spans);
         } finally {
             region.lock.unlock();
         }
@@ -258,123 +254,6 @@ final class RegionPause {
         for (int i = 0; i < left.count(); i++) unreleased.add(left.handle(i), left.bytes(i));
     }
 
-    /**
-     * Adds the mapped run {@code [va, va + size)} to {@code out} as runs to release, leaving out the
-     * handles a failed resume mapped again (released first, on their own): each handle a run of its
-     * own when {@code eachHandle}, else the stretches between those. Lock held.
-     */
-    private void addRuns(long va, long size, boolean eachHandle, LongArrayList out) {
-        long end = va + size;
-        long runStart = va;
-        for (long at = va; at - end < 0; ) {
-            long next = region.pages.handleEnd(at);
-            boolean remappedHandle = inAny(remapped, at);
-            if (remappedHandle || eachHandle) {
-                if (at != runStart) addPair(out, runStart, at);
-                if (!remappedHandle) addPair(out, at, next);
-                runStart = next;
-            }
-            at = next;
-        }
-        if (end != runStart) addPair(out, runStart, end);
-    }
-
-    private static void addPair(LongArrayList pairs, long from, long to) {
-        pairs.addLong(from);
-        pairs.addLong(to - from);
-    }
-
-    /** {@code spans} (mapped) cut where a handle ends, so that no copy reads from two handles. Lock held. */
-    private void cutAtHandles(LongArrayList spans, LongArrayList out) {
-        for (int i = 0; i < spans.size(); i += 2) {
-            long end = spans.getLong(i) + spans.getLong(i + 1);
-            for (long at = spans.getLong(i); at - end < 0; ) {
-                long handleEnd = region.pages.handleEnd(at);
-                long next = handleEnd - end < 0 ? handleEnd : end;
-                out.addLong(at);
-                out.addLong(next - at);
-                at = next;
-            }
-        }
-    }
-
-    /** {@link #liveSpans(LongArrayList)} in a new list. Lock held. */
-    private LongArrayList liveSpans() {
-        LongArrayList spans = new LongArrayList();
-        liveSpans(spans);
-        return spans;
-    }
-
-    /**
-     * The bytes a pause copies: each live block's parts in copyable pages (mapped, and not mapped
-     * again by a failed resume: parts in released runs are in the copy already, parts in remapped
-     * runs wait for theirs), as (address, bytes) pairs in address order, neighbours closer than
-     * {@link #MERGE_GAP_BYTES} merged into one when every page between them is copyable too.
-     * Lock held.
-     */
-    private void liveSpans(LongArrayList out) {
-        int n = region.liveByAddress.size();
-        long[] starts = new long[n];
-        long[] sizes = new long[n];
-        int[] k = {0};
-        region.liveByAddress.forEachLong((address, id) -> {
-            starts[k[0]] = address;
-            sizes[k[0]++] = region.blocks.size[(int) id];
-        });
-        Integer[] order = new Integer[n];
-        for (int i = 0; i < n; i++) order[i] = i;
-        Arrays.sort(order, (a, b) -> Long.compareUnsigned(starts[a], starts[b]));
-        long page = region.pageBytes;
-        long[] span = {0, 0}; // start and end of the span being built; end 0: none yet
-        for (int j = 0; j < n; j++) {
-            long end = starts[order[j]] + sizes[order[j]];
-            long partStart = -1;
-            for (long at = starts[order[j]]; at - end < 0; ) {
-                long pageEnd = (at & -page) + page;
-                long next = pageEnd - end < 0 ? pageEnd : end;
-                if (copyable(at)) {
-                    if (partStart == -1) partStart = at;
-                } else if (partStart != -1) {
-                    addPart(partStart, at, span, out);
-                    partStart = -1;
-                }
-                at = next;
-            }
-            if (partStart != -1) addPart(partStart, end, span, out);
-        }
-        if (span[1] != 0) {
-            out.addLong(span[0]);
-            out.addLong(span[1] - span[0]);
-        }
-    }
-
-    /** Adds the part {@code [start, end)} to the span being built, or emits that span and starts a new one. */
-    private void addPart(long start, long end, long[] span, LongArrayList out) {
-        if (span[1] != 0 && start - span[1] <= MERGE_GAP_BYTES && allCopyable(span[1], start)) {
-            span[1] = end;
-            return;
-        }
-        if (span[1] != 0) {
-            out.addLong(span[0]);
-            out.addLong(span[1] - span[0]);
-        }
-        span[0] = start;
-        span[1] = end;
-    }
-
-    /** The page at {@code va} is mapped and not mapped again by a failed resume. */
-    private boolean copyable(long va) {
-        return region.pages.isMapped(va) && !inAny(remapped, va);
-    }
-
-    private boolean allCopyable(long from, long to) {
-        long page = region.pageBytes;
-        for (long va = from & -page; va - to < 0; va += page) {
-            if (!copyable(va)) return false;
-        }
-        return true;
-    }
-
     private void endInFlight() {
         region.lock.lock();
         try {
@@ -382,13 +261,6 @@ final class RegionPause {
         } finally {
             region.lock.unlock();
         }
-    }
-
-    private static boolean inAny(LongArrayList pairs, long va) {
-        for (int i = 0; i < pairs.size(); i += 2) {
-            if (va - pairs.getLong(i) >= 0 && va - pairs.getLong(i) < pairs.getLong(i + 1)) return true;
-        }
-        return false;
     }
 
     /** Cuts the first pair of {@code pairs} after {@code bytes}, when it is longer. */
