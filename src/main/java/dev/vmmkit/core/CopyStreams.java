@@ -21,8 +21,7 @@ final class CopyStreams {
     private final long[] streams = new long[STREAMS];
     private int made;
     private int copies;
-    private long lastStream;
-    /** Events from {@link #markLast}, by mark number. */
+    /** Events from {@link #markLast}, by mark number (the first mark is 0). */
     private final LongArrayList marks = new LongArrayList();
 
     CopyStreams(HostTransfers transfers, StreamEvents events) {
@@ -44,21 +43,19 @@ final class CopyStreams {
         int i = copies % STREAMS;
         if (i == made) streams[made++] = transfers.createStream();
         copies++;
-        lastStream = streams[i];
-        return lastStream;
+        return streams[i];
     }
 
-    /** Records an event after the copy queued last, on its stream; returns the mark's number for {@link #awaitMark}. */
-    int markLast() {
+    /** Records an event after the copy queued last, on its stream: the next mark, numbered from 0. */
+    void markLast() {
         long event = events.create();
         try {
-            events.record(event, lastStream);
+            events.record(event, streams[(copies - 1) % STREAMS]);
         } catch (RuntimeException e) {
             events.destroy(event);
             throw e;
         }
         marks.addLong(event);
-        return marks.size() - 1;
     }
 
     /** Waits until the copy marked {@code mark} has landed. */

@@ -49,25 +49,19 @@ final class PausePlan {
         pairs.addLong(to - from);
     }
 
-    /** {@code spans} (mapped) cut where a handle ends, so that no copy reads from two handles. Lock held. */
-    void cutAtHandles(LongArrayList spans, LongArrayList out) {
+    /** The spans of {@link #liveSpans} cut where a handle ends, so that no copy reads from two handles. Lock held. */
+    void keptSpans(LongArrayList out) {
+        LongArrayList spans = new LongArrayList();
+        liveSpans(spans);
         for (int i = 0; i < spans.size(); i += 2) {
             long end = spans.getLong(i) + spans.getLong(i + 1);
             for (long at = spans.getLong(i); at - end < 0; ) {
                 long handleEnd = region.pages.handleEnd(at);
                 long next = handleEnd - end < 0 ? handleEnd : end;
-                out.addLong(at);
-                out.addLong(next - at);
+                addPair(out, at, next);
                 at = next;
             }
         }
-    }
-
-    /** {@link #liveSpans(LongArrayList)} in a new list. Lock held. */
-    LongArrayList liveSpans() {
-        LongArrayList spans = new LongArrayList();
-        liveSpans(spans);
-        return spans;
     }
 
     /**
@@ -107,10 +101,7 @@ final class PausePlan {
             }
             if (partStart != -1) addPart(partStart, end, span, out);
         }
-        if (span[1] != 0) {
-            out.addLong(span[0]);
-            out.addLong(span[1] - span[0]);
-        }
+        if (span[1] != 0) addPair(out, span[0], span[1]);
     }
 
     /** Adds the part {@code [start, end)} to the span being built, or emits that span and starts a new one. */
@@ -119,10 +110,7 @@ final class PausePlan {
             span[1] = end;
             return;
         }
-        if (span[1] != 0) {
-            out.addLong(span[0]);
-            out.addLong(span[1] - span[0]);
-        }
+        if (span[1] != 0) addPair(out, span[0], span[1]);
         span[0] = start;
         span[1] = end;
     }

@@ -79,7 +79,7 @@ final class PinnedBackup {
                     }
                     long piece = Math.min(bytes, chunk.bytes() - used);
                     streams.toHost(chunk.address() + used, va, piece);
-                    streams.markLast(); // mark k is piece firstPiece / 3 + k
+                    streams.markLast(); // mark k: this copy-out's piece k
                     pieces.addLong(va);
                     pieces.addLong(piece);
                     pieces.addLong(chunk.address() + used);

@@ -64,7 +64,7 @@ final class RegionPause {
             region.aliases.unmapRetiredAliases();
             PausePlan plan = new PausePlan(region, remapped);
             region.pages.forEachMappedRun((va, size) -> plan.addRuns(va, size, keep, runs));
-            if (keep) plan.cutAtHandles(plan.liveSpans(), spans);
+            if (keep) plan.keptSpans(spans);
             region.inFlight.begin();
         } finally {
             region.lock.unlock();
@@ -194,7 +194,16 @@ final class RegionPause {
     }
 
     private void mapAgain(long va, long size, Runnable releaseCachedMemory) {
-        long handle = create(size, releaseCachedMemory);
+        long handle;
+        try {
+            handle = region.driver.create(size, region.handles.exportable());
+        } catch (DriverException e) {
+            if (!e.isOutOfMemory()) throw e;
+            // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
+            releaseCachedMemory.run();
+            handle = region.driver.create(size, region.handles.exportable());
+        }
+        region.accounting.physicalCreated(size);
         HandleRun run = new HandleRun();
         run.add(handle, size);
         try {
@@ -208,21 +217,6 @@ final class RegionPause {
             }
             throw e;
         }
-    }
-
-    /** A new handle of {@code bytes}; when the device has no memory, after the allocator's cache is given back, once more. */
-    private long create(long bytes, Runnable releaseCachedMemory) {
-        long handle;
-        try {
-            handle = region.driver.create(bytes, region.handles.exportable());
-        } catch (DriverException e) {
-            if (!e.isOutOfMemory()) throw e;
-            // Memory other allocations freed may still be cached, mapped: give it back, then try once more.
-            releaseCachedMemory.run();
-            handle = region.driver.create(bytes, region.handles.exportable());
-        }
-        region.accounting.physicalCreated(bytes);
-        return handle;
     }
 
     private void unmapAndRelease(long va, long size) {
