@@ -4,7 +4,9 @@ package dev.vmmkit.core;
  * How large the handles are that a region creates: each new handle covers as much of the run of
  * unbacked pages it fills as the cap allows. Fewer, larger handles cost less (setAccess and unmap
  * are charged per handle, GPU-FACTS), but a handle moves only whole: one that is partly live cannot
- * be reclaimed, and that is fragmentation.
+ * be reclaimed, and that is fragmentation. The driver maps, grants and unmaps a handle only whole (a
+ * mapping at an offset into it, or an unmap of one of its pages, is refused: docs/allocator.md), so
+ * its size is the only lever.
  *
  * <p>The cap ({@code VMM_HANDLE_CAP}) is fixed when set. Otherwise it is 1/64 of the peak of live
  * bytes the budget uses (so a stranded handle is a small share of the working set: about 8 MiB for
