@@ -3,6 +3,8 @@ package dev.vmmkit.core;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
 /**
  * The physical side of one region's reserved range, like PyTorch's ExpandableSegment: which handle
  * backs each page, and the driver calls that change it. A handle covers one or more whole pages
@@ -25,15 +27,30 @@ final class PageTable {
     private final long pageBytes;
     private final int pageShift;
     /**
-     * For each page, 1 + the index of the first page of the handle mapped there; 0 when unmapped.
-     * The only per-page entry a mapping writes (4 bytes a page): a 40 GiB resume records 20,480
-     * pages between its map and its setAccess, so what each page costs shows there.
+     * The per-page entries, in chunks of {@value #CHUNK_PAGES} pages made when a page of theirs is
+     * first mapped: a region reserves twice the device (143,000 pages on an H200), and three arrays
+     * of that length took 1.5 ms to allocate and zero in the program's first call, per region
+     * (docs/allocator.md). Chunks are published by compare-and-set, as placements map disjoint
+     * ranges of one chunk outside the region's lock; once made, a chunk stays.
      */
-    private final int[] handleStartPlusOne;
-    /** At a handle's first page: the handle mapped from there (other entries are stale). */
-    private final long[] handleByStartPage;
-    /** At a handle's first page: the index of the page after its last (other entries are stale). */
-    private final int[] endPageByStartPage;
+    private final AtomicReferenceArray<Chunk> chunks;
+    static final int CHUNK_PAGES = 512;
+    private static final int CHUNK_SHIFT = Integer.numberOfTrailingZeros(CHUNK_PAGES);
+
+    /** The entries of {@value #CHUNK_PAGES} pages. */
+    private static final class Chunk {
+        /**
+         * For each page, 1 + the index of the first page of the handle mapped there; 0 when unmapped.
+         * The only per-page entry a mapping writes (4 bytes a page): a 40 GiB resume records 20,480
+         * pages between its map and its setAccess, so what each page costs shows there.
+         */
+        final int[] handleStartPlusOne = new int[CHUNK_PAGES];
+        /** At a handle's first page: the handle mapped from there (other entries are stale). */
+        final long[] handleByStartPage = new long[CHUNK_PAGES];
+        /** At a handle's first page: the index of the page after its last (other entries are stale). */
+        final int[] endPageByStartPage = new int[CHUNK_PAGES];
+    }
+
     /**
      * The mapped pages, 64 to a word: a pause or a close finds the mapped runs of a range reserved
      * for the whole device without walking its pages one by one (often in the interpreter: a
@@ -55,9 +72,7 @@ final class PageTable {
         this.pageBytes = pageBytes;
         this.pageShift = Long.numberOfTrailingZeros(pageBytes);
         int pages = Math.toIntExact(span >>> pageShift);
-        this.handleStartPlusOne = new int[pages];
-        this.handleByStartPage = new long[pages];
-        this.endPageByStartPage = new int[pages];
+        this.chunks = new AtomicReferenceArray<>((pages + CHUNK_PAGES - 1) >>> CHUNK_SHIFT);
         this.mappedPages = new SharedBitmap(pages);
     }
 
@@ -66,7 +81,9 @@ final class PageTable {
     }
 
     boolean isMapped(long va) {
-        return handleStartPlusOne[page(va)] != 0;
+        int page = page(va);
+        Chunk chunk = chunks.getPlain(page >>> CHUNK_SHIFT);
+        return chunk != null && chunk.handleStartPlusOne[page & (CHUNK_PAGES - 1)] != 0;
     }
 
     /** Where the handle mapped at {@code va} starts. */
@@ -76,7 +93,15 @@ final class PageTable {
 
     /** Where the handle mapped at {@code va} ends. */
     long handleEnd(long va) {
-        return address(endPageByStartPage[startPage(page(va))]);
+        int start = startPage(page(va));
+        return address(chunkOf(start).endPageByStartPage[start & (CHUNK_PAGES - 1)]);
+    }
+
+    /** How many chunks of entries exist (tests: a table allocates them only where pages were mapped). */
+    int chunksMade() {
+        int n = 0;
+        for (int i = 0; i < chunks.length(); i++) if (chunks.getPlain(i) != null) n++;
+        return n;
     }
 
     /**
@@ -206,8 +231,8 @@ final class PageTable {
      */
     void unmapAll(HandleSink released) {
         for (int p = mappedPages.nextSetBit(0); p >= 0; p = mappedPages.nextSetBit(p)) {
-            long h = handleByStartPage[startPage(p)];
             long va = address(p);
+            long h = handleAt(va);
             long end = handleEnd(va);
             try {
                 driver.unmap(va, end - va);
@@ -231,30 +256,57 @@ final class PageTable {
 
     /** The handle mapped at {@code va} (a mapped address). */
     long handleAt(long va) {
-        return handleByStartPage[startPage(page(va))];
+        int start = startPage(page(va));
+        return chunkOf(start).handleByStartPage[start & (CHUNK_PAGES - 1)];
     }
 
     /** The first page of the handle mapped at {@code page} (a mapped page). */
     private int startPage(int page) {
-        return handleStartPlusOne[page] - 1;
+        return chunkOf(page).handleStartPlusOne[page & (CHUNK_PAGES - 1)] - 1;
     }
 
-    // Arrays.fill, not a loop: the JDK's own start-up has compiled it, so a first large mapping
-    // (8,192 pages for 16 GiB) does not walk its pages in the interpreter.
+    /** The chunk of {@code page}, which holds a mapped page (so it exists). */
+    private Chunk chunkOf(int page) {
+        return chunks.getPlain(page >>> CHUNK_SHIFT);
+    }
+
+    /** The chunk of {@code page}, made if none is yet (another thread's may win the race: either is the one). */
+    private Chunk chunkToWrite(int page) {
+        int index = page >>> CHUNK_SHIFT;
+        Chunk chunk = chunks.getAcquire(index);
+        if (chunk != null) return chunk;
+        Chunk made = new Chunk();
+        Chunk won = chunks.compareAndExchangeRelease(index, null, made);
+        return won == null ? made : won;
+    }
+
     private void record(long va, long bytes, long handle) {
         int first = page(va);
         int end = page(va + bytes - 1) + 1;
-        java.util.Arrays.fill(handleStartPlusOne, first, end, first + 1);
-        handleByStartPage[first] = handle;
-        endPageByStartPage[first] = end;
+        fillStarts(first, end, first + 1);
+        Chunk head = chunkOf(first);
+        head.handleByStartPage[first & (CHUNK_PAGES - 1)] = handle;
+        head.endPageByStartPage[first & (CHUNK_PAGES - 1)] = end;
         mappedPages.set(first, end);
     }
 
     private void forget(long va, long bytes) {
         int first = page(va);
         int end = page(va + bytes - 1) + 1;
-        java.util.Arrays.fill(handleStartPlusOne, first, end, 0);
+        fillStarts(first, end, 0);
         mappedPages.clear(first, end);
+    }
+
+    // Arrays.fill per chunk, not a loop per page: the JDK's own start-up has compiled it, so a
+    // first large mapping (8,192 pages for 16 GiB) does not walk its pages in the interpreter.
+    private void fillStarts(int first, int end, int value) {
+        for (int page = first; page < end; ) {
+            int chunkEnd = Math.min(end, (page | (CHUNK_PAGES - 1)) + 1);
+            Chunk chunk = chunkToWrite(page);
+            java.util.Arrays.fill(chunk.handleStartPlusOne, page & (CHUNK_PAGES - 1),
+                    ((chunkEnd - 1) & (CHUNK_PAGES - 1)) + 1, value);
+            page = chunkEnd;
+        }
     }
 
     private int page(long va) {
