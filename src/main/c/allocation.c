@@ -18,7 +18,11 @@ int vmmkit_malloc(void **ptr, size_t size, int device, cudaStream_t stream) {
 }
 
 int vmmkit_free(void *ptr, int device, int64_t stream) {
-    if (!ptr || !java_up()) return CALL_REAL; /* cudaFree(NULL) initialises the runtime */
+    if (!ptr) { /* cudaFree(NULL): CUDA's idiom for initialising the runtime */
+        start_java_soon();
+        return CALL_REAL;
+    }
+    if (!java_up()) return CALL_REAL;
     if (monitor_mode) {
         java.record_free((int64_t) (intptr_t) ptr, stream); /* before: the address may be reused */
         return CALL_REAL;

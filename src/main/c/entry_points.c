@@ -84,18 +84,21 @@ static void answer(const char *asked, void **pfn, int version, unsigned long lon
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags) {
+    start_java_soon(); /* a runtime initialising asks for the driver's functions */
     CUresult rc = DRIVER(cuGetProcAddress, symbol, pfn, version, flags);
     if (rc == CUDA_SUCCESS && !inside_runtime) answer(symbol, pfn, version, flags);
     return rc;
 }
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
+    start_java_soon();
     CUresult rc = DRIVER(cuGetProcAddress_v2, symbol, pfn, version, flags, status);
     if (rc == CUDA_SUCCESS && !inside_runtime) answer(symbol, pfn, version, flags);
     return rc;
 }
 
 EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags, int *status) {
+    start_java_soon();
     cudaError_t rc = REAL(cudaGetDriverEntryPoint, symbol, pfn, flags, status);
     if (rc == cudaSuccess) answer(symbol, pfn, WITHOUT_VERSION, flags);
     return rc;
@@ -103,6 +106,7 @@ EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsig
 
 EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned int version,
                                                     unsigned long long flags, int *status) {
+    start_java_soon();
     cudaError_t rc = REAL(cudaGetDriverEntryPointByVersion, symbol, pfn, version, flags, status);
     if (rc == cudaSuccess) answer(symbol, pfn, (int) version, flags);
     return rc;

@@ -26,7 +26,7 @@ static int java_ready;             /* the table is filled and usable */
 static volatile int in_forked_child; /* set by the atfork handler: the JVM's threads are gone */
 static __thread int inside_start;  /* this thread is starting the JVM: pass through */
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
-static int started_at_load;        /* loaded with dlopen: the JVM starts at once, in the background */
+static int started_early;          /* the JVM starts in the background, before any allocation (start_java_soon) */
 
 int log_info(void) {
     const char *level = getenv("VMM_LOG");
@@ -273,7 +273,7 @@ static void start_vmmkit(void) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8 << 20);
     if (pthread_create(&thread, &attr, bootstrap, &started) == 0) {
-        if (!started_at_load) init_cuda_while_java_starts();
+        if (!started_early) init_cuda_while_java_starts();
         pthread_join(thread, NULL);
     }
     pthread_attr_destroy(&attr);
@@ -313,22 +313,27 @@ static void *start_in_background(void *unused) {
     return NULL;
 }
 
+void start_java_soon(void) {
+    if (in_forked_child || inside_start || __atomic_load_n(&started_early, __ATOMIC_RELAXED)) return;
+    if (__atomic_exchange_n(&started_early, 1, __ATOMIC_ACQ_REL)) return;
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Without the thread, the first allocation starts the JVM as before (it skips the CUDA warm-up:
+     * CUDA is initialising already). */
+    pthread_create(&thread, &attr, start_in_background, NULL);
+    pthread_attr_destroy(&attr);
+}
+
 __attribute__((constructor)) static void on_load(void) {
     pthread_atfork(NULL, NULL, mark_forked_child);
     const char *opt_in = getenv("VMM_ZERO_COPY");
     zero_copy = opt_in && strcmp(opt_in, "1") == 0;
     /* Preloaded, the library is in every process of the command, most of which never touch CUDA:
-     * the JVM starts on the first intercepted call. Loaded on purpose (a pluggable allocator), it
-     * will serve allocations soon: start the JVM now, beside the program's own start-up (CUDA's
-     * initialisation, model building), so the first allocation does not wait for it. The CUDA
-     * warm-up is left to the program here: its device is not chosen yet. */
-    if (!loaded_by_preload()) {
-        started_at_load = 1;
-        pthread_t thread;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&thread, &attr, start_in_background, NULL) != 0) started_at_load = 0;
-        pthread_attr_destroy(&attr);
-    }
+     * the JVM starts when the program's CUDA runtime initialises (start_java_soon), or at its first
+     * allocation. Loaded on purpose (a pluggable allocator), it will serve allocations soon: start
+     * the JVM now, beside the program's own start-up (CUDA's initialisation, model building). In
+     * both cases the CUDA warm-up is left to the program: its device is not chosen yet. */
+    if (!loaded_by_preload()) start_java_soon();
 }

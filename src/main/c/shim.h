@@ -120,6 +120,11 @@ extern int64_t passthrough_calls;  /* allocation calls served by the real runtim
 /* True when Java is up; starts it on the first call. Forked children and the thread starting
  * the JVM never wait for it. */
 int java_up(void);
+/* The program is initialising CUDA (its runtime asks for the driver's functions, or it called
+ * cudaFree(NULL)): starts the JVM on a thread of its own, once, and returns at once. The first
+ * allocation, usually right after CUDA's initialisation (100-300 ms on an H200), then finds the
+ * JVM up, where starting it there made that allocation wait about 200 ms more. */
+void start_java_soon(void);
 int log_info(void);                /* VMM_LOG is info or debug */
 
 /* ---- real_runtime.c ----------------------------------------------------------------------- */

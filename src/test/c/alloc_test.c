@@ -406,6 +406,26 @@ static void pluggable(void) {
     CHECK(fake_cudart_malloc_calls() == before);
 }
 
+/* CUDA's idiom for initialising the runtime, then, once the harness has seen vmmkit report itself
+ * ready (it answers on stdin), the first allocation: the JVM started before any allocation. */
+static void early_start(void) {
+    CHECK(cudaFree(NULL) == 0);
+    printf("initialised\n");
+    fflush(stdout);
+    char go[16];
+    CHECK(fgets(go, sizeof go, stdin) != NULL);
+    long before = fake_cudart_malloc_calls();
+    void *p = NULL;
+    CHECK(cudaMalloc(&p, 4096) == 0 && p);
+    CHECK(fake_cudart_malloc_calls() == before); /* vmmkit served it */
+    CHECK(cudaFree(p) == 0);
+}
+
+/* The runtime initialised, and the program ends at once, while the JVM may still be starting. */
+static void init_only(void) {
+    CHECK(cudaFree(NULL) == 0);
+}
+
 enum { THREADS = 8, ROUNDS = 2000, KEEP = 16 };
 static volatile int thread_failed;
 
@@ -558,11 +578,13 @@ static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"device_threads", device_threads},
     {"torch_threads", torch_threads},
     {"oom", oom}, {"capture", capture}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
+    {"early_start", early_start}, {"init_only", init_only},
 };
 
 /* Scenarios that `all` leaves out. */
 static int only_by_name(const char *name) {
-    return strcmp(name, "oom") == 0 || strcmp(name, "capture") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0;
+    return strcmp(name, "oom") == 0 || strcmp(name, "capture") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0
+        || strcmp(name, "early_start") == 0 || strcmp(name, "init_only") == 0;
 }
 
 int main(int argc, char **argv) {

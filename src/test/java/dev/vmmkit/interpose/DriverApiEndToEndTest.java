@@ -45,9 +45,7 @@ class DriverApiEndToEndTest {
                 .redirectOutput(dir.resolve("stdout.txt").toFile())
                 .redirectError(dir.resolve("stderr.txt").toFile());
         Map<String, String> env = builder.environment();
-        env.put("VMMKIT_JAR", System.getProperty("java.class.path"));
-        env.put("XDG_CACHE_HOME", dir.resolve("cache").toString()); // no other run's peak profile
-        env.keySet().removeIf(key -> key.startsWith("VMM_"));
+        VmmkitRunCommand.isolate(env, dir);
         env.putAll(extraEnv);
         Process process = builder.start();
         if (!process.waitFor(120, TimeUnit.SECONDS)) {
@@ -64,10 +62,7 @@ class DriverApiEndToEndTest {
     }
 
     private ProcessResult vmmkitRun(Map<String, String> env, String... args) throws IOException, InterruptedException {
-        List<String> command = new ArrayList<>(List.of(javaBinary(), "--enable-native-access=ALL-UNNAMED",
-                "-cp", System.getProperty("java.class.path"), "dev.vmmkit.tools.VmmkitCli", "run"));
-        command.addAll(List.of(args));
-        return start(command, env);
+        return start(VmmkitRunCommand.of(args), env);
     }
 
     private static String javaBinary() {

@@ -1,0 +1,86 @@
+package dev.vmmkit.interpose;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Under {@code vmmkit run}, the JVM starts when the program initialises CUDA (here its idiom,
+ * {@code cudaFree(NULL)}), not at its first allocation, which used to wait the whole start (about
+ * 200 ms on an H200): the shim reports itself ready while the program has not allocated yet.
+ */
+class EarlyStartTest {
+    private static final Path ALLOC_TEST = Path.of("target", "test-native", "alloc_test").toAbsolutePath();
+    /** A safety net against a hang, not an expectation: the JVM starts in well under a second. */
+    private static final long WAIT_SECONDS = 90;
+
+    @TempDir
+    Path dir;
+
+    private ProcessBuilder run(String scenario) {
+        ProcessBuilder builder = new ProcessBuilder(VmmkitRunCommand.of("--driver", "host", "--", ALLOC_TEST.toString(), scenario));
+        VmmkitRunCommand.isolate(builder.environment(), dir);
+        builder.environment().put("VMM_LOG", "info");
+        return builder;
+    }
+
+    @Test
+    void theJvmIsUpBeforeTheProgramsFirstAllocation() throws Exception {
+        Process process = run("early_start").redirectOutput(dir.resolve("stdout.txt").toFile()).start();
+        CountDownLatch ready = new CountDownLatch(1);
+        StringBuilder stderr = new StringBuilder();
+        Thread reader = Thread.ofPlatform().start(() -> {
+            try (BufferedReader lines = new BufferedReader(new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8))) {
+                for (String line; (line = lines.readLine()) != null; ) {
+                    synchronized (stderr) {
+                        stderr.append(line).append('\n');
+                    }
+                    if (line.contains("vmm mode ready")) ready.countDown();
+                }
+            } catch (IOException ignored) {
+                // the process ended
+            }
+        });
+        boolean upFirst = ready.await(WAIT_SECONDS, TimeUnit.SECONDS);
+        try (OutputStream go = process.getOutputStream()) {
+            go.write("go\n".getBytes(StandardCharsets.UTF_8)); // the program's first allocation comes now
+        }
+        assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), "the program did not end");
+        reader.join();
+        String out = Files.readString(dir.resolve("stdout.txt"));
+        assertTrue(upFirst, "vmmkit did not report itself ready before the first allocation:\n" + stderr + out);
+        assertEquals(0, process.exitValue(), () -> stderr + out);
+        assertTrue(out.contains("initialised\nok early_start\n"), out);
+    }
+
+    @Test
+    void aProgramThatEndsWhileTheJvmStartsEndsCleanly() throws Exception {
+        for (int i = 0; i < 5; i++) {
+            Process process = run("init_only").redirectOutput(dir.resolve("stdout.txt").toFile())
+                    .redirectError(dir.resolve("stderr.txt").toFile()).start();
+            assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), "the program did not end");
+            assertEquals(0, process.exitValue(), () -> read("stderr.txt"));
+            assertTrue(read("stdout.txt").contains("ok init_only\n"), () -> read("stderr.txt"));
+        }
+    }
+
+    private String read(String name) {
+        try {
+            return Files.readString(dir.resolve(name));
+        } catch (IOException e) {
+            return "(" + name + " unreadable: " + e + ")";
+        }
+    }
+}
