@@ -50,6 +50,7 @@ public final class VmmManagerFactory implements ResourceFactory {
 
     @Override
     public ManagedMemoryResource open(int device) {
+        StepTimes steps = new StepTimes();
         DriverKind kind = DriverKind.parse(env.getOrDefault("VMM_DRIVER", "cuda"));
         long deviceMemory = InterposeSettings.deviceMemoryBytes(env);
         if (deviceMemory < 0) {
@@ -58,20 +59,27 @@ public final class VmmManagerFactory implements ResourceFactory {
         }
         VmmDriver opened = Drivers.open(kind, device, deviceMemory);
         VmmDriver driver = firstCalls == null ? opened : firstCalls.watch(device, opened);
+        steps.done("driver");
         try {
             VmmConfig config = VmmConfig.from(env);
+            steps.done("settings");
             config = config.withPeakHintBytes(profile.hintFor(device, config.peakHintBytes(),
                     () -> driver.memoryInfo().totalBytes()));
+            steps.done("peak profile");
             if (config.chunkBytes() % driver.granularity() != 0) {
                 throw new IllegalArgumentException("VMM_CHUNK_SIZE=" + env.get("VMM_CHUNK_SIZE") + ": not a multiple of device "
                         + device + "'s allocation granularity (" + driver.granularity() + " bytes)");
             }
             VmmManager manager = new VmmManager(driver, config);
+            steps.done("manager");
             // Opting into zero-copy copies: every large buffer gets whole pages, so any whole-buffer
             // copy of one may become a remap (a little more memory; see docs/zero-copy.md).
             if ("1".equals(env.get("VMM_ZERO_COPY"))) manager.useWholePagesFrom(0);
             manager.usePinAhead(PinAheadSetting.limitBytes(env));
+            steps.done("pin-ahead limit");
             if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
+            steps.done("not-served watch");
+            InterposeLog.info("device " + device + ": allocator opened in " + steps.summary());
             return manager;
         } catch (RuntimeException e) {
             driver.close();
