@@ -7,6 +7,7 @@ import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.VmmLog;
 
 import java.util.Map;
 
@@ -79,7 +80,8 @@ public final class VmmManagerFactory implements ResourceFactory {
             steps.done("pin-ahead limit");
             if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
             steps.done("not-served watch");
-            InterposeLog.info("device " + device + ": allocator opened in " + steps.summary());
+            // Guarded: the summary's first formatting loads classes for tens of milliseconds.
+            if (VmmLog.isInfo()) InterposeLog.info("device " + device + ": allocator opened in " + steps.summary());
             return manager;
         } catch (RuntimeException e) {
             driver.close();

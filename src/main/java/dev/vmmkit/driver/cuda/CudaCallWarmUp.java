@@ -1,5 +1,6 @@
 package dev.vmmkit.driver.cuda;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -11,6 +12,22 @@ import java.lang.foreign.MemorySegment;
  */
 public final class CudaCallWarmUp {
     private CudaCallWarmUp() {
+    }
+
+    /**
+     * What opening a device's driver does besides the calls above ({@link CudaDriver#open}, inside the
+     * program's first allocation; 4-7 ms there on an H200, most of it code running for the first
+     * time): the structs it builds, and its queries, for no device (refused).
+     */
+    private static void openingCalls(MemorySegment out) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment prop = CudaLayouts.allocationProp(arena, -1, true);
+            CudaLayouts.allocationProp(arena, -1, false);
+            CudaLayouts.readWriteAccess(arena, -1);
+            CudaApi.cuDeviceGetCount(out);
+            CudaApi.cuDeviceGetAttribute(out, CudaLayouts.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, -1);
+            CudaApi.cuMemGetAllocationGranularity(out, prop, CudaLayouts.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+        }
     }
 
     /** Links and exercises the downcalls; false when libcuda is not loaded here. Never throws. */
@@ -37,6 +54,7 @@ public final class CudaCallWarmUp {
             // context, so both are refused (CUDA_ERROR_INVALID_CONTEXT) without synchronising.
             CudaApi.cuCtxSynchronize();
             CudaApi.cuMemGetInfo(MemorySegment.NULL, MemorySegment.NULL);
+            openingCalls(out);
             return true;
         } catch (RuntimeException | LinkageError e) {
             return false;
