@@ -2,7 +2,6 @@ package dev.vmmkit.interpose;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 
 /**
  * How long each step of a one-time job took, for a {@code VMM_LOG=info} line: the steps of opening
@@ -31,7 +30,10 @@ final class StepTimes {
         return millis(last - startedAt) + " (" + steps + ")";
     }
 
-    private static String millis(long nanos) {
-        return String.format(Locale.ROOT, "%.2f ms", nanos / 1e6);
+    /** "12.34 ms", without String.format: its first use loads classes for tens of milliseconds. */
+    static String millis(long nanos) {
+        long hundredths = (nanos + 5_000) / 10_000;
+        long rest = hundredths % 100;
+        return hundredths / 100 + (rest < 10 ? ".0" : ".") + rest + " ms";
     }
 }

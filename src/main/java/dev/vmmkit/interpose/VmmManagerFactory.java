@@ -80,7 +80,6 @@ public final class VmmManagerFactory implements ResourceFactory {
             steps.done("pin-ahead limit");
             if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
             steps.done("not-served watch");
-            // Guarded: the summary's first formatting loads classes for tens of milliseconds.
             if (VmmLog.isInfo()) InterposeLog.info("device " + device + ": allocator opened in " + steps.summary());
             return manager;
         } catch (RuntimeException e) {
