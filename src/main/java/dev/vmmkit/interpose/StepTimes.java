@@ -19,21 +19,34 @@ final class StepTimes {
         names.add(step);
     }
 
-    /** "X ms (step A ms, ...)" for the steps so far. */
+    /**
+     * "X ms (step A ms, ...)" for the steps so far. Built with StringBuilder's appends, not string
+     * concatenation or String.format: the first run of either links or loads code for milliseconds,
+     * which the line's one use (inside the program's first allocation) would pay.
+     */
     String summary() {
-        StringBuilder steps = new StringBuilder();
+        StringBuilder line = new StringBuilder();
         long last = startedAt;
         for (int i = 0; i < names.size(); i++) {
-            steps.append(i == 0 ? "" : ", ").append(names.get(i)).append(' ').append(millis(endedAt.get(i) - last));
+            line.append(i == 0 ? " (" : ", ").append(names.get(i)).append(' ');
+            appendMillis(line, endedAt.get(i) - last);
             last = endedAt.get(i);
         }
-        return millis(last - startedAt) + " (" + steps + ")";
+        StringBuilder whole = new StringBuilder();
+        appendMillis(whole, last - startedAt);
+        return whole.append(line).append(')').toString();
     }
 
-    /** "12.34 ms", without String.format: its first use loads classes for tens of milliseconds. */
+    /** "12.34 ms". */
     static String millis(long nanos) {
+        StringBuilder out = new StringBuilder();
+        appendMillis(out, nanos);
+        return out.toString();
+    }
+
+    private static void appendMillis(StringBuilder out, long nanos) {
         long hundredths = (nanos + 5_000) / 10_000;
         long rest = hundredths % 100;
-        return hundredths / 100 + (rest < 10 ? ".0" : ".") + rest + " ms";
+        out.append(hundredths / 100).append(rest < 10 ? ".0" : ".").append(rest).append(" ms");
     }
 }

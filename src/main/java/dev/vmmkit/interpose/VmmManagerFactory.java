@@ -80,7 +80,10 @@ public final class VmmManagerFactory implements ResourceFactory {
             steps.done("pin-ahead limit");
             if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
             steps.done("not-served watch");
-            if (VmmLog.isInfo()) InterposeLog.info("device " + device + ": allocator opened in " + steps.summary());
+            if (VmmLog.isInfo()) {
+                InterposeLog.info(new StringBuilder("device ").append(device).append(": allocator opened in ")
+                        .append(steps.summary()).toString());
+            }
             return manager;
         } catch (RuntimeException e) {
             driver.close();
