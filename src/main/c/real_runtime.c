@@ -8,6 +8,7 @@
 #include "shim.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,22 +21,25 @@ pthread_once_t real_cu_once = PTHREAD_ONCE_INIT;
 
 /* Finds a loaded library by name (libcudart, libcuda): a library loaded with dlopen(RTLD_LOCAL), as Python does, is not
  * visible to dlsym(RTLD_NEXT), so we look through the loaded objects ourselves. */
-struct loaded { const char *name; void *handle; };
+/* The path of the first loaded object whose name contains want (copied: the callback must not call
+ * dlopen, see loaded_library). */
+struct loaded { const char *want; char path[PATH_MAX]; };
 
 static int find_loaded(struct dl_phdr_info *info, size_t size, void *data) {
     (void) size;
-    struct loaded *want = data;
-    if (info->dlpi_name && strstr(info->dlpi_name, want->name)) {
-        want->handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-        return want->handle != NULL;
-    }
-    return 0;
+    struct loaded *found = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, found->want)) return 0;
+    snprintf(found->path, sizeof found->path, "%s", info->dlpi_name);
+    return 1;
 }
 
+/* A handle to the loaded library whose name contains name, NULL when none is loaded. dlopen only
+ * after dl_iterate_phdr has returned: inside its callback the loader's lock order is reversed, and a
+ * dlopen there deadlocked against the JVM's start loading libjvm on another thread. */
 static void *loaded_library(const char *name) {
-    struct loaded want = { name, NULL };
-    dl_iterate_phdr(find_loaded, &want);
-    return want.handle;
+    struct loaded found = { name, "" };
+    if (!dl_iterate_phdr(find_loaded, &found)) return NULL;
+    return dlopen(found.path, RTLD_LAZY | RTLD_NOLOAD);
 }
 
 static void *real_symbol(void *library, const char *name) {

@@ -421,6 +421,31 @@ static void early_start(void) {
     CHECK(cudaFree(p) == 0);
 }
 
+/* The runtime initialised, and a fork right away, while the JVM may still be starting: the child's
+ * allocations go to the runtime, the parent's to vmmkit. */
+static void fork_early(void) {
+    CHECK(cudaFree(NULL) == 0);
+    long before = fake_cudart_malloc_calls();
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        void *a = NULL;
+        CHECK(cudaMalloc(&a, 4096) == 0 && a);
+        CHECK(cudaFree(a) == 0);
+        CHECK(fake_cudart_malloc_calls() - before == 1);
+        fflush(NULL);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    void *p = NULL;
+    CHECK(cudaMalloc(&p, 4096) == 0 && p);
+    CHECK(fake_cudart_malloc_calls() == before); /* vmmkit served the parent */
+    CHECK(cudaFree(p) == 0);
+}
+
 /* The runtime initialised, and the program ends at once, while the JVM may still be starting. */
 static void init_only(void) {
     CHECK(cudaFree(NULL) == 0);
@@ -578,13 +603,13 @@ static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"device_threads", device_threads},
     {"torch_threads", torch_threads},
     {"oom", oom}, {"capture", capture}, {"ipc", ipc}, {"ipc_errors", ipc_errors}, {"pluggable", pluggable},
-    {"early_start", early_start}, {"init_only", init_only},
+    {"early_start", early_start}, {"init_only", init_only}, {"fork_early", fork_early},
 };
 
 /* Scenarios that `all` leaves out. */
 static int only_by_name(const char *name) {
     return strcmp(name, "oom") == 0 || strcmp(name, "capture") == 0 || strncmp(name, "ipc", 3) == 0 || strcmp(name, "pluggable") == 0
-        || strcmp(name, "early_start") == 0 || strcmp(name, "init_only") == 0;
+        || strcmp(name, "early_start") == 0 || strcmp(name, "init_only") == 0 || strcmp(name, "fork_early") == 0;
 }
 
 int main(int argc, char **argv) {

@@ -76,6 +76,23 @@ class EarlyStartTest {
         }
     }
 
+    /**
+     * Also the guard against a deadlock seen here once in about ten runs on a loaded host: the
+     * program's first call resolved the real runtime with a dlopen inside dl_iterate_phdr's callback
+     * while the JVM's start loaded libjvm on another thread (the loader's two locks taken in opposite
+     * orders). Each run has that race; a hang fails the run.
+     */
+    @Test
+    void aForkRightAfterCudasInitialisationLeavesBothSidesAllocating() throws Exception {
+        for (int i = 0; i < 8; i++) {
+            Process process = run("fork_early").redirectOutput(dir.resolve("stdout.txt").toFile())
+                    .redirectError(dir.resolve("stderr.txt").toFile()).start();
+            assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), "the program did not end");
+            assertEquals(0, process.exitValue(), () -> read("stderr.txt"));
+            assertTrue(read("stdout.txt").contains("ok fork_early\n"), () -> read("stderr.txt"));
+        }
+    }
+
     private String read(String name) {
         try {
             return Files.readString(dir.resolve(name));
