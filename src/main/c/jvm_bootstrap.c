@@ -291,7 +291,6 @@ static void start_vmmkit(void) {
 
 static void mark_forked_child(void) { in_forked_child = 1; }
 
-
 int java_up(void) {
     if (in_forked_child || inside_start) return 0;
     pthread_once(&start_once, start_vmmkit);

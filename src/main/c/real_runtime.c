@@ -20,9 +20,8 @@ struct real_driver real_cu;
 pthread_once_t real_cu_once = PTHREAD_ONCE_INIT;
 
 /* Finds a loaded library by name (libcudart, libcuda): a library loaded with dlopen(RTLD_LOCAL), as Python does, is not
- * visible to dlsym(RTLD_NEXT), so we look through the loaded objects ourselves. */
-/* The path of the first loaded object whose name contains want (copied: the callback must not call
- * dlopen, see loaded_library). */
+ * visible to dlsym(RTLD_NEXT), so we look through the loaded objects ourselves. The walk copies the
+ * path of the first object whose name contains want; the dlopen comes after it (loaded_library). */
 struct loaded { const char *want; char path[PATH_MAX]; };
 
 static int find_loaded(struct dl_phdr_info *info, size_t size, void *data) {
