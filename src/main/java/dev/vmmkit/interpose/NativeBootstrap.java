@@ -78,25 +78,7 @@ public final class NativeBootstrap {
                 // exit status Java does not tell; counted as a run that completed).
                 Runtime.getRuntime().addShutdownHook(new Thread(() -> InterposedCalls.atExit(0, 0), "vmmkit-exit"));
             }
-            set(table, "allocate", "allocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            set(table, "release", "release", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            set(table, "record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
-            set(table, "record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
-            set(table, "at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT));
-            set(table, "peer_access", "peerAccess", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
-            set(table, "ipc_get_handle", "ipcGetHandle", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            set(table, "ipc_open", "ipcOpen", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
-            set(table, "ipc_close", "ipcClose", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
-            set(table, "reallocate", "reallocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            set(table, "remap_copy", "remapCopy",
-                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            set(table, "address_range", "addressRange", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
-            setTo(TagCalls.class, table, "region_begin", "regionBegin", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT));
-            setTo(TagCalls.class, table, "region_end", "regionEnd", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
-            setTo(TagCalls.class, table, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
-            setTo(TagCalls.class, table, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
-            setTo(TagCalls.class, table, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
-            setTo(CaptureCalls.class, table, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT));
+            makeStubs(table);
             // A process that lends its own allocators (an engine worker) runs vmmkit's code already.
             if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) StartUpWarmUp.startAndWait(System.getenv(), table);
             return 0;
@@ -112,18 +94,65 @@ public final class NativeBootstrap {
         return TABLE.byteOffset(MemoryLayout.PathElement.groupElement(field));
     }
 
-    /** Stores in {@code field} an upcall stub (alive for the whole process) to {@code InterposedCalls.method}. */
-    private static void set(MemorySegment table, String field, String method, FunctionDescriptor descriptor)
-            throws ReflectiveOperationException {
-        setTo(InterposedCalls.class, table, field, method, descriptor);
+    /** One entry of the table: {@code field} gets an upcall stub to {@code owner.method}. */
+    private record Entry(Class<?> owner, String field, String method, FunctionDescriptor descriptor) {
+        Entry(String field, String method, FunctionDescriptor descriptor) {
+            this(InterposedCalls.class, field, method, descriptor);
+        }
     }
 
-    /** As {@link #set}, for a static method of {@code owner}. */
-    private static void setTo(Class<?> owner, MemorySegment table, String field, String method, FunctionDescriptor descriptor)
-            throws ReflectiveOperationException {
-        MethodType type = descriptor.toMethodType();
-        var target = MethodHandles.lookup().findStatic(owner, method, type);
-        MemorySegment stub = Linker.nativeLinker().upcallStub(target, descriptor, Arena.global());
-        table.set(ValueLayout.ADDRESS, offset(field), stub);
+    private static final List<Entry> ENTRIES = List.of(
+            new Entry("allocate", "allocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG)),
+            new Entry("release", "release", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG)),
+            new Entry("record_alloc", "recordAlloc", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG)),
+            new Entry("record_free", "recordFree", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG)),
+            new Entry("at_exit", "atExit", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT)),
+            new Entry("peer_access", "peerAccess", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT)),
+            new Entry("ipc_get_handle", "ipcGetHandle", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG)),
+            new Entry("ipc_open", "ipcOpen", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT)),
+            new Entry("ipc_close", "ipcClose", FunctionDescriptor.of(JAVA_INT, JAVA_LONG)),
+            new Entry("reallocate", "reallocate", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG)),
+            new Entry("remap_copy", "remapCopy", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG)),
+            new Entry("address_range", "addressRange", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG)),
+            new Entry(TagCalls.class, "region_begin", "regionBegin", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT)),
+            new Entry(TagCalls.class, "region_end", "regionEnd", FunctionDescriptor.of(JAVA_INT, JAVA_INT)),
+            new Entry(TagCalls.class, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT)),
+            new Entry(TagCalls.class, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT)),
+            new Entry(TagCalls.class, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG)),
+            new Entry(CaptureCalls.class, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT)));
+
+    /** Threads that make the stubs: each stub costs milliseconds, and the shim waits for all of them. */
+    static final int STUB_THREADS = Math.max(1, Math.min(4, Integer.getInteger("vmmkit.stubThreads",
+            Runtime.getRuntime().availableProcessors())));
+
+    /**
+     * Fills every entry of the table with an upcall stub (alive for the whole process), on
+     * {@link #STUB_THREADS} threads: making the 18 stubs one after another took 112-168 ms of the
+     * shim's 204-289 ms start on a 2-core host (docs/allocator.md).
+     */
+    private static void makeStubs(MemorySegment table) throws Throwable {
+        Throwable[] failure = new Throwable[1];
+        Thread[] threads = new Thread[STUB_THREADS];
+        for (int t = 0; t < threads.length; t++) {
+            int first = t;
+            threads[t] = Thread.ofPlatform().name("vmmkit-stubs-" + t).start(() -> {
+                try {
+                    for (int i = first; i < ENTRIES.size(); i += threads.length) stub(table, ENTRIES.get(i));
+                } catch (Throwable e) {
+                    synchronized (failure) {
+                        if (failure[0] == null) failure[0] = e;
+                    }
+                }
+            });
+        }
+        for (Thread thread : threads) thread.join();
+        if (failure[0] != null) throw failure[0];
+    }
+
+    private static void stub(MemorySegment table, Entry entry) throws ReflectiveOperationException {
+        MethodType type = entry.descriptor().toMethodType();
+        var target = MethodHandles.lookup().findStatic(entry.owner(), entry.method(), type);
+        MemorySegment stub = Linker.nativeLinker().upcallStub(target, entry.descriptor(), Arena.global());
+        table.set(ValueLayout.ADDRESS, offset(entry.field()), stub);
     }
 }
