@@ -67,13 +67,7 @@ class EarlyStartTest {
 
     @Test
     void aProgramThatEndsWhileTheJvmStartsEndsCleanly() throws Exception {
-        for (int i = 0; i < 5; i++) {
-            Process process = run("init_only").redirectOutput(dir.resolve("stdout.txt").toFile())
-                    .redirectError(dir.resolve("stderr.txt").toFile()).start();
-            assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), "the program did not end");
-            assertEquals(0, process.exitValue(), () -> read("stderr.txt"));
-            assertTrue(read("stdout.txt").contains("ok init_only\n"), () -> read("stderr.txt"));
-        }
+        for (int i = 0; i < 5; i++) runToItsEnd("init_only");
     }
 
     /**
@@ -84,13 +78,16 @@ class EarlyStartTest {
      */
     @Test
     void aForkRightAfterCudasInitialisationLeavesBothSidesAllocating() throws Exception {
-        for (int i = 0; i < 8; i++) {
-            Process process = run("fork_early").redirectOutput(dir.resolve("stdout.txt").toFile())
-                    .redirectError(dir.resolve("stderr.txt").toFile()).start();
-            assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), "the program did not end");
-            assertEquals(0, process.exitValue(), () -> read("stderr.txt"));
-            assertTrue(read("stdout.txt").contains("ok fork_early\n"), () -> read("stderr.txt"));
-        }
+        for (int i = 0; i < 8; i++) runToItsEnd("fork_early");
+    }
+
+    /** Runs {@code scenario} to its end: it must end, with status 0, having passed. */
+    private void runToItsEnd(String scenario) throws Exception {
+        Process process = run(scenario).redirectOutput(dir.resolve("stdout.txt").toFile())
+                .redirectError(dir.resolve("stderr.txt").toFile()).start();
+        assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), scenario + ": the program did not end");
+        assertEquals(0, process.exitValue(), () -> read("stderr.txt"));
+        assertTrue(read("stdout.txt").contains("ok " + scenario + "\n"), () -> read("stderr.txt"));
     }
 
     private String read(String name) {
