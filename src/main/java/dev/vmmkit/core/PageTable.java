@@ -83,7 +83,7 @@ final class PageTable {
     boolean isMapped(long va) {
         int page = page(va);
         Chunk chunk = chunks.getPlain(page >>> CHUNK_SHIFT);
-        return chunk != null && chunk.handleStartPlusOne[page & (CHUNK_PAGES - 1)] != 0;
+        return chunk != null && chunk.handleStartPlusOne[slot(page)] != 0;
     }
 
     /** Where the handle mapped at {@code va} starts. */
@@ -94,7 +94,7 @@ final class PageTable {
     /** Where the handle mapped at {@code va} ends. */
     long handleEnd(long va) {
         int start = startPage(page(va));
-        return address(chunkOf(start).endPageByStartPage[start & (CHUNK_PAGES - 1)]);
+        return address(chunkOf(start).endPageByStartPage[slot(start)]);
     }
 
     /** How many chunks of entries exist (tests: a table allocates them only where pages were mapped). */
@@ -257,12 +257,12 @@ final class PageTable {
     /** The handle mapped at {@code va} (a mapped address). */
     long handleAt(long va) {
         int start = startPage(page(va));
-        return chunkOf(start).handleByStartPage[start & (CHUNK_PAGES - 1)];
+        return chunkOf(start).handleByStartPage[slot(start)];
     }
 
     /** The first page of the handle mapped at {@code page} (a mapped page). */
     private int startPage(int page) {
-        return chunkOf(page).handleStartPlusOne[page & (CHUNK_PAGES - 1)] - 1;
+        return chunkOf(page).handleStartPlusOne[slot(page)] - 1;
     }
 
     /** The chunk of {@code page}, which holds a mapped page (so it exists). */
@@ -285,8 +285,8 @@ final class PageTable {
         int end = page(va + bytes - 1) + 1;
         fillStarts(first, end, first + 1);
         Chunk head = chunkOf(first);
-        head.handleByStartPage[first & (CHUNK_PAGES - 1)] = handle;
-        head.endPageByStartPage[first & (CHUNK_PAGES - 1)] = end;
+        head.handleByStartPage[slot(first)] = handle;
+        head.endPageByStartPage[slot(first)] = end;
         mappedPages.set(first, end);
     }
 
@@ -301,12 +301,16 @@ final class PageTable {
     // first large mapping (8,192 pages for 16 GiB) does not walk its pages in the interpreter.
     private void fillStarts(int first, int end, int value) {
         for (int page = first; page < end; ) {
-            int chunkEnd = Math.min(end, (page | (CHUNK_PAGES - 1)) + 1);
-            Chunk chunk = chunkToWrite(page);
-            java.util.Arrays.fill(chunk.handleStartPlusOne, page & (CHUNK_PAGES - 1),
-                    ((chunkEnd - 1) & (CHUNK_PAGES - 1)) + 1, value);
-            page = chunkEnd;
+            int chunkStart = page & -CHUNK_PAGES;
+            int upTo = Math.min(end, chunkStart + CHUNK_PAGES);
+            java.util.Arrays.fill(chunkToWrite(page).handleStartPlusOne, page - chunkStart, upTo - chunkStart, value);
+            page = upTo;
         }
+    }
+
+    /** Where {@code page}'s entries lie in its chunk. */
+    private static int slot(int page) {
+        return page & (CHUNK_PAGES - 1);
     }
 
     private int page(long va) {
