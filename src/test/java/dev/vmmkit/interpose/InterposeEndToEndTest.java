@@ -59,21 +59,11 @@ class InterposeEndToEndTest {
     /** Runs {@code vmmkit run ARGS} in a new JVM, the embedded JVM loading {@code allocator}'s classes. */
     private ProcessResult vmmkitRun(String allocator, Map<String, String> extraEnv, String... args)
             throws IOException, InterruptedException {
-        String classPath = System.getProperty("java.class.path");
-        List<String> command = new ArrayList<>(List.of(
-                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-cp", classPath, "dev.vmmkit.tools.VmmkitCli", "run"));
-        command.addAll(List.of(args));
-        ProcessBuilder builder = new ProcessBuilder(command)
+        ProcessBuilder builder = new ProcessBuilder(VmmkitRunCommand.of(args))
                 .redirectOutput(dir.resolve("stdout.txt").toFile())
                 .redirectError(dir.resolve("stderr.txt").toFile());
         Map<String, String> env = builder.environment();
-        env.put("VMMKIT_JAR", classPath);
-        env.remove("VMM_MODE");
-        // Each test has its own profile cache, so no run reads another's (or the user's) peak profile.
-        env.put("XDG_CACHE_HOME", dir.resolve("cache").toString());
-        env.remove("VMM_PROFILE");
-        env.remove("VMM_PEAK_HINT");
+        VmmkitRunCommand.isolate(env, dir); // each test's own profile cache: no run reads another's peak profile
         if (allocator.equals(PLUMBING_ONLY)) {
             env.put("VMMKIT_JVM_OPTS", "-D" + ResourceFactory.PROPERTY + "=" + BumpResourceFactory.class.getName());
         } else {
