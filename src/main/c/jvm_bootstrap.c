@@ -267,6 +267,7 @@ static void start_vmmkit(void) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     java.table_size = sizeof java;
     java.monitor_mode = monitor_mode;
+    java.started_early = __atomic_load_n(&started_early, __ATOMIC_ACQUIRE);
     int started = 0;
     pthread_t thread;
     pthread_attr_t attr;

@@ -75,7 +75,7 @@ struct entry_table {
     int32_t table_size;    /* in: sizeof(struct entry_table), so Java refuses a mismatched shim */
     int32_t monitor_mode;  /* in: 1 = memory comes from the real runtime, Java only records */
     int32_t owns_jvm;      /* in: 1 = this shim created the JVM (0: attached to a host JVM) */
-    int32_t reserved;
+    int32_t started_early; /* in: 1 = the start runs in the background, before the program's first allocation */
     /* out: address > 0, 0 for size 0, or -cudaError, or JAVA_PASS_THROUGH */
     int64_t (*allocate)(int64_t size, int32_t device, int64_t stream);
     /* out: JAVA_FREED, JAVA_NOT_OURS or -cudaError */

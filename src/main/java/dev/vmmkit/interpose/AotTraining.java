@@ -2,15 +2,13 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
-import dev.vmmkit.driver.DriverKind;
-import dev.vmmkit.driver.Drivers;
-import dev.vmmkit.driver.VmmDriver;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
+import java.util.Map;
 
 import static dev.vmmkit.interpose.NativeBootstrap.offset;
 import static java.lang.foreign.ValueLayout.ADDRESS;
@@ -74,10 +72,15 @@ public final class AotTraining {
         }
     }
 
-    /** The allocator's first calls, slow path included; a failure only leaves them out of the cache. */
+    /**
+     * A device's allocator opened as the shim opens it, then its first calls, slow path included; a
+     * failure only leaves them out of the cache.
+     */
     private static void trainAllocator() {
-        try (VmmDriver driver = Drivers.open(DriverKind.AUTO, 0, Drivers.WHOLE_DEVICE);
-             VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+        NotServedWatch watch = new NotServedWatch();
+        watch.startEarly();
+        try (VmmManager manager = (VmmManager) new VmmManagerFactory(Map.of("VMM_DRIVER", "auto"), PeakProfileUse.NONE,
+                watch, null).open(0)) {
             long first = manager.allocate(256L << 20, 0); // a first large request: one handle, backed from nothing
             manager.deallocate(first, VmmManager.DEVICE_WIDE_STREAM);
             long[] held = new long[16];
@@ -89,6 +92,8 @@ public final class AotTraining {
             trainTags(manager);
         } catch (Throwable e) {
             System.err.println("AotTraining: allocator not trained: " + e);
+        } finally {
+            watch.stop();
         }
     }
 

@@ -66,6 +66,7 @@ final class InterposeSession {
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode || lent ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
         NotServedWatch notServed = new NotServedWatch();
+        if (!monitorMode && !lent) notServed.startEarly();
         FirstCalls firstCalls = !monitorMode && !lent && VmmLog.isInfo() ? new FirstCalls() : null;
         ResourceFactory factory = monitorMode ? device -> null
                 : lent ? ProcessAllocators::lent

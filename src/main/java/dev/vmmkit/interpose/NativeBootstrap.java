@@ -27,7 +27,7 @@ public final class NativeBootstrap {
             JAVA_INT.withName("table_size"),
             JAVA_INT.withName("monitor_mode"),
             JAVA_INT.withName("owns_jvm"),
-            JAVA_INT.withName("reserved"),
+            JAVA_INT.withName("started_early"),
             ADDRESS.withName("allocate"),
             ADDRESS.withName("release"),
             ADDRESS.withName("record_alloc"),
@@ -72,6 +72,7 @@ public final class NativeBootstrap {
             }
             boolean monitorMode = table.get(JAVA_INT, offset("monitor_mode")) != 0;
             boolean ownsJvm = table.get(JAVA_INT, offset("owns_jvm")) != 0;
+            boolean startedEarly = table.get(JAVA_INT, offset("started_early")) != 0;
             InterposedCalls.install(InterposeSession.fromEnvironment(monitorMode, System.getenv()));
             if (!ownsJvm) {
                 // In a host JVM the shim registers no exit handler: finish when the JVM shuts down (whose
@@ -80,7 +81,11 @@ public final class NativeBootstrap {
             }
             makeStubs(table);
             // A process that lends its own allocators (an engine worker) runs vmmkit's code already.
-            if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) StartUpWarmUp.startAndWait(System.getenv(), table);
+            if (!monitorMode && !dev.vmmkit.core.ProcessAllocators.claimed()) {
+                // Started early, the start runs beside the program, which may allocate at any moment:
+                // it waits for nothing (the program would wait with it).
+                StartUpWarmUp.startAndWait(System.getenv(), table, startedEarly ? 0 : StartUpWarmUp.WAIT_MILLIS);
+            }
             return 0;
         } catch (Throwable e) {
             System.err.println("vmmkit: cannot start: " + e);

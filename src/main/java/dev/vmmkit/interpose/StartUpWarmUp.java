@@ -15,9 +15,11 @@ import java.util.Map;
  * other runs the allocator's code on a dry driver ({@link AllocatorWarmUp}). They run side by side
  * because the program's first allocation may come right after CUDA's initialisation (~200 ms): one
  * thread doing both was still running then in 14 of 15 processes on an H100, beside the program's
- * call. The shim's start waits for them at most {@value #WAIT_MILLIS} ms ({@link #startAndWait}):
- * the shim initialises CUDA on the program's thread meanwhile, so on a GPU the wait costs nothing;
- * whatever is left goes on in the background. {@code VMM_WARM_UP=0} turns it off (to measure what
+ * call. A start made at the program's first allocation waits for them at most {@value #WAIT_MILLIS}
+ * ms ({@link #startAndWait}): the shim initialises CUDA on the program's thread meanwhile, so on a
+ * GPU the wait costs nothing. A start made early (when the program's CUDA runtime initialises) waits
+ * for nothing: the program runs beside it and may allocate at any moment. Whatever is left goes on
+ * in the background. {@code VMM_WARM_UP=0} turns it off (to measure what
  * it saves). It stops when the program exits.
  */
 final class StartUpWarmUp {
@@ -44,19 +46,19 @@ final class StartUpWarmUp {
     private StartUpWarmUp() {
     }
 
-    /** The longest the shim's start waits for the warm-up. */
+    /** The longest a start made at the program's first allocation waits for the warm-up. */
     static final long WAIT_MILLIS = 50;
 
     /**
-     * Starts the warm-up unless {@value #SETTING} is 0, and waits for it at most {@value #WAIT_MILLIS}
-     * ms; the allocator's thread then calls the shim's memory-tag entry points in {@code table}
-     * ({@link TagCallWarmUp}).
+     * Starts the warm-up unless {@value #SETTING} is 0, and waits for it at most {@code waitMillis}
+     * ms (0: not at all); the allocator's thread then calls the shim's memory-tag entry points in
+     * {@code table} ({@link TagCallWarmUp}).
      */
-    static void startAndWait(Map<String, String> env, MemorySegment table) {
+    static void startAndWait(Map<String, String> env, MemorySegment table, long waitMillis) {
         Thread allocator = start(env, () -> TagCallWarmUp.run(table, TagCallWarmUp.ROUNDS));
-        if (allocator == null) return;
+        if (allocator == null || waitMillis <= 0) return;
         try {
-            allocator.join(WAIT_MILLIS);
+            allocator.join(waitMillis);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

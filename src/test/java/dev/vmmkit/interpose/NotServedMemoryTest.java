@@ -9,7 +9,9 @@ import org.junit.jupiter.api.Test;
 
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -78,6 +80,31 @@ class NotServedMemoryTest {
             assertEquals(100L << 20, peak.outsideBytes(), peak::toString);
             assertTrue(peak.usedBytes() >= peak.outsideBytes(), peak::toString);
             assertNull(watch.peak(1));
+        }
+    }
+
+    /** Started early, the watch's own thread starts the device's sampler, which samples without being asked. */
+    @Test
+    void aWatchStartedEarlySamplesOnAThreadOfItsOwn() throws InterruptedException {
+        try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
+             VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+            NotServedWatch watch = new NotServedWatch();
+            watch.startEarly();
+            CountDownLatch sampled = new CountDownLatch(1);
+            AtomicReference<String> sampler = new AtomicReference<>();
+            Thread watcher = Thread.currentThread();
+            watch.watch(0, device -> {
+                if (Thread.currentThread() != watcher) {
+                    sampler.compareAndSet(null, Thread.currentThread().getName());
+                    sampled.countDown();
+                }
+                VmmDriver.MemoryInfo info = driver.memoryInfo();
+                return new VmmDriver.MemoryInfo(info.freeBytes() - (8L << 20), info.totalBytes());
+            }, manager);
+            sampled.await();
+            watch.stop();
+            assertEquals("vmmkit-not-served-0", sampler.get());
+            assertEquals(8L << 20, watch.peak(0).outsideBytes());
         }
     }
 
