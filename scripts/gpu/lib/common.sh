@@ -61,12 +61,14 @@ find_cudart() {
 }
 
 # ensure_aot_cache NAME: trains runtime/vmmkit.aot (the shim's AOT cache, scripts/build-aot-cache.sh)
-# when runtime/ is carried and the cache is missing or was trained for another checkout path; on a
+# when runtime/ is carried and the cache is missing, was trained for another checkout path, or was
+# trained on a machine without the NVIDIA driver (a runtime built elsewhere and carried here); on a
 # GPU machine the training run allocates through CUDA, so the cache holds the driver's classes too.
 # Prints what it did; a failed training only leaves the shim slower to start.
 ensure_aot_cache() {
   [ -x runtime/bin/java ] || { echo "$1: no runtime/ carried: the JVM the shim starts has no AOT cache"; return 0; }
-  if [ -f runtime/vmmkit.aot ] && [ "$(cat runtime/vmmkit.aot.jar 2>/dev/null)" = "$root/target/vmmkit.jar" ]; then
+  if [ -f runtime/vmmkit.aot ] && [ "$(cat runtime/vmmkit.aot.jar 2>/dev/null)" = "$root/target/vmmkit.jar" ] \
+     && [ "$(cat runtime/vmmkit.aot.driver 2>/dev/null)" = cuda ]; then
     echo "$1: AOT cache runtime/vmmkit.aot is this checkout's"; return 0
   fi
   echo "$1: training runtime/vmmkit.aot for this machine and checkout"
