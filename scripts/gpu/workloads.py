@@ -191,6 +191,10 @@ WORKLOADS = {
     "gen_llama_long": lambda: generate("llama", [4], 1024, 128),
     "gen_gpt2_b4": lambda: generate("gpt2", [4, 2], 96, 96),
     "gen_qwen2_b16": lambda: generate("qwen2", [16], 256, 96),
+    # Large batches (the synthetic generation_b32 and generation_b48 shapes): the cache's copies pass
+    # the allocator's small-request limit early in decoding.
+    "gen_llama_b32": lambda: generate("llama", [32, 24], 64, 200),
+    "gen_llama_b48": lambda: generate("llama", [48, 32], 64, 200),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

@@ -286,8 +286,9 @@ static void start_vmmkit(void) {
     if (java.owns_jvm) on_exit(call_java_at_exit, NULL); /* a host JVM writes stats in a shutdown hook */
     __atomic_store_n(&java_ready, 1, __ATOMIC_RELEASE);
     if (log_info())
-        fprintf(stderr, "vmmkit: %s mode ready in %.1f ms (JVM %s in %.1f ms)\n", monitor_mode ? "monitor" : "vmm",
-                total_ms, java.owns_jvm ? "started" : "attached", jvm_ms);
+        fprintf(stderr, "vmmkit: %s mode ready in %.1f ms (JVM %s in %.1f ms%s)\n", monitor_mode ? "monitor" : "vmm",
+                total_ms, java.owns_jvm ? "started" : "attached", jvm_ms,
+                java.started_early ? "; started early, beside the program" : "");
 }
 
 static void mark_forked_child(void) { in_forked_child = 1; }

@@ -47,7 +47,7 @@ class EarlyStartTest {
                     synchronized (stderr) {
                         stderr.append(line).append('\n');
                     }
-                    if (line.contains("vmm mode ready")) ready.countDown();
+                    if (line.contains("vmm mode ready") && line.contains("started early")) ready.countDown();
                 }
             } catch (IOException ignored) {
                 // the process ended
@@ -60,7 +60,7 @@ class EarlyStartTest {
         assertTrue(process.waitFor(WAIT_SECONDS, TimeUnit.SECONDS), "the program did not end");
         reader.join();
         String out = Files.readString(dir.resolve("stdout.txt"));
-        assertTrue(upFirst, "vmmkit did not report itself ready before the first allocation:\n" + stderr + out);
+        assertTrue(upFirst, "vmmkit did not report itself ready, started early, before the first allocation:\n" + stderr + out);
         assertEquals(0, process.exitValue(), () -> stderr + out);
         assertTrue(out.contains("initialised\nok early_start\n"), out);
     }
