@@ -1,6 +1,8 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.VmmDriver;
 
 import java.util.List;
@@ -71,9 +73,16 @@ final class NotServedWatch {
                         used = inUse;
                     }
                 }
+            } catch (DriverException e) {
+                // At exit CUDA may have shut down before vmmkit's last sample: the samples taken stand.
+                if (e.result() != CudaResult.DEINITIALIZED) warnCannotRead(e);
             } catch (Throwable e) {
-                InterposeLog.warnOnce("not-served", "cannot read device " + ordinal + "'s free memory", e);
+                warnCannotRead(e);
             }
+        }
+
+        private void warnCannotRead(Throwable e) {
+            InterposeLog.warnOnce("not-served", "cannot read device " + ordinal + "'s free memory", e);
         }
 
         synchronized Peak peak() {

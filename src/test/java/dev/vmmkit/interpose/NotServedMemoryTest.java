@@ -2,11 +2,15 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.DriverKind;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 import org.junit.jupiter.api.Test;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -105,6 +109,34 @@ class NotServedMemoryTest {
             watch.stop();
             assertEquals("vmmkit-not-served-0", sampler.get());
             assertEquals(8L << 20, watch.peak(0).outsideBytes());
+        }
+    }
+
+    /** CUDA shut down before the sample at exit (a Python program's own exit): the peak so far stands, and nothing is said. */
+    @Test
+    void theLastSampleAfterCudaShutDownKeepsThePeakQuietly() {
+        try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
+             VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+            AtomicLong elsewhere = new AtomicLong(32L << 20);
+            java.util.concurrent.atomic.AtomicBoolean shutDown = new java.util.concurrent.atomic.AtomicBoolean();
+            NotServedWatch watch = new NotServedWatch();
+            watch.watch(0, device -> {
+                if (shutDown.get()) throw DriverException.of(CudaResult.DEINITIALIZED, "cuMemGetInfo_v2()");
+                VmmDriver.MemoryInfo info = driver.memoryInfo();
+                return new VmmDriver.MemoryInfo(info.freeBytes() - elsewhere.get(), info.totalBytes());
+            }, manager);
+            watch.sampleNow(0);
+            shutDown.set(true);
+            PrintStream err = System.err;
+            ByteArrayOutputStream printed = new ByteArrayOutputStream();
+            System.setErr(new PrintStream(printed, true));
+            try {
+                watch.stop();
+            } finally {
+                System.setErr(err);
+            }
+            assertEquals("", printed.toString());
+            assertEquals(32L << 20, watch.peak(0).outsideBytes());
         }
     }
 
