@@ -30,26 +30,43 @@ final class GenerateTrace {
     private static final long FP32 = 4;
     private static final long INT64 = 8;
     private static final long BOOL = 1;
-    /** cuBLAS's workspace, made at the first matrix product and kept. */
-    private static final long BLAS_WORKSPACE = 32L << 20;
+    /** cuBLAS's workspace, made at the first matrix product and kept (the H100 recording of {@code gen_llama_b8}). */
+    private static final long[] BLAS_WORKSPACE = {32L << 20};
+    /**
+     * The library workspaces the H200 recordings ({@code gen_llama_b32}, {@code gen_llama_b48}) show at the
+     * first matrix product, kept for the run: one of 64 MiB, then cuBLAS's 32 MiB.
+     */
+    private static final long[] H200_WORKSPACES = {64L << 20, 32L << 20};
 
     /**
      * A model and its {@code generate()} calls: batch sizes, prompt length and new tokens per call
-     * ({@code sampled}: do_sample with temperature, top-k and top-p, else greedy).
+     * ({@code sampled}: do_sample with temperature, top-k and top-p, else greedy), and the bytes of
+     * the library workspaces made at the first matrix product and kept.
      */
     record Shape(String name, int hidden, int layers, int heads, int kvHeads, int intermediate, int vocab,
-                 int[] batches, int prompt, int newTokens, boolean sampled) {
+                 int[] batches, int prompt, int newTokens, boolean sampled, long[] workspaces) {
+        Shape(String name, int hidden, int layers, int heads, int kvHeads, int intermediate, int vocab,
+              int[] batches, int prompt, int newTokens, boolean sampled) {
+            this(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled, BLAS_WORKSPACE);
+        }
+
         @Override
         public String toString() {
             return String.format("%s: hidden %d, %d layers, %d heads (%d cached), intermediate %d, vocabulary %d;"
-                            + " batches %s, prompt %d, %d new tokens, %s", name, hidden, layers, heads, kvHeads, intermediate,
-                    vocab, java.util.Arrays.toString(batches), prompt, newTokens, sampled ? "sampled" : "greedy");
+                            + " batches %s, prompt %d, %d new tokens, %s; workspaces %s", name, hidden, layers, heads, kvHeads,
+                    intermediate, vocab, java.util.Arrays.toString(batches), prompt, newTokens, sampled ? "sampled" : "greedy",
+                    java.util.Arrays.toString(workspaces));
         }
 
         /** The same model and calls with other batches, prompt and length. */
         Shape with(String newName, int[] newBatches, int newPrompt, int newTokensEach) {
             return new Shape(newName, hidden, layers, heads, kvHeads, intermediate, vocab, newBatches, newPrompt,
-                    newTokensEach, sampled);
+                    newTokensEach, sampled, workspaces);
+        }
+
+        /** The same, with the libraries' workspaces of another machine. */
+        Shape withWorkspaces(long[] bytes) {
+            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled, bytes);
         }
     }
 
@@ -72,7 +89,8 @@ final class GenerateTrace {
             LLAMA_B8,
             LLAMA_B8.with("generation_long", new int[]{8, 8}, 128, 320),
             LLAMA_B8.with("generation_b16", new int[]{16}, 256, 400),
-            LLAMA_B8.with("generation_b32", new int[]{32, 24}, 64, 200),
+            // The program recorded on an H200 as traces/gen_llama_b32.csv.gz, with that machine's workspaces.
+            LLAMA_B8.with("generation_b32", new int[]{32, 24}, 64, 200).withWorkspaces(H200_WORKSPACES),
             LLAMA_B8.with("generation_b1", new int[]{1, 1}, 64, 600),
             LLAMA_B8.with("generation_prompt1024", new int[]{4}, 1024, 400),
             new Shape("generation_sampled", 1024, 8, 16, 4, 2816, 32000, new int[]{8, 8}, 128, 320, true),
@@ -84,14 +102,14 @@ final class GenerateTrace {
             LLAMA_B8.with("generation_b24", new int[]{24, 16}, 96, 300),
             LLAMA_B8.with("generation_b28", new int[]{28, 20}, 64, 240),
             LLAMA_B8.with("generation_b40", new int[]{40, 32}, 64, 200),
-            LLAMA_B8.with("generation_b48", new int[]{48, 32}, 64, 200),
+            LLAMA_B8.with("generation_b48", new int[]{48, 32}, 64, 200).withWorkspaces(H200_WORKSPACES), // gen_llama_b48
             LLAMA_B8.with("generation_b64", new int[]{64}, 64, 160));
 
     private final Shape shape;
     private final int headDim;
     private final TensorTrace tensors;
     private final SplittableRandom rng = new SplittableRandom(29);
-    private T blasWorkspace;
+    private final List<T> workspaces = new ArrayList<>();
 
     private GenerateTrace(TraceWriter out, Shape shape) {
         this.tensors = new TensorTrace(out);
@@ -124,7 +142,7 @@ final class GenerateTrace {
         List<T> weights = loadWeights();
         for (int batch : shape.batches) generate(batch);
         for (T w : weights) free(w);
-        free(blasWorkspace);
+        for (T w : workspaces) free(w);
     }
 
     private List<T> loadWeights() throws IOException {
@@ -209,7 +227,7 @@ final class GenerateTrace {
         T cos = alloc(bt * headDim * BF16);
         T sin = alloc(bt * headDim * BF16);
         free(invExpanded, positions, invCopy, freqs, emb, cosF, sinF);
-        if (blasWorkspace == null) blasWorkspace = alloc(BLAS_WORKSPACE);
+        if (workspaces.isEmpty()) for (long bytes : shape.workspaces) workspaces.add(alloc(bytes));
 
         T hiddenStates = embedded;
         for (int l = 0; l < shape.layers; l++) {

@@ -2,7 +2,8 @@ package dev.vmmkit.bench;
 
 import dev.vmmkit.trace.AllocationTrace;
 import dev.vmmkit.trace.TraceReader;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
@@ -11,8 +12,10 @@ import java.nio.file.Path;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The synthetic generation class against the real program it models: {@code traces/gen_llama_b8.csv.gz},
- * recorded from transformers' {@code generate()} with PyTorch's cache off. The summary statistics a
+ * The synthetic generation classes against the real programs they model, recorded from transformers'
+ * {@code generate()} with PyTorch's cache off: {@code generation} against {@code traces/gen_llama_b8.csv.gz},
+ * and the large-batch {@code generation_b32} and {@code generation_b48} against {@code gen_llama_b32} and
+ * {@code gen_llama_b48} (the same model at batches 32 then 24 and 48 then 32). The summary statistics a
  * placement policy reacts to must agree: which sizes are asked how often, and how live bytes rise and
  * fall over the run. The old synthetic generation traces (a cache grown every 32 tokens, or eager
  * attention with sampling) were 0.33-0.47 apart in the size histogram and 0.08-0.09 in the live profile.
@@ -20,13 +23,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class GenerateTraceTest {
     private static final int PROFILE_POINTS = 200;
 
-    @Test
-    void theGenerationClassHasTheRecordedProgramsSizesAndLiveProfile(@TempDir Path dir) throws IOException {
-        Path file = dir.resolve("generation.csv.gz");
-        GenerateTrace.write(file, GenerateTrace.LLAMA_B8);
+    @ParameterizedTest
+    @CsvSource({"generation, gen_llama_b8", "generation_b32, gen_llama_b32", "generation_b48, gen_llama_b48"})
+    void aGenerationClassHasTheRecordedProgramsSizesAndLiveProfile(String shapeName, String recorded, @TempDir Path dir)
+            throws IOException {
+        GenerateTrace.Shape shape = GenerateTrace.FAMILY.stream().filter(s -> s.name().equals(shapeName)).findFirst().orElseThrow();
+        Path file = dir.resolve(shapeName + ".csv.gz");
+        GenerateTrace.write(file, shape);
 
         Summary synthetic = Summary.of(TraceReader.read(file));
-        Summary real = Summary.of(TraceReader.read(Path.of("traces", "gen_llama_b8.csv.gz")));
+        Summary real = Summary.of(TraceReader.read(Path.of("traces", recorded + ".csv.gz")));
 
         double histogram = synthetic.histogramDistance(real);
         assertTrue(histogram < 0.05, "size classes (log2) differ by " + histogram + " (total variation)");
