@@ -274,7 +274,7 @@ static void start_vmmkit(void) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8 << 20);
     if (pthread_create(&thread, &attr, bootstrap, &started) == 0) {
-        if (!started_early) init_cuda_while_java_starts();
+        if (!java.started_early) init_cuda_while_java_starts();
         pthread_join(thread, NULL);
     }
     pthread_attr_destroy(&attr);

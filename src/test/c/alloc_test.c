@@ -406,6 +406,23 @@ static void pluggable(void) {
     CHECK(fake_cudart_malloc_calls() == before);
 }
 
+/* Forks; the child runs work(before) and leaves with _exit, and the parent checks that it passed.
+ * _exit, not exit: in a child of a multithreaded process, exit-time handlers of other libraries
+ * (the JVM's among them) may wait on locks whose owners did not survive fork. */
+static void in_forked_child(void (*work)(long before), long before) {
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        work(before);
+        fflush(NULL);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* CUDA's idiom for initialising the runtime, then, once the harness has seen vmmkit report itself
  * ready (it answers on stdin), the first allocation: the JVM started before any allocation. */
 static void early_start(void) {
@@ -421,25 +438,20 @@ static void early_start(void) {
     CHECK(cudaFree(p) == 0);
 }
 
+/* The child of fork_early: its allocation goes to the runtime. */
+static void allocate_through_the_runtime(long before) {
+    void *a = NULL;
+    CHECK(cudaMalloc(&a, 4096) == 0 && a);
+    CHECK(cudaFree(a) == 0);
+    CHECK(fake_cudart_malloc_calls() - before == 1);
+}
+
 /* The runtime initialised, and a fork right away, while the JVM may still be starting: the child's
  * allocations go to the runtime, the parent's to vmmkit. */
 static void fork_early(void) {
     CHECK(cudaFree(NULL) == 0);
     long before = fake_cudart_malloc_calls();
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        void *a = NULL;
-        CHECK(cudaMalloc(&a, 4096) == 0 && a);
-        CHECK(cudaFree(a) == 0);
-        CHECK(fake_cudart_malloc_calls() - before == 1);
-        fflush(NULL);
-        _exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    in_forked_child(allocate_through_the_runtime, before);
     void *p = NULL;
     CHECK(cudaMalloc(&p, 4096) == 0 && p);
     CHECK(fake_cudart_malloc_calls() == before); /* vmmkit served the parent */
@@ -516,27 +528,20 @@ static void threads(void) {
     CHECK(fake_cudart_malloc_calls() - before == expected_stand_in_calls((long) THREADS * ROUNDS));
 }
 
+/* The child of forks: the JVM's threads did not come along, so everything goes to the runtime. */
+static void round_trips_through_the_runtime(long before) {
+    void *a = NULL, *b = NULL;
+    CHECK(cudaMalloc(&a, 1 << 16) == 0 && cudaMalloc(&b, 1 << 16) == 0);
+    round_trip(a, b, 1 << 16, 9, NULL);
+    CHECK(cudaFree(a) == 0 && cudaFree(b) == 0);
+    CHECK(fake_cudart_malloc_calls() - before == 2);
+}
+
 static void forks(void) {
     void *parent_block = NULL;
     CHECK(cudaMalloc(&parent_block, 4096) == 0);
     long before = fake_cudart_malloc_calls();
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) { /* the JVM's threads did not come along: everything goes to the runtime */
-        void *a = NULL, *b = NULL;
-        CHECK(cudaMalloc(&a, 1 << 16) == 0 && cudaMalloc(&b, 1 << 16) == 0);
-        round_trip(a, b, 1 << 16, 9, NULL);
-        CHECK(cudaFree(a) == 0 && cudaFree(b) == 0);
-        CHECK(fake_cudart_malloc_calls() - before == 2);
-        /* _exit, not exit: in a child of a multithreaded process, exit-time handlers of other
-         * libraries (the JVM's among them) may wait on locks whose owners did not survive fork. */
-        fflush(NULL);
-        _exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    in_forked_child(round_trips_through_the_runtime, before);
     void *after = NULL;
     CHECK(cudaMalloc(&after, 1 << 16) == 0);
     round_trip(after, parent_block, 4096, 3, NULL);

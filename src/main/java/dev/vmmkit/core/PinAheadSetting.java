@@ -51,13 +51,13 @@ public final class PinAheadSetting {
      * opened inside the program's first allocation, does not (the read took 0.6-0.8 ms there on an H200).
      */
     static long halfOfHostMemory() {
-        long half = halfOfHostMemory;
-        if (half < 0) halfOfHostMemory = half = readHalfOfHostMemory();
+        long half = halfOfHostMemoryRead;
+        if (half < 0) halfOfHostMemoryRead = half = readHalfOfHostMemory();
         return half;
     }
 
     /** Negative until read. */
-    private static volatile long halfOfHostMemory = -1;
+    private static volatile long halfOfHostMemoryRead = -1;
 
     /** Half of MemTotal in /proc/meminfo; 0 (off) where it cannot be read. */
     private static long readHalfOfHostMemory() {

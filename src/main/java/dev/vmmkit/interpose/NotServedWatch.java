@@ -20,9 +20,9 @@ import java.util.function.IntFunction;
  * on the calling thread) reads the driver's free memory (cuMemGetInfo) and the allocator's reserved
  * bytes every {@link #PERIOD_MS} ms and keeps the highest difference, and takes one more sample
  * when stopped at exit. A framework's pool is persistent, so a period this long does not miss it,
- * and the program's calls never wait for a sample. A watch made with {@link #startEarly} has those
- * threads started by one of its own, not by the allocation that opened the device: a thread's start
- * took 1.6-2.4 ms inside a program's first allocation on an H200.
+ * and the program's calls never wait for a sample. Those threads are started by one of the watch's
+ * own, made at vmmkit's start ({@link #startEarly}), not by the allocation that opened the device: a
+ * thread's start took 1.6-2.4 ms inside a program's first allocation on an H200.
  */
 final class NotServedWatch {
     /**
@@ -92,26 +92,19 @@ final class NotServedWatch {
 
     private final ConcurrentHashMap<Integer, Device> devices = new ConcurrentHashMap<>();
     private volatile boolean stopped;
-    /** Starts the samplers' threads when {@link #startEarly} ran; else the watching thread does. */
+    /** Starts each device's sampler thread, so that the thread watching a device does not. */
     private final ThreadPoolExecutor starter = new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
             work -> Thread.ofPlatform().daemon().name("vmmkit-not-served-starter").unstarted(work));
-    private volatile boolean starterRunning;
 
-    /** Starts the thread that will start each watched device's sampler (at vmmkit's start, before any device is watched). */
+    /** Starts the thread that starts the samplers now (at vmmkit's start), rather than at the first watch. */
     void startEarly() {
-        if (PERIOD_MS == 0 || stopped) return;
-        starter.prestartCoreThread();
-        starterRunning = true;
+        if (PERIOD_MS > 0 && !stopped) starter.prestartCoreThread();
     }
 
     /** Watches {@code device}: {@code memory} reads the driver's free and total bytes, {@code allocator} holds vmmkit's. */
     void watch(int device, IntFunction<VmmDriver.MemoryInfo> memory, ManagedMemoryResource allocator) {
         Device d = new Device(device, memory, allocator);
         if (devices.putIfAbsent(device, d) != null || stopped || PERIOD_MS == 0) return;
-        if (!starterRunning) {
-            d.startSampler();
-            return;
-        }
         try {
             starter.execute(d::startSampler);
         } catch (RejectedExecutionException stoppedMeanwhile) {

@@ -6,7 +6,6 @@ import dev.vmmkit.driver.DryDriver;
 import dev.vmmkit.driver.cuda.CudaCallWarmUp;
 
 import java.lang.foreign.MemorySegment;
-import java.util.Locale;
 import java.util.Map;
 
 /**
@@ -19,8 +18,8 @@ import java.util.Map;
  * ms ({@link #startAndWait}): the shim initialises CUDA on the program's thread meanwhile, so on a
  * GPU the wait costs nothing. A start made early (when the program's CUDA runtime initialises) waits
  * for nothing: the program runs beside it and may allocate at any moment. Whatever is left goes on
- * in the background. {@code VMM_WARM_UP=0} turns it off (to measure what
- * it saves). It stops when the program exits.
+ * in the background. {@code VMM_WARM_UP=0} turns it off (to measure what it saves). It stops when
+ * the program exits.
  */
 final class StartUpWarmUp {
     static final String SETTING = "VMM_WARM_UP";
@@ -106,12 +105,8 @@ final class StartUpWarmUp {
         long started = startedAtNanos;
         if (started == 0) return null;
         return "start-up warm-up: allocator " + (allocatorEndedAtNanos == 0 ? "still running at exit"
-                : roundsDone + " rounds in " + millis(allocatorEndedAtNanos - started))
-                + ", CUDA downcalls " + (cudaEndedAtNanos == 0 ? "still running at exit" : "linked in " + millis(cudaEndedAtNanos - started));
-    }
-
-    private static String millis(long nanos) {
-        return String.format(Locale.ROOT, "%.1f ms", nanos / 1e6);
+                : roundsDone + " rounds in " + StepTimes.millis(allocatorEndedAtNanos - started))
+                + ", CUDA downcalls " + (cudaEndedAtNanos == 0 ? "still running at exit" : "linked in " + StepTimes.millis(cudaEndedAtNanos - started));
     }
 
     /** The whole warm-up on the calling thread (the AOT cache's training run calls it); returns the allocator's rounds run. */
