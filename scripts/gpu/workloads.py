@@ -195,6 +195,11 @@ WORKLOADS = {
     # the allocator's small-request limit early in decoding.
     "gen_llama_b32": lambda: generate("llama", [32, 24], 64, 200),
     "gen_llama_b48": lambda: generate("llama", [48, 32], 64, 200),
+    # The same class on the other architectures and at the synthetic family's other batch sizes.
+    "gen_llama_b24": lambda: generate("llama", [24, 16], 96, 300),
+    "gen_llama_b64": lambda: generate("llama", [64], 64, 160),
+    "gen_qwen2_b32": lambda: generate("qwen2", [32, 24], 64, 200),
+    "gen_gpt2_b32": lambda: generate("gpt2", [32, 16], 64, 200),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
