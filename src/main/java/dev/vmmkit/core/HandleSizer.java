@@ -8,20 +8,35 @@ package dev.vmmkit.core;
  * mapping at an offset into it, or an unmap of one of its pages, is refused: docs/allocator.md), so
  * its size is the only lever.
  *
- * <p>The cap ({@code VMM_HANDLE_CAP}) is fixed when set. Otherwise it is 1/64 of the peak of live
- * bytes the budget uses (so a stranded handle is a small share of the working set: about 8 MiB for
- * a 700 MiB inference, 128-256 MiB for a 13 GiB training run), a power of two between one page and
- * 1 GiB. An earlier version halved it whenever moving pages fell short of the budget; since the
- * region trims back to the budget after such a shortfall, the halving only made moves dearer
- * (BERT trace: 2.09 against 1.72 modelled us/op at the same ratio).
+ * <p>The cap ({@code VMM_HANDLE_CAP}) is fixed when set, and then sizes every handle. Otherwise it
+ * is 1/64 of the peak of live bytes the budget uses (so a stranded handle is a small share of the
+ * working set: about 8 MiB for a 700 MiB inference, 128-256 MiB for a 13 GiB training run), a power
+ * of two between one page and 1 GiB. An earlier version halved it whenever moving pages fell short
+ * of the budget; since the region trims back to the budget after such a shortfall, the halving only
+ * made moves dearer (BERT trace: 2.09 against 1.72 modelled us/op at the same ratio).
  *
- * <p>A loading region's request backed from nothing gets one handle for its pages instead
- * ({@link #firstBackingBytes}): the cap is for memory that will be recycled.
+ * <p>Two kinds of request are sized apart from the cap, split at {@value #LARGE_REQUEST_PAGES}
+ * pages ({@link #isLarge}):
+ * <ul>
+ *   <li>A loading region's large request backed from nothing gets one handle for its pages
+ *       ({@link #backsLoadingWithOneHandle}), as native cudaMalloc makes one allocation: weights
+ *       that mostly live long. A smaller one made while loading is as likely a first forward pass's
+ *       activation, soon freed and recycled, and gets capped handles.
+ *   <li>A request that is not large and whose pages must move, because the budget has no room
+ *       ({@code atBudget}), gets one-page handles for whatever is created for it: those pages
+ *       are what a later trim must give back, and in one-page handles each wholly free one can move
+ *       while its neighbours live. Large-batch generation (key and value caches of several MiB
+ *       copied one token longer per step) stranded whole free pages in partly live capped handles
+ *       there (docs/allocator.md, "One-page handles at the budget"). A large request would be
+ *       stitched from as many handles, each a setAccess and an unmap more.
+ * </ul>
  *
  * <p>Stateless apart from its settings, so any thread may ask.
  */
 final class HandleSizer {
     static final int PEAK_SHARE = 64;
+    /** A request of more pages than this is large ({@link #isLarge}). */
+    static final int LARGE_REQUEST_PAGES = 16;
     static final long LARGEST = 1L << 30;
 
     private final long pageBytes;
@@ -39,6 +54,19 @@ final class HandleSizer {
         return Math.min(LARGEST, target);
     }
 
+    /** Whether a request of {@code bytes} is large: more than {@value #LARGE_REQUEST_PAGES} pages. */
+    boolean isLarge(long bytes) {
+        return bytes > LARGE_REQUEST_PAGES * pageBytes;
+    }
+
+    /**
+     * Whether a loading request whose whole pages are {@code wholeBytes} gets one handle for them
+     * ({@link #firstBackingBytes}): only a large one.
+     */
+    boolean backsLoadingWithOneHandle(long wholeBytes) {
+        return isLarge(wholeBytes);
+    }
+
     /**
      * The size of the one handle that backs a loading request's {@code missingBytes} from nothing
      * (see {@link RegionHeap#loading}): all of them, unless a fixed cap is set, which always holds.
@@ -47,8 +75,13 @@ final class HandleSizer {
         return fixedCap != 0 ? Math.min(missingBytes, fixedCap) : missingBytes;
     }
 
-    /** The size of the next handle for a run with {@code missingBytes} still unbacked. */
-    long nextHandleBytes(long missingBytes, long peakLiveBytes) {
+    /**
+     * The size of the next handle for a run with {@code missingBytes} still unbacked, for a
+     * request of {@code requestedBytes}: one page when its pages must move ({@code atBudget}) and
+     * it is not large, else up to the cap.
+     */
+    long nextHandleBytes(long missingBytes, long peakLiveBytes, long requestedBytes, boolean atBudget) {
+        if (fixedCap == 0 && atBudget && !isLarge(requestedBytes)) return Math.min(missingBytes, pageBytes);
         return Math.min(missingBytes, cap(peakLiveBytes));
     }
 }

@@ -107,10 +107,12 @@ final class HandleSupply {
      * failure every handle gathered goes back and {@code out} is empty.
      *
      * <p>First backing: when {@code oneHandleBytes} (the whole pages the request alone fills) is
-     * positive and the run is backed from nothing (no pooled handle, no page to move: the budget
-     * has room), those pages get one handle, as large as the driver allows, not the cap: a loading
-     * program's request then costs one create, map and setAccess, as a native cudaMalloc does. Its
-     * last, shared page gets a handle of its own, so a neighbour never pins the large one.
+     * large ({@link HandleSizer#backsLoadingWithOneHandle}) and the run is backed from nothing (no
+     * pooled handle, no page to move: the budget has room), those pages get one handle, as large
+     * as the driver allows, not the cap: a loading program's request then costs one create, map
+     * and setAccess, as a native cudaMalloc does. Its last, shared page gets a handle of its own,
+     * so a neighbour never pins the large one. When pages must move instead, the new handles of a
+     * request that is not large are one page each ({@link HandleSizer#nextHandleBytes}).
      *
      * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
      * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request,
@@ -126,10 +128,12 @@ final class HandleSupply {
             }
             long missing = runBytes - out.totalBytes();
             boolean fromNothing = out.count() == 0; // no pooled handle
+            boolean atBudget = false;
             if (missing > 0 && !servesTag) {
                 long room = budget.room(requested);
                 long mustMove = missing - room;
-                if (mustMove > 0) fromNothing = false; // pages move: the budget has no room
+                atBudget = mustMove > 0;
+                if (atBudget) fromNothing = false; // pages move: the budget has no room
                 if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
@@ -141,11 +145,11 @@ final class HandleSupply {
                 long bytes;
                 if (servesTag) {
                     bytes = tagHandleBytes(runBytes - have, tagKeepsContents.getAsBoolean());
-                } else if (fromNothing && have == 0 && oneHandleBytes > 0) {
+                } else if (fromNothing && have == 0 && sizer.backsLoadingWithOneHandle(oneHandleBytes)) {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {
                     long upTo = have < neededBytes ? neededBytes : runBytes;
-                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested));
+                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested), requested, atBudget);
                 }
                 out.add(driver.create(bytes, exportable()), bytes);
                 accounting.physicalCreated(bytes);

@@ -3,16 +3,22 @@ package dev.vmmkit.core;
 import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** Handle sizes: the run, capped; the cap fixed or adapting to the peak. */
+/**
+ * Handle sizes: the run, capped; the cap fixed or adapting to the peak; one handle for a large
+ * loading request; one-page handles for a request that is not large when its pages must move.
+ */
 class HandleSizerTest {
     private static final long MIB = 1L << 20;
 
     @Test
     void aFixedCapIsKept() {
         HandleSizer sizer = new HandleSizer(2 * MIB, 8 * MIB);
-        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40));
-        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, 0), "never more than the run");
+        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40, 100 * MIB, false));
+        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, 0, 6 * MIB, false), "never more than the run");
+        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40, 4 * MIB, true), "sizes every handle, at the budget too");
     }
 
     @Test
@@ -22,5 +28,25 @@ class HandleSizerTest {
         assertEquals(8 * MIB, sizer.cap(710 * MIB), "1/64 of the peak, a power of two");
         assertEquals(128 * MIB, sizer.cap(13L << 30));
         assertEquals(1L << 30, sizer.cap(1L << 40), "at most 1 GiB");
+    }
+
+    @Test
+    void aRequestOfMoreThanSixteenPagesIsLarge() {
+        HandleSizer sizer = new HandleSizer(2 * MIB, 0);
+        assertFalse(sizer.isLarge(32 * MIB));
+        assertTrue(sizer.isLarge(32 * MIB + 512));
+        assertFalse(sizer.backsLoadingWithOneHandle(32 * MIB), "a mid-sized loading request gets capped handles");
+        assertTrue(sizer.backsLoadingWithOneHandle(34 * MIB));
+        assertEquals(1L << 30, sizer.firstBackingBytes(1L << 30), "one handle for all of a large loading request");
+    }
+
+    @Test
+    void atTheBudgetARequestThatIsNotLargeGetsOnePageHandles() {
+        HandleSizer sizer = new HandleSizer(2 * MIB, 0);
+        long peak = 710 * MIB; // a cap of 8 MiB
+        assertEquals(2 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, true));
+        assertEquals(2 * MIB, sizer.nextHandleBytes(32 * MIB, peak, 32 * MIB, true));
+        assertEquals(8 * MIB, sizer.nextHandleBytes(40 * MIB, peak, 40 * MIB, true), "a large request: capped");
+        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, false), "within the budget: capped");
     }
 }

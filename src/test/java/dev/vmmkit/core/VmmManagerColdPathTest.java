@@ -24,8 +24,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The cold path: while a program loads (it has freed almost nothing of what it allocated), a
- * request backed from nothing gets one handle for the pages it alone fills, as native cudaMalloc
- * makes one allocation; once memory is recycled, new handles are capped again, so free pages stay
+ * large request (more than 16 pages) backed from nothing gets one handle for the pages it alone
+ * fills, as native cudaMalloc makes one allocation; once memory is recycled, new handles are
+ * capped again, so free pages stay
  * movable. Everything in the large region (P = one page); the handle counts follow from the rules
  * in {@link HandleSupply} and {@link HandleSizer}.
  */
@@ -43,20 +44,25 @@ class VmmManagerColdPathTest {
     }
 
     @Test
-    void aLoadingProgramGetsOneHandlePerRequest() {
+    void aLoadingProgramGetsOneHandlePerLargeRequest() {
         HostDriver host = hostDriver(32 * MIB);
         try (VmmManager m = new VmmManager(host, config())) {
-            long a = m.allocate(8 * PAGE, 0);
-            assertEquals(1, created(m), "8 pages from nothing: one handle");
+            long a = m.allocate(24 * PAGE, 0);
+            assertEquals(1, created(m), "24 pages from nothing: one handle");
             long b = m.allocate(20 * PAGE, 0);
             assertEquals(2, created(m), "20 more pages: one more handle");
-            long c = m.allocate(3 * PAGE + 512, 0);
-            assertEquals(4, created(m), "3 whole pages in one handle, the shared last page in one of its own");
+            long c = m.allocate(18 * PAGE + 512, 0);
+            assertEquals(4, created(m), "18 whole pages in one handle, the shared last page in one of its own");
+            // Not large (16 pages or fewer): capped handles, one page each for a peak of 71 pages.
+            long d = m.allocate(8 * PAGE, 0);
+            assertEquals(4 + 8, created(m), "a mid-sized request while loading: capped handles");
             assertEquals(created(m), mapped(m), "each handle mapped once");
-            fill(host, a, 8 * PAGE, 1);
+            fill(host, a, 24 * PAGE, 1);
             fill(host, b, 20 * PAGE, 2);
-            fill(host, c, 3 * PAGE + 512, 3);
+            fill(host, c, 18 * PAGE + 512, 3);
+            fill(host, d, 8 * PAGE, 4);
             assertFullyIntact(host, b, 20 * PAGE, 2, "b");
+            assertFullyIntact(host, c, 18 * PAGE + 512, 3, "c");
             assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes());
         } finally {
             assertTrue(host.usage().isEmpty(), "nothing leaks: " + host.usage());
@@ -89,13 +95,13 @@ class VmmManagerColdPathTest {
     void aNeighbourOnTheSharedLastPageNeverPinsTheLargeHandle() {
         HostDriver host = hostDriver(32 * MIB);
         try (VmmManager m = new VmmManager(host, config())) {
-            long x = m.allocate(8 * PAGE + 512, 0);
+            long x = m.allocate(20 * PAGE + 512, 0);
             long y = m.allocate(512, 0);
-            assertEquals(x + 8 * PAGE + 512, y, "the neighbour lands on x's last page, already mapped");
+            assertEquals(x + 20 * PAGE + 512, y, "the neighbour lands on x's last page, already mapped");
             assertEquals(2, created(m));
             m.deallocate(x, 0);
             m.drain();
-            assertEquals(PAGE, m.stats().reservedBytes(), "x's 8-page handle was released; only y's page stays");
+            assertEquals(PAGE, m.stats().reservedBytes(), "x's 20-page handle was released; only y's page stays");
             assertEquals(PAGE, host.usage().aliveBytes());
             m.deallocate(y, 0);
         } finally {
