@@ -214,8 +214,8 @@ final class RegionHeap {
 
     /**
      * True while the region is loading: it has freed at most 1/{@value #LOADING_FREED_SHARE} of the
-     * bytes it handed out, as a program does while it loads a model's weights. A request backed from
-     * nothing then gets one handle for the pages it alone fills ({@link HandleSupply}), as native
+     * bytes it handed out, as a program does while it loads a model's weights. A large request backed
+     * from nothing then gets one handle for the pages it alone fills ({@link HandleSupply}), as native
      * cudaMalloc makes one allocation: such memory mostly lives long, and while it lives its pages
      * could not move anyway. Once memory is recycled, the capped handles keep free pages movable.
      * Lock held.

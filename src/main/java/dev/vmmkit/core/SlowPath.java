@@ -123,7 +123,7 @@ final class SlowPath {
             // A tag's region maps nothing ahead: its pages would be handles of their own (HandleSupply#servesTag).
             long ahead = region.handles.servesTag() ? 0 : Math.min(room, region.handles.handleCap(counted));
             placement = placer.take(bytes, stream, over, ahead);
-            // A loading request backed from nothing gets one handle; so does a second block beside
+            // A large loading request backed from nothing gets one handle; so does a second block beside
             // one that waits for the device, which lives as that one does.
             loading = region.loading() || counted > requested && region.mayBackWithOneHandle();
             region.inFlight.begin();

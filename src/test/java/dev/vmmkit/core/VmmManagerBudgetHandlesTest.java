@@ -1,10 +1,18 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.FaultInjectingDriver;
+import dev.vmmkit.driver.FaultPlan;
+import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.EnumSource;
 
 import java.util.Map;
+import java.util.function.BiConsumer;
 
 import static dev.vmmkit.core.AllocatorTestSupport.MIB;
 import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
@@ -28,15 +36,78 @@ class VmmManagerBudgetHandlesTest {
         return m.stats().driverHandles().handles(DriverCall.CREATE);
     }
 
-    @Test
-    void atTheBudgetAMidSizedRequestsNewPagesAreOneHandleEach() {
-        HostDriver host = hostDriver(32 * MIB);
-        try (VmmManager m = scene(host)) {
+    /**
+     * A request of 14 pages (not large) gets one handle per new page; one of 20 pages (large)
+     * handles of the cap (2 pages for the 128-page peak). Either takes the 4-page tail first.
+     */
+    @ParameterizedTest(name = "{0} pages: {1} new handles")
+    @CsvSource({"14, 10", "20, 8"})
+    void atTheBudgetOnlyARequestThatIsNotLargeGetsOnePageHandles(int pages, int newHandles) {
+        inScene((host, m) -> {
             long before = created(m);
-            long e = m.allocate(14 * PAGE, 0);
-            assertEquals(before + 10, created(m), "the tail's 4 free pages and 10 new ones, in one-page handles");
-            fill(host, e, 14 * PAGE, 5);
+            long e = m.allocate(pages * PAGE, 0);
+            assertEquals(before + newHandles, created(m), pages - 4 + " new pages");
+            fill(host, e, pages * PAGE, 5);
+            assertFullyIntact(host, e, pages * PAGE, 5, "the request");
             m.deallocate(e, 0);
+        });
+    }
+
+    /**
+     * One failure at the Nth create, map or setAccess of the mid-sized request's one-page handles:
+     * the request may fail, but the figures stay equal to the driver's, the scene's live block stays
+     * intact, the same request succeeds once the faults stop, and nothing leaks.
+     */
+    @ParameterizedTest(name = "{0} fails at the budget")
+    @EnumSource(value = DriverCall.class, names = {"CREATE", "MAP", "SET_ACCESS", "UNMAP"})
+    void aFaultAmongTheOnePageHandlesLeavesTheAllocatorConsistent(DriverCall kind) {
+        long failed = 0;
+        for (int n = 1; n <= 6; n++) {
+            String note = kind + " #" + n;
+            FaultPlan plan = new FaultPlan();
+            int nth = n;
+            inScene(plan, (host, m) -> {
+                plan.failNth(kind, nth, CudaResult.INVALID_VALUE);
+                try {
+                    long e = m.allocate(14 * PAGE, 0);
+                    fill(host, e, 14 * PAGE, 5);
+                    m.deallocate(e, 0);
+                } catch (DriverException expected) {
+                    // the planned fault
+                }
+                assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note);
+                plan.clear();
+                long e = m.allocate(14 * PAGE, 0);
+                fill(host, e, 14 * PAGE, 7);
+                assertFullyIntact(host, e, 14 * PAGE, 7, note);
+                m.deallocate(e, 0);
+            });
+            failed += plan.injected(kind);
+        }
+        // One create and one map per handle; one setAccess for the whole run; unmaps only on rollback.
+        long least = switch (kind) {
+            case CREATE, MAP -> 3;
+            case SET_ACCESS -> 1;
+            default -> 0;
+        };
+        assertTrue(failed >= least, kind + ": the faults happened " + failed + " times");
+    }
+
+    private static void inScene(BiConsumer<HostDriver, VmmManager> body) {
+        inScene(null, body);
+    }
+
+    /**
+     * Runs {@code body} on the scene (on a driver failing as {@code plan} says, when given), then
+     * checks the scene's live block, the figures and that nothing leaks.
+     */
+    private static void inScene(FaultPlan plan, BiConsumer<HostDriver, VmmManager> body) {
+        HostDriver host = hostDriver(32 * MIB);
+        VmmDriver driver = plan == null ? host : new FaultInjectingDriver(host, plan);
+        try (VmmManager m = new VmmManager(driver, VmmConfig.from(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0")))) {
+            long d2 = buildScene(host, m);
+            body.accept(host, m);
+            assertFullyIntact(host, d2, 50 * PAGE, 3, "the block in the partly live handle");
             m.drain();
             assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes());
         } finally {
@@ -45,24 +116,8 @@ class VmmManagerBudgetHandlesTest {
         }
     }
 
-    @Test
-    void atTheBudgetALargeRequestsNewPagesAreCapped() {
-        HostDriver host = hostDriver(32 * MIB);
-        try (VmmManager m = scene(host)) {
-            long before = created(m);
-            long f = m.allocate(20 * PAGE, 0);
-            assertEquals(before + 8, created(m), "the tail's 4 free pages and 16 new ones, in handles of the 2-page cap");
-            fill(host, f, 20 * PAGE, 6);
-            assertFullyIntact(host, f, 20 * PAGE, 6, "f");
-            m.deallocate(f, 0);
-        } finally {
-            assertTrue(host.usage().isEmpty(), "nothing leaks: " + host.usage());
-            host.close();
-        }
-    }
-
-    private static VmmManager scene(HostDriver host) {
-        VmmManager m = new VmmManager(host, VmmConfig.from(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0")));
+    /** The scene above; returns the live 50-page block in the first block's handle. */
+    private static long buildScene(HostDriver host, VmmManager m) {
         long a = m.allocate(64 * PAGE, 0);
         long b = m.allocate(64 * PAGE, 0);
         assertEquals(2, created(m), "loading: one handle each");
@@ -76,6 +131,6 @@ class VmmManagerBudgetHandlesTest {
         m.deallocate(d1, 0);
         assertEquals(2, created(m), "holes of 10 and 4 pages in a partly live handle");
         assertEquals(128 * PAGE, m.stats().reservedBytes());
-        return m;
+        return d2;
     }
 }
