@@ -134,7 +134,7 @@ final class HandleSupply {
                 long mustMove = missing - room;
                 atBudget = mustMove > 0;
                 if (atBudget) fromNothing = false; // pages move: the budget has no room
-                if (mustMove > 0 && movingPagesIsWorthIt(requested)) {
+                if (atBudget && movingPagesIsWorthIt(requested)) {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
                     if (stillToMove > 0) others.takeFreeHandles(region, stillToMove, out);
