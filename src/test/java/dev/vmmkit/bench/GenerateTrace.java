@@ -33,8 +33,9 @@ final class GenerateTrace {
     /** cuBLAS's workspace, made at the first matrix product and kept (the H100 recording of {@code gen_llama_b8}). */
     private static final long[] BLAS_WORKSPACE = {32L << 20};
     /**
-     * The library workspaces the H200 recordings ({@code gen_llama_b32}, {@code gen_llama_b48}) show at the
-     * first matrix product, kept for the run: one of 64 MiB, then cuBLAS's 32 MiB.
+     * The library workspaces the H200 recordings ({@code gen_llama_b24} ... {@code gen_llama_b64},
+     * {@code gen_qwen2_b32}) show at the first matrix product, kept for the run: one of 64 MiB, then
+     * cuBLAS's 32 MiB.
      */
     private static final long[] H200_WORKSPACES = {64L << 20, 32L << 20};
 
@@ -99,11 +100,12 @@ final class GenerateTrace {
             GPT2,
             // Neighbours of generation_b32 (the cache in the large size class, the peak at the end of
             // decoding): the class, not one batch size, is what a held-out generate() trace is like.
-            LLAMA_B8.with("generation_b24", new int[]{24, 16}, 96, 300),
+            LLAMA_B8.with("generation_b24", new int[]{24, 16}, 96, 300).withWorkspaces(H200_WORKSPACES), // gen_llama_b24
             LLAMA_B8.with("generation_b28", new int[]{28, 20}, 64, 240),
             LLAMA_B8.with("generation_b40", new int[]{40, 32}, 64, 200),
             LLAMA_B8.with("generation_b48", new int[]{48, 32}, 64, 200).withWorkspaces(H200_WORKSPACES), // gen_llama_b48
-            LLAMA_B8.with("generation_b64", new int[]{64}, 64, 160));
+            LLAMA_B8.with("generation_b64", new int[]{64}, 64, 160).withWorkspaces(H200_WORKSPACES), // gen_llama_b64
+            QWEN2.with("generation_qwen2_b32", new int[]{32, 24}, 64, 200).withWorkspaces(H200_WORKSPACES)); // gen_qwen2_b32
 
     private final Shape shape;
     private final int headDim;
