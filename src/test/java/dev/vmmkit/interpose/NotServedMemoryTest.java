@@ -14,6 +14,7 @@ import java.io.PrintStream;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -118,7 +119,7 @@ class NotServedMemoryTest {
         try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
              VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
             AtomicLong elsewhere = new AtomicLong(32L << 20);
-            java.util.concurrent.atomic.AtomicBoolean shutDown = new java.util.concurrent.atomic.AtomicBoolean();
+            AtomicBoolean shutDown = new AtomicBoolean();
             NotServedWatch watch = new NotServedWatch();
             watch.watch(0, device -> {
                 if (shutDown.get()) throw DriverException.of(CudaResult.DEINITIALIZED, "cuMemGetInfo_v2()");
