@@ -22,13 +22,16 @@ package dev.vmmkit.core;
  *       ({@link #backsLoadingWithOneHandle}), as native cudaMalloc makes one allocation: weights
  *       that mostly live long. A smaller one made while loading is as likely a first forward pass's
  *       activation, soon freed and recycled, and gets capped handles.
- *   <li>A request that is not large and whose pages must move, because the budget has no room
- *       ({@code atBudget}), gets one-page handles for whatever is created for it: those pages
- *       are what a later trim must give back, and in one-page handles each wholly free one can move
- *       while its neighbours live. Large-batch generation (key and value caches of several MiB
- *       copied one token longer per step) stranded whole free pages in partly live capped handles
- *       there (docs/allocator.md, "One-page handles at the budget"). A large request would be
- *       stitched from as many handles, each a setAccess and an unmap more.
+ *   <li>A request that is not large, made while memory is recycled ({@code recycled}: its pages
+ *       must move because the budget has no room, or it keeps live bytes within their peak so
+ *       far), gets one-page handles for whatever is created for it: those pages are what a later
+ *       trim must give back, and in one-page handles each wholly free one can move while its
+ *       neighbours live. Large-batch generation (key and value caches of several MiB copied one
+ *       token longer per step) stranded whole free pages in partly live capped handles there
+ *       (docs/allocator.md, "One-page handles at the budget"). Without a peak hint the two tests
+ *       mostly agree; with one the budget has room long before the peak, and only the second
+ *       sees the recycling. A large request would be stitched from as many handles, each a
+ *       setAccess and an unmap more.
  * </ul>
  *
  * <p>Stateless apart from its settings, so any thread may ask.
@@ -77,11 +80,11 @@ final class HandleSizer {
 
     /**
      * The size of the next handle for a run with {@code missingBytes} still unbacked, for a
-     * request of {@code requestedBytes}: one page when its pages must move ({@code atBudget}) and
-     * it is not large, else up to the cap.
+     * request of {@code requestedBytes}: one page when memory is {@code recycled} and the request
+     * is not large, else up to the cap.
      */
-    long nextHandleBytes(long missingBytes, long peakLiveBytes, long requestedBytes, boolean atBudget) {
-        if (fixedCap == 0 && atBudget && !isLarge(requestedBytes)) return Math.min(missingBytes, pageBytes);
+    long nextHandleBytes(long missingBytes, long peakLiveBytes, long requestedBytes, boolean recycled) {
+        if (fixedCap == 0 && recycled && !isLarge(requestedBytes)) return Math.min(missingBytes, pageBytes);
         return Math.min(missingBytes, cap(peakLiveBytes));
     }
 }

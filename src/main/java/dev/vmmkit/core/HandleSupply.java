@@ -111,8 +111,9 @@ final class HandleSupply {
      * pooled handle, no page to move: the budget has room), those pages get one handle, as large
      * as the driver allows, not the cap: a loading program's request then costs one create, map
      * and setAccess, as a native cudaMalloc does. Its last, shared page gets a handle of its own,
-     * so a neighbour never pins the large one. When pages must move instead, the new handles of a
-     * request that is not large are one page each ({@link HandleSizer#nextHandleBytes}).
+     * so a neighbour never pins the large one. When memory is recycled instead (pages must move, or
+     * the request keeps live bytes within their peak: {@link PhysicalBudget#recycles}), the new
+     * handles of a request that is not large are one page each ({@link HandleSizer#nextHandleBytes}).
      *
      * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
      * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request,
@@ -128,11 +129,12 @@ final class HandleSupply {
             }
             long missing = runBytes - out.totalBytes();
             boolean fromNothing = out.count() == 0; // no pooled handle
-            boolean atBudget = false;
+            boolean recycled = false;
             if (missing > 0 && !servesTag) {
                 long room = budget.room(requested);
                 long mustMove = missing - room;
-                atBudget = mustMove > 0;
+                boolean atBudget = mustMove > 0;
+                recycled = atBudget || budget.recycles(requested);
                 if (atBudget) fromNothing = false; // pages move: the budget has no room
                 if (atBudget && movingPagesIsWorthIt(requested)) {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
@@ -149,7 +151,7 @@ final class HandleSupply {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {
                     long upTo = have < neededBytes ? neededBytes : runBytes;
-                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested), requested, atBudget);
+                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested), requested, recycled);
                 }
                 out.add(driver.create(bytes, exportable()), bytes);
                 accounting.physicalCreated(bytes);

@@ -35,6 +35,16 @@ final class PhysicalBudget {
         return Math.max(0, limit(requested) - accounting.physicalBytes()) & -pageBytes;
     }
 
+    /**
+     * Whether live bytes with a request of {@code requested} stay within their peak so far: the
+     * program is recycling memory it has held before, not growing. Without a hint the budget
+     * follows that peak, so such a request's new pages are mostly pages that must move; with a hint
+     * the budget has room long before, and this says the same thing.
+     */
+    boolean recycles(long requested) {
+        return accounting.liveBytes() + requested <= accounting.peakLiveBytes();
+    }
+
     /** Physical bytes over the limit (0 or less when within it). */
     long excess(long requested) {
         return accounting.physicalBytes() - limit(requested);

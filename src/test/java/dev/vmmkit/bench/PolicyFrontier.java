@@ -52,7 +52,7 @@ public final class PolicyFrontier {
                     r = new Replayer(trace).replay(target);
                 }
                 var h = r.driverHandles();
-                System.out.printf("%-28s %-34s %7.3f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
+                System.out.printf("%-28s %-34s %7.4f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
                         r.fragmentationRatio(), r.modelledDriverUsPerOp(), h.create(), h.map(), h.unmap());
             }
         }

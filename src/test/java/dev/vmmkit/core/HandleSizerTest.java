@@ -41,12 +41,12 @@ class HandleSizerTest {
     }
 
     @Test
-    void atTheBudgetARequestThatIsNotLargeGetsOnePageHandles() {
+    void recycledMemoryForARequestThatIsNotLargeGetsOnePageHandles() {
         HandleSizer sizer = new HandleSizer(2 * MIB, 0);
         long peak = 710 * MIB; // a cap of 8 MiB
         assertEquals(2 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, true));
         assertEquals(2 * MIB, sizer.nextHandleBytes(32 * MIB, peak, 32 * MIB, true));
         assertEquals(8 * MIB, sizer.nextHandleBytes(40 * MIB, peak, 40 * MIB, true), "a large request: capped");
-        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, false), "within the budget: capped");
+        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, false), "a program growing: capped");
     }
 }

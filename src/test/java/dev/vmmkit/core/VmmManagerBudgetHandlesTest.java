@@ -11,6 +11,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
 
+import java.util.HashMap;
 import java.util.Map;
 import java.util.function.BiConsumer;
 
@@ -47,6 +48,33 @@ class VmmManagerBudgetHandlesTest {
             long before = created(m);
             long e = m.allocate(pages * PAGE, 0);
             assertEquals(before + newHandles, created(m), pages - 4 + " new pages");
+            fill(host, e, pages * PAGE, 5);
+            assertFullyIntact(host, e, pages * PAGE, 5, "the request");
+            m.deallocate(e, 0);
+        });
+    }
+
+    /**
+     * With a peak hint of 256 pages the budget has room, so no page must move; a request that keeps
+     * live bytes within their peak (114 + 14 = 128 pages) is still recycled memory and gets one
+     * handle per new page, while one that raises the peak (114 + 15) gets handles of the cap (4
+     * pages for the hinted peak), as a growing program's do.
+     */
+    @ParameterizedTest(name = "{0} pages, one page a handle: {1}")
+    @CsvSource({"14, true", "15, false"})
+    void withAPeakHintRecycledMemoryStillGetsOnePageHandles(int pages, boolean onePageEach) {
+        inScene(null, Map.of("VMM_PEAK_HINT", String.valueOf(256 * PAGE)), (host, m) -> {
+            long handlesBefore = created(m);
+            long physicalBefore = m.stats().reservedBytes();
+            long e = m.allocate(pages * PAGE, 0);
+            long newHandles = created(m) - handlesBefore;
+            long newPages = (m.stats().reservedBytes() - physicalBefore) / PAGE;
+            assertTrue(newPages > 0, "the request missed the cache");
+            if (onePageEach) {
+                assertEquals(newPages, newHandles, "one handle per new page");
+            } else {
+                assertTrue(newHandles < newPages, newHandles + " handles for " + newPages + " new pages");
+            }
             fill(host, e, pages * PAGE, 5);
             assertFullyIntact(host, e, pages * PAGE, 5, "the request");
             m.deallocate(e, 0);
@@ -94,17 +122,24 @@ class VmmManagerBudgetHandlesTest {
     }
 
     private static void inScene(BiConsumer<HostDriver, VmmManager> body) {
-        inScene(null, body);
+        inScene(null, Map.of(), body);
+    }
+
+    private static void inScene(FaultPlan plan, BiConsumer<HostDriver, VmmManager> body) {
+        inScene(plan, Map.of(), body);
     }
 
     /**
      * Runs {@code body} on the scene (on a driver failing as {@code plan} says, when given), then
-     * checks the scene's live block, the figures and that nothing leaks.
+     * checks the scene's live block, the figures and that nothing leaks; {@code settings} are added
+     * to the scene's own.
      */
-    private static void inScene(FaultPlan plan, BiConsumer<HostDriver, VmmManager> body) {
+    private static void inScene(FaultPlan plan, Map<String, String> settings, BiConsumer<HostDriver, VmmManager> body) {
         HostDriver host = hostDriver(32 * MIB);
         VmmDriver driver = plan == null ? host : new FaultInjectingDriver(host, plan);
-        try (VmmManager m = new VmmManager(driver, VmmConfig.from(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0")))) {
+        Map<String, String> all = new HashMap<>(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0"));
+        all.putAll(settings);
+        try (VmmManager m = new VmmManager(driver, VmmConfig.from(all))) {
             long d2 = buildScene(host, m);
             body.accept(host, m);
             assertFullyIntact(host, d2, 50 * PAGE, 3, "the block in the partly live handle");
