@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def generate(arch, batch, prompt, new_tokens, seed=0):
+def generate(arch, batch, prompt, new_tokens, seed=0, sample=False):
     import transformers as tf
     torch.manual_seed(seed)
     if arch == "llama":
@@ -49,7 +49,8 @@ def generate(arch, batch, prompt, new_tokens, seed=0):
                 mask[i, : prompt - n] = 0
                 ids[i, : prompt - n] = 0
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+                                 min_new_tokens=new_tokens, pad_token_id=0,
+                                 **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
             total += int(out.sum().item())
     return total
 
@@ -200,6 +201,10 @@ WORKLOADS = {
     "gen_llama_b64": lambda: generate("llama", [64], 64, 160),
     "gen_qwen2_b32": lambda: generate("qwen2", [32, 24], 64, 200),
     "gen_gpt2_b32": lambda: generate("gpt2", [32, 16], 64, 200),
+    # Shapes no rule was measured on before they were recorded: three calls of falling batch, and
+    # sampling (top-k) at a batch between the others.
+    "gen_llama_b40": lambda: generate("llama", [40, 32, 24], 64, 240),
+    "gen_qwen2_b48_sampled": lambda: generate("qwen2", [48], 96, 200, sample=True),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
