@@ -122,6 +122,30 @@ class LauncherTest {
         }
     }
 
+    /**
+     * The CLI's JVM starts with an AOT cache by the rule of every JVM of vmmkit's: the one trained
+     * for its runtime when there is one, else the build's beside the jar; the JVM's own logging of
+     * a cache that does not match is off (it would only say the cache was skipped).
+     */
+    @Test
+    void theCliStartsWithItsRuntimesAotCacheElseTheBuildsBesideTheJar() throws Exception {
+        Path copy = launcherOnly();
+        Path jvms = Files.createDirectories(dir.resolve("jvm"));
+        Path jdk = fakeJdk(dir, "my-jdk", "25.0.2");
+        Path besideJar = Files.createDirectories(copy.resolve("target")).resolve("vmmkit.aot");
+        Files.writeString(besideJar, "");
+        String jar = " -jar " + copy.resolve("target/vmmkit.jar") + " --version\n";
+
+        ProcessResult build = launch(copy, jdk.toString(), jvms, "--version");
+        assertEquals("my-jdk ran: --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -XX:AOTCache=" + besideJar
+                + " -Xlog:aot=off -Xlog:cds=off" + jar, build.stdout(), build::toString);
+
+        Path runtimes = Files.writeString(jdk.resolve("vmmkit.aot"), "");
+        ProcessResult runtime = launch(copy, jdk.toString(), jvms, "--version");
+        assertEquals("my-jdk ran: --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -XX:AOTCache=" + runtimes
+                + " -Xlog:aot=off -Xlog:cds=off" + jar, runtime.stdout(), runtime::toString);
+    }
+
     /** A Maven wrapper that says how it was called, with which JAVA_HOME, and exits with {@code status}. */
     private static void fakeMavenWrapper(Path copy, int status) throws IOException {
         script(copy.resolve("mvnw"), """
