@@ -37,9 +37,8 @@ final class PhysicalBudget {
 
     /**
      * Whether live bytes with a request of {@code requested} stay within their peak so far: the
-     * program is recycling memory it has held before, not growing. Without a hint the budget
-     * follows that peak, so such a request's new pages are mostly pages that must move; with a hint
-     * the budget has room long before, and this says the same thing.
+     * program is recycling memory it has held before, not growing (what {@link HandleSizer} sizes
+     * handles by).
      */
     boolean recycles(long requested) {
         return accounting.liveBytes() + requested <= accounting.peakLiveBytes();
