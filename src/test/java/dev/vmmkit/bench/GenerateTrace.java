@@ -65,6 +65,11 @@ final class GenerateTrace {
                     newTokensEach, sampled, workspaces);
         }
 
+        /** The same calls, sampled. */
+        Shape sampling() {
+            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, true, workspaces);
+        }
+
         /** The same, with the libraries' workspaces of another machine. */
         Shape withWorkspaces(long[] bytes) {
             return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled, bytes);
@@ -105,7 +110,9 @@ final class GenerateTrace {
             LLAMA_B8.with("generation_b40", new int[]{40, 32}, 64, 200),
             LLAMA_B8.with("generation_b48", new int[]{48, 32}, 64, 200).withWorkspaces(H200_WORKSPACES), // gen_llama_b48
             LLAMA_B8.with("generation_b64", new int[]{64}, 64, 160).withWorkspaces(H200_WORKSPACES), // gen_llama_b64
-            QWEN2.with("generation_qwen2_b32", new int[]{32, 24}, 64, 200).withWorkspaces(H200_WORKSPACES)); // gen_qwen2_b32
+            QWEN2.with("generation_qwen2_b32", new int[]{32, 24}, 64, 200).withWorkspaces(H200_WORKSPACES), // gen_qwen2_b32
+            LLAMA_B8.with("generation_b40_3calls", new int[]{40, 32, 24}, 64, 240).withWorkspaces(H200_WORKSPACES), // gen_llama_b40
+            QWEN2.with("generation_qwen2_b48_sampled", new int[]{48}, 96, 200).sampling().withWorkspaces(H200_WORKSPACES)); // gen_qwen2_b48_sampled
 
     private final Shape shape;
     private final int headDim;

@@ -16,7 +16,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * {@code generate()} with PyTorch's cache off: {@code generation} against {@code traces/gen_llama_b8.csv.gz},
  * the large-batch {@code generation_b24}, {@code _b32}, {@code _b48} and {@code _b64} against
  * {@code gen_llama_b24} ... {@code gen_llama_b64} (the same model at those batches), and
- * {@code generation_qwen2_b32} against {@code gen_qwen2_b32} (a Qwen2-style model). The summary statistics a
+ * {@code generation_qwen2_b32} against {@code gen_qwen2_b32} (a Qwen2-style model), and two recorded
+ * after the family was fixed and modelled without changing it: {@code generation_b40_3calls} against
+ * {@code gen_llama_b40} (three calls) and {@code generation_qwen2_b48_sampled} against
+ * {@code gen_qwen2_b48_sampled} (sampling). The summary statistics a
  * placement policy reacts to must agree: which sizes are asked how often, and how live bytes rise and
  * fall over the run. The old synthetic generation traces (a cache grown every 32 tokens, or eager
  * attention with sampling) were 0.33-0.47 apart in the size histogram and 0.08-0.09 in the live profile.
@@ -26,7 +29,8 @@ class GenerateTraceTest {
 
     @ParameterizedTest
     @CsvSource({"generation, gen_llama_b8", "generation_b32, gen_llama_b32", "generation_b48, gen_llama_b48",
-            "generation_b24, gen_llama_b24", "generation_b64, gen_llama_b64", "generation_qwen2_b32, gen_qwen2_b32"})
+            "generation_b24, gen_llama_b24", "generation_b64, gen_llama_b64", "generation_qwen2_b32, gen_qwen2_b32",
+            "generation_b40_3calls, gen_llama_b40", "generation_qwen2_b48_sampled, gen_qwen2_b48_sampled"})
     void aGenerationClassHasTheRecordedProgramsSizesAndLiveProfile(String shapeName, String recorded, @TempDir Path dir)
             throws IOException {
         GenerateTrace.Shape shape = GenerateTrace.FAMILY.stream().filter(s -> s.name().equals(shapeName)).findFirst().orElseThrow();

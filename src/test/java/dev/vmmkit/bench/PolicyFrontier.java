@@ -41,7 +41,7 @@ public final class PolicyFrontier {
                 traces.add(Path.of(a));
             }
         }
-        System.out.printf("%-28s %-34s %7s %8s %7s %7s %7s%n", "trace", "settings", "ratio", "us/op", "create", "map", "unmap");
+        System.out.printf("%-36s %-34s %7s %8s %7s %7s %7s%n", "trace", "settings", "ratio", "us/op", "create", "map", "unmap");
         for (Path file : traces) {
             AllocationTrace trace = TraceReader.read(file);
             for (String s : settings) {
@@ -52,7 +52,7 @@ public final class PolicyFrontier {
                     r = new Replayer(trace).replay(target);
                 }
                 var h = r.driverHandles();
-                System.out.printf("%-28s %-34s %7.4f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
+                System.out.printf("%-36s %-34s %7.4f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
                         r.fragmentationRatio(), r.modelledDriverUsPerOp(), h.create(), h.map(), h.unmap());
             }
         }
