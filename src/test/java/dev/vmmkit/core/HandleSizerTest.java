@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Handle sizes: the run, capped; the cap fixed or adapting to the peak; one handle for a large
- * loading request; one-page handles for a request that is not large when its pages must move.
+ * loading request; one-page handles for a request that is not large while memory is recycled.
  */
 class HandleSizerTest {
     private static final long MIB = 1L << 20;

@@ -94,7 +94,7 @@ class VmmManagerBudgetHandlesTest {
             String note = kind + " #" + n;
             FaultPlan plan = new FaultPlan();
             int nth = n;
-            inScene(plan, (host, m) -> {
+            inScene(plan, Map.of(), (host, m) -> {
                 plan.failNth(kind, nth, CudaResult.INVALID_VALUE);
                 try {
                     long e = m.allocate(14 * PAGE, 0);
@@ -123,10 +123,6 @@ class VmmManagerBudgetHandlesTest {
 
     private static void inScene(BiConsumer<HostDriver, VmmManager> body) {
         inScene(null, Map.of(), body);
-    }
-
-    private static void inScene(FaultPlan plan, BiConsumer<HostDriver, VmmManager> body) {
-        inScene(plan, Map.of(), body);
     }
 
     /**
