@@ -219,6 +219,7 @@ public final class ReplayCommand implements Callable<Integer> {
                 AllocationTrace trace = traces.get(i);
                 ReplayReport measured = replay(backend, trace, check);
                 ReplayReport report = trace.recorded().map(measured::withRecorded).orElse(measured);
+                if (trace.allocationsBeforeTrace() > 0) report = report.withTraceTruncated();
                 out.print(ReplaySummary.format(trace.name(), backend.driverName(), report));
                 out.flush();
                 if (report.peakLiveBytes() != trace.peakLiveBytes()) {

@@ -7,7 +7,9 @@ package dev.vmmkit.trace;
  * <p>Operation {@code i} is {@link #kind(int) kind(i)} ({@link #ALLOC} or {@link #FREE}) of the
  * allocation named {@link #key(int) key(i)}. Keys are the addresses the recording allocator returned;
  * they only pair a free with its alloc. For a free, {@link #size(int)} is the size of the matching
- * alloc. Made by {@link TraceReader}, which has already checked that every free matches a live alloc.
+ * alloc. Made by {@link TraceReader} or {@link SnapshotReader}, which have already checked that every
+ * free matches a live alloc: the trace's own, or one of the {@link #allocationsBeforeTrace()} that
+ * start it.
  */
 public final class AllocationTrace {
     public static final byte ALLOC = 0;
@@ -23,10 +25,12 @@ public final class AllocationTrace {
     private final int allocs;
     private final int maxLiveAllocations;
     private final long peakLiveBytes;
+    private final int allocationsBeforeTrace;
     private final RecordedMemory recorded;
 
     AllocationTrace(String name, int ops, byte[] kinds, long[] keys, long[] sizes, long[] streams,
-                    int[] lineNumbers, int allocs, int maxLiveAllocations, long peakLiveBytes, RecordedMemory recorded) {
+                    int[] lineNumbers, int allocs, int maxLiveAllocations, long peakLiveBytes,
+                    int allocationsBeforeTrace, RecordedMemory recorded) {
         this.name = name;
         this.ops = ops;
         this.kinds = kinds;
@@ -37,6 +41,7 @@ public final class AllocationTrace {
         this.allocs = allocs;
         this.maxLiveAllocations = maxLiveAllocations;
         this.peakLiveBytes = peakLiveBytes;
+        this.allocationsBeforeTrace = allocationsBeforeTrace;
         this.recorded = recorded;
     }
 
@@ -73,6 +78,16 @@ public final class AllocationTrace {
         return peakLiveBytes;
     }
 
+    /**
+     * Allocations the program made before the trace began, its first operations (line 0): ones the
+     * trace frees without allocating them (recording began late, or a ring buffer kept only the last
+     * entries), and for a snapshot also ones still live in its segments. 0 when the trace begins with
+     * the program.
+     */
+    public int allocationsBeforeTrace() {
+        return allocationsBeforeTrace;
+    }
+
     /** {@link #ALLOC} or {@link #FREE}. */
     public byte kind(int op) {
         return kinds[op];
@@ -93,7 +108,7 @@ public final class AllocationTrace {
 
     /**
      * 1-based line of the trace file that the operation came from, for messages; for a snapshot the
-     * 1-based entry of its device trace, and 0 for an allocation made before the snapshot's first entry.
+     * 1-based entry of its device trace; 0 for an allocation made before the trace began.
      */
     public int lineNumber(int op) {
         return lineNumbers[op];

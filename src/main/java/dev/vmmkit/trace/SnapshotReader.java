@@ -104,7 +104,7 @@ public final class SnapshotReader {
             int seeds = before.size() / 3;
             long[] reservedAtOp = new long[seeds + entries.count()];
             for (int i = 0; i < before.size(); i += 3) {
-                if (!builder.alloc(before.getLong(i), before.getLong(i + 1), before.getLong(i + 2), 0)) {
+                if (!builder.allocBeforeTrace(before.getLong(i), before.getLong(i + 1), before.getLong(i + 2))) {
                     throw new TraceFormatException(name, 0, "block " + Long.toUnsignedString(before.getLong(i))
                             + " was freed twice without an alloc between");
                 }
@@ -132,7 +132,7 @@ public final class SnapshotReader {
             long start = Math.max(0, reservedAtEnd - reserved);
             long[] reservedOverOps = Arrays.copyOf(reservedAtOp, builder.ops());
             for (int op = 0; op < reservedOverOps.length; op++) reservedOverOps[op] += start;
-            RecordedMemory recorded = new RecordedMemory(start + peak, builder.peakLiveBytes(), seeds, reservedOverOps);
+            RecordedMemory recorded = new RecordedMemory(start + peak, builder.peakLiveBytes(), reservedOverOps);
             return builder.build(name, recorded);
         }
 

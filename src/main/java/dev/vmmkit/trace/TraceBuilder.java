@@ -18,6 +18,7 @@ final class TraceBuilder {
     private long liveBytes;
     private long peakLiveBytes;
     private int maxLiveAllocations;
+    private int allocationsBeforeTrace;
     private final Long2LongHashMap liveSizes = new Long2LongHashMap(NOT_LIVE);
 
     /** Appends an alloc; false (and nothing appended) when {@code key} is already live. */
@@ -29,6 +30,18 @@ final class TraceBuilder {
         maxLiveAllocations = Math.max(maxLiveAllocations, liveSizes.size());
         allocs++;
         ops.append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
+        return true;
+    }
+
+    /**
+     * Appends an allocation the program made before the trace's first line (the trace frees it, or
+     * it was still live at the end); false when {@code key} is already live. Call these before any
+     * of the trace's own requests: such allocations start the replay.
+     */
+    boolean allocBeforeTrace(long key, long size, long stream) {
+        if (ops.count() != allocationsBeforeTrace) throw new IllegalStateException("allocations before the trace come first");
+        if (!alloc(key, size, stream, 0)) return false;
+        allocationsBeforeTrace++;
         return true;
     }
 
@@ -51,6 +64,6 @@ final class TraceBuilder {
     }
 
     AllocationTrace build(String name, RecordedMemory recorded) {
-        return ops.toTrace(name, allocs, maxLiveAllocations, peakLiveBytes, recorded);
+        return ops.toTrace(name, allocs, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded);
     }
 }

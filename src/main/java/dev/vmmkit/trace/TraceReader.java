@@ -1,5 +1,9 @@
 package dev.vmmkit.trace;
 
+import org.agrona.collections.Long2LongHashMap;
+import org.agrona.collections.LongArrayList;
+import org.agrona.collections.LongHashSet;
+
 import java.io.BufferedInputStream;
 import java.io.BufferedReader;
 import java.io.EOFException;
@@ -23,9 +27,14 @@ import java.util.zip.ZipException;
  * recording allocator's own driver traffic) and PyTorch's {@code snapshot}/{@code oom} markers are
  * checked for form and then ignored.
  *
+ * <p>A free of a key the trace never allocated frees an allocation the program made before the trace
+ * began (recording started late, or a ring buffer kept only the last entries): the free's size and
+ * stream describe it, and it starts the replay ({@link AllocationTrace#allocationsBeforeTrace()}),
+ * as a snapshot's do ({@link SnapshotReader}).
+ *
  * <p>The first malformed line stops reading with a {@link TraceFormatException} naming the file and
  * the line: a wrong field count, a number that is not a number, a negative size, an unknown action,
- * a free of a key that is not live, or an alloc of a key that already is.
+ * a second free of a key without an alloc between, or an alloc of a key that is live.
  */
 public final class TraceReader {
     private static final String HEADER = "action,addr,size,stream";
@@ -36,7 +45,14 @@ public final class TraceReader {
     private static final Pattern SIGNED_DIGITS = Pattern.compile("[+-]?[0-9]+");
 
     private final String source;
-    private final TraceBuilder builder = new TraceBuilder();
+    /** The trace's own requests, read first: allocations made before it must come before them. */
+    private final OpColumns requests = new OpColumns();
+    /** Allocations made before the trace: (key, size, stream) of each free of a key never seen before. */
+    private final LongArrayList beforeTrace = new LongArrayList();
+    /** Keys live at the line being read, with their sizes. */
+    private final Long2LongHashMap live = new Long2LongHashMap(TraceBuilder.NOT_LIVE);
+    /** Every key the trace has named so far. */
+    private final LongHashSet seen = new LongHashSet();
 
     private TraceReader(String source) {
         this.source = source;
@@ -69,6 +85,16 @@ public final class TraceReader {
             if (text.isEmpty() || text.startsWith("#") || text.equals(HEADER)) continue;
             parseLine(text, lineNumber);
         }
+        TraceBuilder builder = new TraceBuilder();
+        for (int i = 0; i < beforeTrace.size(); i += 3) {
+            builder.allocBeforeTrace(beforeTrace.getLong(i), beforeTrace.getLong(i + 1), beforeTrace.getLong(i + 2));
+        }
+        for (int i = 0; i < requests.count(); i++) {
+            boolean paired = requests.kind(i) == AllocationTrace.ALLOC
+                    ? builder.alloc(requests.key(i), requests.size(i), requests.stream(i), requests.line(i))
+                    : builder.free(requests.key(i), requests.stream(i), requests.line(i)) != TraceBuilder.NOT_LIVE;
+            if (!paired) throw new IllegalStateException("line " + requests.line(i) + " was checked as it was read");
+        }
         return builder.build(source, null);
     }
 
@@ -95,7 +121,7 @@ public final class TraceReader {
         if (size < 0) throw malformed(lineNumber, "negative size " + size);
         switch (action) {
             case "alloc" -> alloc(key, size, stream, lineNumber);
-            case "free_completed" -> free(key, stream, lineNumber);
+            case "free_completed" -> free(key, size, stream, lineNumber);
             case "free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap",
                  "snapshot", "oom" -> { }
             default -> throw malformed(lineNumber, "unknown action '" + action
@@ -104,16 +130,26 @@ public final class TraceReader {
     }
 
     private void alloc(long key, long size, long stream, int lineNumber) throws TraceFormatException {
-        if (!builder.alloc(key, size, stream, lineNumber)) {
+        if (live.get(key) != TraceBuilder.NOT_LIVE) {
             throw malformed(lineNumber, "alloc of key " + Long.toUnsignedString(key) + ", which is already live");
         }
+        live.put(key, size);
+        seen.add(key);
+        requests.append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
     }
 
-    private void free(long key, long stream, int lineNumber) throws TraceFormatException {
-        if (builder.free(key, stream, lineNumber) == TraceBuilder.NOT_LIVE) {
-            throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
-                    + ", which is not live (never allocated or already freed)");
+    private void free(long key, long size, long stream, int lineNumber) throws TraceFormatException {
+        if (live.remove(key) == TraceBuilder.NOT_LIVE) {
+            if (seen.contains(key)) {
+                throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
+                        + ", which is already freed (a second free without an alloc between)");
+            }
+            seen.add(key);
+            beforeTrace.addLong(key);
+            beforeTrace.addLong(size);
+            beforeTrace.addLong(stream);
         }
+        requests.append(AllocationTrace.FREE, key, size, stream, lineNumber);
     }
 
     /** Addresses and stream handles: unsigned 64-bit decimals. */

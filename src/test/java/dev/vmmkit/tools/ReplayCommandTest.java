@@ -76,6 +76,22 @@ class ReplayCommandTest {
     }
 
     @Test
+    void aTraceThatBeganLateReplaysFromTheAllocationsItFreesWithoutAllocating() throws IOException {
+        Path late = dir.resolve("late.csv");
+        Files.writeString(late, "alloc,1,4096,0\nfree_completed,9,1048576,0\nfree_completed,1,4096,0\n");
+        Path json = dir.resolve("report.json");
+
+        int exit = run("--warmup", "0", "--json", json.toString(), late.toString());
+
+        assertEquals(0, exit, err.toString());
+        assertTrue(out.toString().startsWith("trace late.csv (malloc driver): 4 ops (2 allocs, 2 frees)"), out.toString());
+        assertTrue(out.toString().contains("the trace began after the program had allocated"), out.toString());
+        JsonNode report = new ObjectMapper().readTree(json.toFile());
+        assertEquals(1048576 + 4096, report.get("peak_live_bytes").asLong(), "key 9 was live from the start");
+        assertTrue(report.get("trace_truncated").asBoolean());
+    }
+
+    @Test
     void severalTracesGiveOneJsonObjectKeyedByFileName() throws IOException {
         Path other = dir.resolve("other.csv.gz");
         Files.writeString(other, "alloc,7,512,0\n");
@@ -94,13 +110,13 @@ class ReplayCommandTest {
     @Test
     void aMalformedTraceFailsWithOneLineAndWritesNothing() throws IOException {
         Path bad = dir.resolve("bad.csv");
-        Files.writeString(bad, "alloc,1,512,0\nfree_completed,2,512,0\n");
+        Files.writeString(bad, "alloc,1,512,0\nfree_completed,1,512,0\nfree_completed,1,512,0\n");
         Path json = dir.resolve("report.json");
 
         int exit = run("--json", json.toString(), trace.toString(), bad.toString());
 
         assertEquals(1, exit);
-        assertEquals("vmmkit replay: bad.csv:2: free of key 2, which is not live (never allocated or already freed)\n",
+        assertEquals("vmmkit replay: bad.csv:3: free of key 1, which is already freed (a second free without an alloc between)\n",
                 err.toString().replace(System.lineSeparator(), "\n"));
         assertEquals("", out.toString(), "no trace is replayed when one is malformed");
         assertTrue(opened.isEmpty());

@@ -8,6 +8,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -101,6 +102,35 @@ class TraceReaderTest {
         assertEquals(-2L, trace.stream(0));
     }
 
+    @Test
+    void freesOfAllocationsMadeBeforeTheTraceBeganStartIt() throws IOException {
+        // Recording began after keys 7 and 8 were allocated: the trace frees them without an alloc.
+        AllocationTrace trace = TestTraces.parse("""
+                alloc,1,100,0
+                free_completed,7,4096,3
+                alloc,7,50,0
+                free_completed,1,100,0
+                free_completed,8,1000,0
+                free_completed,7,50,0
+                """);
+
+        assertEquals(2, trace.allocationsBeforeTrace());
+        assertEquals(8, trace.ops(), "two allocations first, then the six lines");
+        assertEquals(List.of(AllocationTrace.ALLOC, AllocationTrace.ALLOC, AllocationTrace.ALLOC), List.of(
+                trace.kind(0), trace.kind(1), trace.kind(2)));
+        assertEquals(List.of(7L, 8L, 1L), List.of(trace.key(0), trace.key(1), trace.key(2)));
+        assertEquals(List.of(4096L, 1000L), List.of(trace.size(0), trace.size(1)), "sizes from the frees");
+        assertEquals(3L, trace.stream(0), "stream from the free");
+        assertEquals(List.of(0, 0, 1), List.of(trace.lineNumber(0), trace.lineNumber(1), trace.lineNumber(2)));
+        assertEquals(4096 + 1000 + 100, trace.peakLiveBytes(), "live from the start");
+        assertEquals(3, trace.maxLiveAllocations());
+    }
+
+    @Test
+    void aTraceThatBeginsWithTheProgramHasNoAllocationsBeforeIt() throws IOException {
+        assertEquals(0, TestTraces.parse("alloc,1,100,0\nfree_completed,1,100,0\n").allocationsBeforeTrace());
+    }
+
     @ParameterizedTest(name = "{2}")
     @CsvSource(delimiter = '|', quoteCharacter = '"', textBlock = """
             alloc,1,512                          | 2 | expected 4 fields (action,addr,size,stream), found 3
@@ -112,8 +142,8 @@ class TraceReaderTest {
             alloc,1,512,s                        | 2 | stream 's' is not a non-negative decimal number
             alloc,1,-512,0                       | 2 | negative size -512
             malloc,1,512,0                       | 2 | unknown action 'malloc' (expected alloc, free_requested, free_completed or segment_*)
-            free_completed,99,512,0              | 2 | free of key 99, which is not live (never allocated or already freed)
-            free_completed,5,512,0\\nfree_completed,5,512,0 | 3 | free of key 5, which is not live (never allocated or already freed)
+            free_completed,5,512,0\\nfree_completed,5,512,0 | 3 | free of key 5, which is already freed (a second free without an alloc between)
+            free_completed,99,512,0\\nfree_completed,99,512,0 | 3 | free of key 99, which is already freed (a second free without an alloc between)
             alloc,5,1024,0                       | 2 | alloc of key 5, which is already live
             """)
     void aMalformedLineNamesFileLineAndProblem(String badLines, int badLine, String problem) {

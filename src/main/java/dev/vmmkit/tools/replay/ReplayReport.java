@@ -26,7 +26,8 @@ import dev.vmmkit.trace.RecordedMemory;
  * @param modelledDriverUsPerOp GPU driver time per op priced by {@link DriverCostModel}: a model, not a measurement
  * @param recordedReservedPeakBytes for a PyTorch snapshot, the most bytes PyTorch's own allocator reserved (else null, left out)
  * @param recordedLivePeakBytes     for a PyTorch snapshot, its peak of live bytes (else null, left out)
- * @param traceTruncated            for a PyTorch snapshot, whether allocations made before its first entry seeded the replay
+ * @param traceTruncated            true when the trace began after the program had allocated, and those allocations
+ *                                  started the replay ({@link dev.vmmkit.trace.AllocationTrace#allocationsBeforeTrace()}); else null, left out
  */
 @JsonPropertyOrder({"ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
         "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op", "driver_handles",
@@ -71,7 +72,14 @@ public record ReplayReport(
     public ReplayReport withRecorded(RecordedMemory recorded) {
         return new ReplayReport(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls,
                 hitRate, allocNs, freeNs, wallNsPerOp, driverHandles, modelledDriverUsPerOp,
-                recorded.reservedPeakBytes(), recorded.livePeakBytes(), recorded.truncated());
+                recorded.reservedPeakBytes(), recorded.livePeakBytes(), Boolean.TRUE.equals(traceTruncated));
+    }
+
+    /** This report of a trace that began after the program had allocated. */
+    public ReplayReport withTraceTruncated() {
+        return new ReplayReport(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls,
+                hitRate, allocNs, freeNs, wallNsPerOp, driverHandles, modelledDriverUsPerOp,
+                recordedReservedPeakBytes, recordedLivePeakBytes, true);
     }
 
     /** Counts of the virtual memory API's calls; event calls are left out. */

@@ -33,7 +33,9 @@ public final class ReplaySummary {
                 p50(r.allocNs(), r.allocs()), p99(r.allocNs(), r.allocs()),
                 p50(r.freeNs(), r.frees()), p99(r.freeNs(), r.frees()), wallPerOp(r))
                 + handles(r)
-                + (r.recordedReservedPeakBytes() == null ? "" : comparedWithPyTorch(r) + System.lineSeparator());
+                + (r.recordedReservedPeakBytes() == null ? "" : comparedWithPyTorch(r) + System.lineSeparator())
+                + (Boolean.TRUE.equals(r.traceTruncated()) ? "the trace began after the program had allocated: the allocations"
+                + " made before it (those it frees without allocating them) started the replay" + System.lineSeparator() : "");
     }
 
     /**
@@ -49,9 +51,7 @@ public final class ReplaySummary {
         else verdict = String.format(Locale.ROOT, "vmmkit would reserve %s %s (%.1f%%)", bytes(Math.abs(difference)),
                 difference > 0 ? "less" : "more", pytorch == 0 ? 100.0 : 100.0 * Math.abs(difference) / pytorch);
         return String.format(Locale.ROOT, "PyTorch reserved %s at most (its live peak %s); %s.", bytes(pytorch),
-                bytes(r.recordedLivePeakBytes()), verdict)
-                + (Boolean.TRUE.equals(r.traceTruncated())
-                ? " The snapshot's trace was truncated: allocations made before its first entry start the replay." : "");
+                bytes(r.recordedLivePeakBytes()), verdict);
     }
 
     /** The handles line, when the resource counted them: what the GPU driver would charge for. */
