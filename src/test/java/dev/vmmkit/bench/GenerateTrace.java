@@ -10,26 +10,19 @@ import java.util.List;
 import java.util.SplittableRandom;
 
 /**
- * A synthetic trace of HuggingFace transformers' {@code generate()} on a Llama-style decoder in
- * bf16 with PyTorch's default attention (scaled dot product, no score tensors), tensor by tensor in
- * the order the recorded {@code generate()} traces show (PyTorch's cache off, {@code traces/README.md}):
- * weights loaded one by one; then, per {@code generate()} call, a prefill over the left-padded prompt
- * and one decoding step per new token. Per layer and step: RMSNorm in float32 (to float, pow, mean,
- * add, rsqrt, multiply, back to bf16, times the weight), q/k/v, rotary embedding (x*cos,
- * rotate_half's slice, neg and cat, *sin, sum), the DynamicCache grown by {@code torch.cat} (a key
- * and a value one token longer, the old ones freed right after), the grouped-query keys and values
- * expanded to every head, the attention mask's slice, attention output, o_proj, the residual sum,
- * the MLP (gate, SiLU, up, product, down) and the residual sum; the layer's input lives until the
- * layer returns. Per step: the embedding, mask and rotary tensors, the last token's logits, the
+ * A synthetic trace of HuggingFace transformers' {@code generate()} on a decoder in bf16 (Llama-style,
+ * {@link LlamaDecoder}, or GPT-2, {@link Gpt2Decoder}), tensor by tensor in the order the recorded
+ * {@code generate()} traces show (PyTorch's cache off, {@code traces/README.md}): weights loaded one
+ * by one; then, per {@code generate()} call, a prefill over the left-padded prompt and one decoding
+ * step per new token. Per step, besides the decoder's forward pass: the last token's logits, the
  * float32 scores kept across steps, the logits processors, the chosen tokens, {@code input_ids} and
  * the attention mask grown by one token, the stopping criteria. Sizes are the tensors' bytes, as
  * vmmkit's trace records them. Seeded, so it repeats.
  */
 final class GenerateTrace {
-    private static final long BF16 = 2;
-    private static final long FP32 = 4;
-    private static final long INT64 = 8;
-    private static final long BOOL = 1;
+    private static final long FP32 = Decoder.FP32;
+    private static final long INT64 = Decoder.INT64;
+    private static final long BOOL = Decoder.BOOL;
     /** cuBLAS's workspace, made at the first matrix product and kept (the H100 recording of {@code gen_llama_b8}). */
     private static final long[] BLAS_WORKSPACE = {32L << 20};
     /**
@@ -45,10 +38,12 @@ final class GenerateTrace {
      * the library workspaces made at the first matrix product and kept.
      */
     record Shape(String name, int hidden, int layers, int heads, int kvHeads, int intermediate, int vocab,
-                 int[] batches, int prompt, int newTokens, boolean sampled, long[] workspaces) {
+                 int[] batches, int prompt, int newTokens, boolean sampled, long[] workspaces, boolean gpt2) {
+        /** A Llama-style model with cuBLAS's workspace alone. */
         Shape(String name, int hidden, int layers, int heads, int kvHeads, int intermediate, int vocab,
               int[] batches, int prompt, int newTokens, boolean sampled) {
-            this(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled, BLAS_WORKSPACE);
+            this(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled,
+                    BLAS_WORKSPACE, false);
         }
 
         @Override
@@ -56,23 +51,31 @@ final class GenerateTrace {
             return String.format("%s: hidden %d, %d layers, %d heads (%d cached), intermediate %d, vocabulary %d;"
                             + " batches %s, prompt %d, %d new tokens, %s; workspaces %s", name, hidden, layers, heads, kvHeads,
                     intermediate, vocab, java.util.Arrays.toString(batches), prompt, newTokens, sampled ? "sampled" : "greedy",
-                    java.util.Arrays.toString(workspaces));
+                    java.util.Arrays.toString(workspaces)) + (gpt2 ? "; GPT-2" : "");
         }
 
         /** The same model and calls with other batches, prompt and length. */
         Shape with(String newName, int[] newBatches, int newPrompt, int newTokensEach) {
             return new Shape(newName, hidden, layers, heads, kvHeads, intermediate, vocab, newBatches, newPrompt,
-                    newTokensEach, sampled, workspaces);
+                    newTokensEach, sampled, workspaces, gpt2);
         }
 
         /** The same calls, sampled. */
         Shape sampling() {
-            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, true, workspaces);
+            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, true,
+                    workspaces, gpt2);
         }
 
         /** The same, with the libraries' workspaces of another machine. */
         Shape withWorkspaces(long[] bytes) {
-            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled, bytes);
+            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled,
+                    bytes, gpt2);
+        }
+
+        /** The same, GPT-2's architecture ({@link Gpt2Decoder}): every head cached, tied embeddings. */
+        Shape asGpt2() {
+            return new Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt, newTokens, sampled,
+                    workspaces, true);
         }
     }
 
@@ -83,7 +86,8 @@ final class GenerateTrace {
      */
     static final Shape LLAMA_B8 = new Shape("generation", 1024, 8, 16, 4, 2816, 32000, new int[]{8, 4}, 128, 96, false);
     private static final Shape QWEN2 = new Shape("generation_qwen2", 896, 12, 14, 2, 4864, 32000, new int[]{16, 8}, 256, 300, false);
-    private static final Shape GPT2 = new Shape("generation_gpt2", 768, 12, 12, 12, 3072, 50257, new int[]{4, 2}, 96, 400, false);
+    private static final Shape GPT2 = new Shape("generation_gpt2", 768, 12, 12, 12, 3072, 50257, new int[]{4, 2}, 96, 400, false)
+            .asGpt2();
 
     /**
      * The generation classes: the recorded program, and the same kind of program with other
@@ -112,18 +116,22 @@ final class GenerateTrace {
             LLAMA_B8.with("generation_b64", new int[]{64}, 64, 160).withWorkspaces(H200_WORKSPACES), // gen_llama_b64
             QWEN2.with("generation_qwen2_b32", new int[]{32, 24}, 64, 200).withWorkspaces(H200_WORKSPACES), // gen_qwen2_b32
             LLAMA_B8.with("generation_b40_3calls", new int[]{40, 32, 24}, 64, 240).withWorkspaces(H200_WORKSPACES), // gen_llama_b40
-            QWEN2.with("generation_qwen2_b48_sampled", new int[]{48}, 96, 200).sampling().withWorkspaces(H200_WORKSPACES)); // gen_qwen2_b48_sampled
+            QWEN2.with("generation_qwen2_b48_sampled", new int[]{48}, 96, 200).sampling().withWorkspaces(H200_WORKSPACES), // gen_qwen2_b48_sampled
+            GPT2.with("generation_gpt2_b32", new int[]{32, 16}, 64, 200).withWorkspaces(H200_WORKSPACES)); // gen_gpt2_b32
 
     private final Shape shape;
-    private final int headDim;
     private final TensorTrace tensors;
     private final SplittableRandom rng = new SplittableRandom(29);
+    /** The libraries' workspaces, made at the first matrix product and kept for the run. */
     private final List<T> workspaces = new ArrayList<>();
+    private final Decoder decoder;
 
     private GenerateTrace(TraceWriter out, Shape shape) {
         this.tensors = new TensorTrace(out);
         this.shape = shape;
-        this.headDim = shape.hidden / shape.heads;
+        this.decoder = shape.gpt2
+                ? new Gpt2Decoder(tensors, shape, workspaces)
+                : new LlamaDecoder(tensors, shape, workspaces);
     }
 
     /** Writes the trace of {@code shape} to {@code file}. */
@@ -142,39 +150,11 @@ final class GenerateTrace {
         tensors.free(freed);
     }
 
-    /** Allocates and frees {@code count} small temporaries of {@code bytes} each (index and mask bookkeeping). */
-    private void scratch(int count, long bytes) throws IOException {
-        for (int i = 0; i < count; i++) free(alloc(bytes));
-    }
-
     private void run() throws IOException {
-        List<T> weights = loadWeights();
+        List<T> weights = decoder.loadWeights();
         for (int batch : shape.batches) generate(batch);
         for (T w : weights) free(w);
         for (T w : workspaces) free(w);
-    }
-
-    private List<T> loadWeights() throws IOException {
-        long h = shape.hidden;
-        long kv = (long) shape.kvHeads * headDim;
-        long inter = shape.intermediate;
-        List<T> weights = new ArrayList<>();
-        for (int l = 0; l < shape.layers; l++) {
-            weights.add(alloc(h * h * BF16)); // q_proj
-            weights.add(alloc(kv * h * BF16)); // k_proj
-            weights.add(alloc(kv * h * BF16)); // v_proj
-            weights.add(alloc(h * h * BF16)); // o_proj
-            weights.add(alloc(inter * h * BF16)); // gate_proj
-            weights.add(alloc(inter * h * BF16)); // up_proj
-            weights.add(alloc(h * inter * BF16)); // down_proj
-            weights.add(alloc(h * BF16)); // input_layernorm
-            weights.add(alloc(h * BF16)); // post_attention_layernorm
-        }
-        weights.add(alloc(h * BF16)); // norm
-        weights.add(alloc(headDim / 2 * FP32)); // rotary inv_freq
-        weights.add(alloc(shape.vocab * h * BF16)); // embed_tokens
-        weights.add(alloc(shape.vocab * h * BF16)); // lm_head
-        return weights;
     }
 
     /** One generate() call. */
@@ -182,7 +162,7 @@ final class GenerateTrace {
         int prompt = shape.prompt;
         T inputIds = alloc((long) batch * prompt * INT64);
         T attentionMask = alloc((long) batch * prompt * INT64);
-        scratch(6, BOOL);
+        tensors.scratch(6, BOOL);
         T unfinished = alloc(batch * INT64);
         T[] keys = new T[shape.layers];
         T[] values = new T[shape.layers];
@@ -192,7 +172,7 @@ final class GenerateTrace {
         for (int step = 0; step < shape.newTokens; step++) {
             int tokens = step == 0 ? prompt : 1;
             seq += tokens;
-            T lastLogits = forward(batch, tokens, seq, keys, values);
+            T lastLogits = decoder.forward(batch, tokens, seq, keys, values);
             free(logitsF);
             logitsF = alloc((long) batch * shape.vocab * FP32); // logits[:, -1, :].to(float32)
             free(lastLogits);
@@ -213,113 +193,6 @@ final class GenerateTrace {
         free(scores, logitsF, unfinished, attentionMask, inputIds);
     }
 
-    /** One forward pass of {@code tokens} tokens, {@code seq} in the cache after it; returns the last token's bf16 logits. */
-    private T forward(int batch, int tokens, int seq, T[] keys, T[] values) throws IOException {
-        long bt = (long) batch * tokens;
-        T cachePosition = alloc(tokens * INT64);
-        T positionIds = alloc(bt * INT64);
-        T embedded = alloc(bt * shape.hidden * BF16); // embed_tokens
-        // The causal mask from the 2-D attention mask: boolean and int64 intermediates.
-        T padding = alloc((long) batch * seq * BOOL);
-        scratch(2, (long) batch * seq * INT64);
-        scratch(3, INT64);
-        T causal = alloc(bt * seq * BOOL);
-        scratch(2, (long) batch * seq * BOOL);
-        // Rotary embedding, once per forward: inv_freq expanded, positions, freqs, cat, cos, sin.
-        T invExpanded = alloc((long) batch * headDim / 2 * FP32);
-        T positions = alloc(bt * FP32);
-        T invCopy = alloc((long) batch * headDim / 2 * FP32);
-        T freqs = alloc(bt * headDim / 2 * FP32 * 2);
-        T emb = alloc(bt * headDim * FP32);
-        T cosF = alloc(bt * headDim * FP32);
-        T sinF = alloc(bt * headDim * FP32);
-        T cos = alloc(bt * headDim * BF16);
-        T sin = alloc(bt * headDim * BF16);
-        free(invExpanded, positions, invCopy, freqs, emb, cosF, sinF);
-        if (workspaces.isEmpty()) for (long bytes : shape.workspaces) workspaces.add(alloc(bytes));
-
-        T hiddenStates = embedded;
-        for (int l = 0; l < shape.layers; l++) {
-            T layerInput = hiddenStates;
-            T normed = rmsNorm(bt);
-            T attention = attention(batch, tokens, seq, normed, cos, sin, l, keys, values);
-            T afterAttention = alloc(bt * shape.hidden * BF16); // residual + attention
-            free(attention);
-            T normed2 = rmsNorm(bt);
-            long mlp = bt * shape.intermediate * BF16;
-            T gate = alloc(mlp);
-            T act = alloc(mlp);
-            free(gate);
-            T up = alloc(mlp);
-            T product = alloc(mlp);
-            free(act, up);
-            T down = alloc(bt * shape.hidden * BF16);
-            free(product, normed2);
-            hiddenStates = alloc(bt * shape.hidden * BF16); // residual + mlp
-            free(down, afterAttention, layerInput);
-        }
-        T normed = rmsNorm(bt);
-        free(hiddenStates, cos, sin, causal, padding, positionIds, cachePosition);
-        T logits = alloc((long) batch * shape.vocab * BF16); // lm_head on the last token (logits_to_keep=1)
-        free(normed);
-        return logits;
-    }
-
-    /** LlamaRMSNorm: to float32, pow, mean, +eps, rsqrt, multiply, to bf16, times the weight. */
-    private T rmsNorm(long bt) throws IOException {
-        long row = bt * shape.hidden;
-        T asFloat = alloc(row * FP32);
-        T squared = alloc(row * FP32);
-        T mean = alloc(bt * FP32);
-        free(squared);
-        T plusEps = alloc(bt * FP32);
-        T rsqrt = alloc(bt * FP32);
-        free(plusEps);
-        T scaled = alloc(row * FP32);
-        free(rsqrt, asFloat);
-        T half = alloc(row * BF16);
-        T weighted = alloc(row * BF16);
-        free(half, scaled, mean);
-        return weighted;
-    }
-
-    /** Self-attention of layer {@code l}, its cache grown by {@code torch.cat}; frees {@code normed}, returns o_proj's output. */
-    private T attention(int batch, int tokens, int seq, T normed, T cos, T sin, int l, T[] keys, T[] values) throws IOException {
-        long bt = (long) batch * tokens;
-        long kvRow = (long) shape.kvHeads * headDim;
-        T q = alloc(bt * shape.hidden * BF16);
-        T k = alloc(bt * kvRow * BF16);
-        T v = alloc(bt * kvRow * BF16);
-        T qEmbedded = tensors.rotate(q.bytes());
-        T kEmbedded = tensors.rotate(k.bytes());
-        free(q, k);
-        long cacheBytes = (long) batch * kvRow * seq * BF16;
-        T grownKeys = alloc(cacheBytes);
-        free(keys[l]);
-        keys[l] = grownKeys;
-        T grownValues = alloc(cacheBytes);
-        free(values[l]);
-        values[l] = grownValues;
-        free(kEmbedded, v);
-        // repeat_kv: keys and values expanded to every query head (a view when every head is cached).
-        boolean grouped = shape.kvHeads < shape.heads;
-        long repeatedBytes = (long) batch * shape.heads * seq * headDim * BF16;
-        T repeatedKeys = grouped ? alloc(repeatedBytes) : null;
-        T repeatedValues = grouped ? alloc(repeatedBytes) : null;
-        scratch(2, BF16);
-        T mask = alloc(bt * seq * BF16); // the mask's slice for this layer, made contiguous
-        T a = alloc(INT64);
-        T b = alloc(INT64);
-        T output = alloc(bt * shape.hidden * BF16); // scaled_dot_product_attention
-        free(a, b);
-        if (tokens > 1) scratch(1, 256);
-        free(mask, repeatedKeys, repeatedValues);
-        T projected = alloc(bt * shape.hidden * BF16); // o_proj
-        free(output, qEmbedded, normed);
-        return projected;
-    }
-
-
     /** The logits processors (two that mask tokens; with sampling temperature, top-k, top-p): returns the processed scores. */
     private T processLogits(int batch, T logits) throws IOException {
         long n = (long) batch * shape.vocab;
@@ -327,9 +200,9 @@ final class GenerateTrace {
         for (int processor = 0; processor < 2; processor++) {
             T isEos = alloc(n * BOOL);
             T vocabMask = alloc(shape.vocab * BOOL);
-            scratch(2, shape.vocab * BOOL);
+            tensors.scratch(2, shape.vocab * BOOL);
             T copy = alloc(n * FP32);
-            scratch(1, FP32);
+            tensors.scratch(1, FP32);
             T result = alloc(n * FP32); // torch.where(mask, -inf, scores)
             free(copy, isEos, vocabMask);
             if (masked != logits) free(masked);
@@ -366,10 +239,10 @@ final class GenerateTrace {
         } else {
             drawn = alloc(batch * INT64);
         }
-        scratch(3, batch * INT64);
+        tensors.scratch(3, batch * INT64);
         T next = alloc(batch * INT64);
         free(drawn);
-        if (rng.nextInt(8) == 0) scratch(1, batch * INT64); // an occasional streamer copy
+        if (rng.nextInt(8) == 0) tensors.scratch(1, batch * INT64); // an occasional streamer copy
         return next;
     }
 
@@ -377,9 +250,9 @@ final class GenerateTrace {
     private void stoppingCriteria(int batch) throws IOException {
         T maxLength = alloc(batch * BOOL);
         T eos = alloc(batch * BOOL);
-        scratch(4, batch * BOOL);
+        tensors.scratch(4, batch * BOOL);
         T done = alloc(batch * BOOL);
         free(maxLength, eos, done);
-        scratch(2, BOOL);
+        tensors.scratch(2, BOOL);
     }
 }

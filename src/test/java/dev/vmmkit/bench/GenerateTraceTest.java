@@ -30,7 +30,8 @@ class GenerateTraceTest {
     @ParameterizedTest
     @CsvSource({"generation, gen_llama_b8", "generation_b32, gen_llama_b32", "generation_b48, gen_llama_b48",
             "generation_b24, gen_llama_b24", "generation_b64, gen_llama_b64", "generation_qwen2_b32, gen_qwen2_b32",
-            "generation_b40_3calls, gen_llama_b40", "generation_qwen2_b48_sampled, gen_qwen2_b48_sampled"})
+            "generation_b40_3calls, gen_llama_b40", "generation_qwen2_b48_sampled, gen_qwen2_b48_sampled",
+            "generation_gpt2_b32, gen_gpt2_b32"})
     void aGenerationClassHasTheRecordedProgramsSizesAndLiveProfile(String shapeName, String recorded, @TempDir Path dir)
             throws IOException {
         GenerateTrace.Shape shape = GenerateTrace.FAMILY.stream().filter(s -> s.name().equals(shapeName)).findFirst().orElseThrow();

@@ -33,6 +33,11 @@ final class TensorTrace {
         for (T t : tensors) if (t != null) out.free(t.key, t.bytes, 0);
     }
 
+    /** Allocates and frees {@code count} small temporaries of {@code bytes} each (index and mask bookkeeping). */
+    void scratch(int count, long bytes) throws IOException {
+        for (int i = 0; i < count; i++) free(alloc(bytes));
+    }
+
     /** apply_rotary_pos_emb for one tensor of {@code bytes}: x*cos, rotate_half (slice, neg, cat), *sin, sum. */
     T rotate(long bytes) throws IOException {
         T timesCos = alloc(bytes);
