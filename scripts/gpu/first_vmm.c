@@ -30,7 +30,9 @@
  *                               unmapped at the very address the timed allocation then takes: whether
  *                               the page tables the driver made for that range outlive the unmap
  * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
- * sleeps N ms before the timed allocations.
+ * sleeps N ms before the timed allocations. FIRST_VMM_EXTRA_VA_GIB="286 286" reserves address ranges
+ * of those sizes first and leaves them unused (as vmmkit's regions reserve twice the device's memory
+ * each): whether address space reserved elsewhere in the process slows the calls.
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
  */
 #include <dlfcn.h>
@@ -72,6 +74,17 @@ static void idle(void) {
     if (!ms || atoi(ms) <= 0) return;
     struct timespec t = {atoi(ms) / 1000, (atoi(ms) % 1000) * 1000000L};
     nanosleep(&t, NULL);
+}
+/* FIRST_VMM_EXTRA_VA_GIB: unused reservations of these sizes (GiB, space-separated), made first. */
+static void reserve_extra_va(void) {
+    const char *list = getenv("FIRST_VMM_EXTRA_VA_GIB");
+    if (!list) return;
+    char *end;
+    for (unsigned long long gib = strtoull(list, &end, 10); end != list; gib = strtoull(list, &end, 10)) {
+        CUdeviceptr va;
+        check("cuMemAddressReserve (extra)", cuMemAddressReserve(&va, (size_t)gib << 30, 2u << 20, 0, 0));
+        list = end;
+    }
 }
 static CUdeviceptr big_base, big_next;   /* vmm-big-va: the reservation, and where the next mapping goes */
 static const size_t BIG_VA = (size_t)256 << 30;
@@ -195,6 +208,7 @@ int main(int argc, char **argv) {
     /* What comes before the idle spell and the timed allocations. */
     if (strcmp(mode, "vmm-warm") == 0) vmm_allocation(2u << 20, 0, NULL, 1);
     if (strcmp(mode, "vmm-kept") == 0 || strncmp(mode, "vmm-sync", 8) == 0) vmm_allocation(2u << 20, 0, NULL, 0);
+    reserve_extra_va();
     idle();
     if (strcmp(mode, "vmm-sync") == 0) check("cuCtxSynchronize", cuCtxSynchronize());
     if (strcmp(mode, "vmm-sync-relaxed") == 0) relaxed_sync(NULL);
