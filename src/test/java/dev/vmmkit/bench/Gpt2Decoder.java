@@ -17,33 +17,20 @@ import java.util.List;
  * ({@code 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))}), its {@code c_proj} and the
  * residual sum. The language-model head shares the token embedding, so it is no weight of its own.
  */
-final class Gpt2Decoder implements Decoder {
+final class Gpt2Decoder extends Decoder {
     /** GPT-2's {@code n_positions}: the position embedding's rows. */
     private static final long POSITIONS = 2048;
     /** {@code gelu_new}'s temporaries of the MLP's width, each freed two steps after it is made. */
     private static final int GELU_TEMPORARIES = 8;
 
-    private final TensorTrace tensors;
-    private final GenerateTrace.Shape shape;
-    private final List<T> workspaces;
 
     /** {@code workspaces}: the libraries' workspaces, made at the first matrix product into this list. */
     Gpt2Decoder(TensorTrace tensors, GenerateTrace.Shape shape, List<T> workspaces) {
-        this.tensors = tensors;
-        this.shape = shape;
-        this.workspaces = workspaces;
-    }
-
-    private T alloc(long bytes) throws IOException {
-        return tensors.alloc(bytes);
-    }
-
-    private void free(T... freed) throws IOException {
-        tensors.free(freed);
+        super(tensors, shape, workspaces);
     }
 
     @Override
-    public List<T> loadWeights() throws IOException {
+    List<T> loadWeights() throws IOException {
         long h = shape.hidden();
         long inner = shape.intermediate();
         List<T> weights = new ArrayList<>();
@@ -69,7 +56,7 @@ final class Gpt2Decoder implements Decoder {
     }
 
     @Override
-    public T forward(int batch, int tokens, int seq, T[] keys, T[] values) throws IOException {
+    T forward(int batch, int tokens, int seq, T[] keys, T[] values) throws IOException {
         long bt = (long) batch * tokens;
         long row = bt * shape.hidden() * BF16;
         T cachePosition = alloc(tokens * INT64);
@@ -78,13 +65,8 @@ final class Gpt2Decoder implements Decoder {
         T positionEmbeddings = alloc(row); // wpe
         T hiddenStates = alloc(row); // their sum
         free(tokenEmbeddings, positionEmbeddings);
-        // The causal mask from the 2-D attention mask: boolean and int64 intermediates.
-        T padding = alloc((long) batch * seq * BOOL);
-        tensors.scratch(2, (long) batch * seq * INT64);
-        tensors.scratch(3, INT64);
-        T causal = alloc(bt * seq * BOOL);
-        tensors.scratch(2, (long) batch * seq * BOOL);
-        if (workspaces.isEmpty()) for (long bytes : shape.workspaces()) workspaces.add(alloc(bytes));
+        T[] mask = causalMask(batch, bt, seq);
+        makeWorkspacesOnce();
 
         for (int l = 0; l < shape.layers(); l++) {
             T layerInput = hiddenStates;
@@ -98,7 +80,7 @@ final class Gpt2Decoder implements Decoder {
             free(down, normed2, attention, normed, layerInput);
         }
         T normed = layerNorm(bt); // ln_f
-        free(hiddenStates, causal, padding, positionIds, cachePosition);
+        free(hiddenStates, mask[1], mask[0], positionIds, cachePosition);
         T logits = alloc((long) batch * shape.vocab() * BF16); // the tied lm_head on the last token
         free(normed);
         return logits;
@@ -119,12 +101,7 @@ final class Gpt2Decoder implements Decoder {
         long row = bt * shape.hidden() * BF16;
         T qkv = alloc(3 * row); // c_attn, split into views
         long cacheBytes = (long) batch * shape.hidden() * seq * BF16;
-        T grownKeys = alloc(cacheBytes);
-        free(keys[l]);
-        keys[l] = grownKeys;
-        T grownValues = alloc(cacheBytes);
-        free(values[l]);
-        values[l] = grownValues;
+        growCache(l, keys, values, cacheBytes);
         tensors.scratch(2, BF16);
         T mask = alloc(bt * seq * BF16); // the mask's slice for this layer, made contiguous
         T a = alloc(INT64);

@@ -15,30 +15,17 @@ import java.util.List;
  * head, the attention mask's slice, attention output, o_proj, the residual sum, the MLP (gate,
  * SiLU, up, product, down) and the residual sum; the layer's input lives until the layer returns.
  */
-final class LlamaDecoder implements Decoder {
-    private final TensorTrace tensors;
-    private final GenerateTrace.Shape shape;
-    private final List<T> workspaces;
+final class LlamaDecoder extends Decoder {
     private final int headDim;
 
     /** {@code workspaces}: the libraries' workspaces, made at the first matrix product into this list. */
     LlamaDecoder(TensorTrace tensors, GenerateTrace.Shape shape, List<T> workspaces) {
-        this.tensors = tensors;
-        this.shape = shape;
-        this.workspaces = workspaces;
+        super(tensors, shape, workspaces);
         this.headDim = shape.hidden() / shape.heads();
     }
 
-    private T alloc(long bytes) throws IOException {
-        return tensors.alloc(bytes);
-    }
-
-    private void free(T... freed) throws IOException {
-        tensors.free(freed);
-    }
-
     @Override
-    public List<T> loadWeights() throws IOException {
+    List<T> loadWeights() throws IOException {
         long h = shape.hidden();
         long kv = (long) shape.kvHeads() * headDim;
         long inter = shape.intermediate();
@@ -62,17 +49,12 @@ final class LlamaDecoder implements Decoder {
     }
 
     @Override
-    public T forward(int batch, int tokens, int seq, T[] keys, T[] values) throws IOException {
+    T forward(int batch, int tokens, int seq, T[] keys, T[] values) throws IOException {
         long bt = (long) batch * tokens;
         T cachePosition = alloc(tokens * INT64);
         T positionIds = alloc(bt * INT64);
         T embedded = alloc(bt * shape.hidden() * BF16); // embed_tokens
-        // The causal mask from the 2-D attention mask: boolean and int64 intermediates.
-        T padding = alloc((long) batch * seq * BOOL);
-        tensors.scratch(2, (long) batch * seq * INT64);
-        tensors.scratch(3, INT64);
-        T causal = alloc(bt * seq * BOOL);
-        tensors.scratch(2, (long) batch * seq * BOOL);
+        T[] mask = causalMask(batch, bt, seq);
         // Rotary embedding, once per forward: inv_freq expanded, positions, freqs, cat, cos, sin.
         T invExpanded = alloc((long) batch * headDim / 2 * FP32);
         T positions = alloc(bt * FP32);
@@ -84,7 +66,7 @@ final class LlamaDecoder implements Decoder {
         T cos = alloc(bt * headDim * BF16);
         T sin = alloc(bt * headDim * BF16);
         free(invExpanded, positions, invCopy, freqs, emb, cosF, sinF);
-        if (workspaces.isEmpty()) for (long bytes : shape.workspaces()) workspaces.add(alloc(bytes));
+        makeWorkspacesOnce();
 
         T hiddenStates = embedded;
         for (int l = 0; l < shape.layers(); l++) {
@@ -107,7 +89,7 @@ final class LlamaDecoder implements Decoder {
             free(down, afterAttention, layerInput);
         }
         T normed = rmsNorm(bt);
-        free(hiddenStates, cos, sin, causal, padding, positionIds, cachePosition);
+        free(hiddenStates, cos, sin, mask[1], mask[0], positionIds, cachePosition);
         T logits = alloc((long) batch * shape.vocab() * BF16); // lm_head on the last token (logits_to_keep=1)
         free(normed);
         return logits;
@@ -142,12 +124,7 @@ final class LlamaDecoder implements Decoder {
         T kEmbedded = tensors.rotate(k.bytes());
         free(q, k);
         long cacheBytes = (long) batch * kvRow * seq * BF16;
-        T grownKeys = alloc(cacheBytes);
-        free(keys[l]);
-        keys[l] = grownKeys;
-        T grownValues = alloc(cacheBytes);
-        free(values[l]);
-        values[l] = grownValues;
+        growCache(l, keys, values, cacheBytes);
         free(kEmbedded, v);
         // repeat_kv: keys and values expanded to every query head (a view when every head is cached).
         boolean grouped = shape.kvHeads() < shape.heads();
