@@ -30,6 +30,15 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False):
     elif arch == "gpt2":
         cfg = tf.GPT2Config(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=2048)
         model = tf.GPT2LMHeadModel(cfg)
+    elif arch == "mistral":  # grouped-query attention with a sliding window: the cache stops growing at 128 tokens
+        cfg = tf.MistralConfig(vocab_size=32000, hidden_size=1024, intermediate_size=3584, num_hidden_layers=8,
+                               num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096,
+                               sliding_window=128)
+        model = tf.MistralForCausalLM(cfg)
+    elif arch == "opt":  # learned positions, every head cached, a ReLU MLP
+        cfg = tf.OPTConfig(vocab_size=50272, hidden_size=1024, num_hidden_layers=12, ffn_dim=4096,
+                           num_attention_heads=16, max_position_embeddings=2048, word_embed_proj_dim=1024)
+        model = tf.OPTForCausalLM(cfg)
     elif arch == "qwen2":
         cfg = tf.Qwen2Config(vocab_size=32000, hidden_size=896, intermediate_size=4864, num_hidden_layers=12,
                              num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096)
@@ -205,6 +214,10 @@ WORKLOADS = {
     # sampling (top-k) at a batch between the others.
     "gen_llama_b40": lambda: generate("llama", [40, 32, 24], 64, 240),
     "gen_qwen2_b48_sampled": lambda: generate("qwen2", [48], 96, 200, sample=True),
+    # Two architectures no rule was measured on: a sliding-window cache (its copies stop growing once
+    # the window is full) and OPT.
+    "gen_mistral_b32_window": lambda: generate("mistral", [32, 16], 64, 240),
+    "gen_opt_b24": lambda: generate("opt", [24, 16], 96, 200),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
