@@ -29,6 +29,9 @@
  *   first_vmm vmm-pt-warm SIZE  as vmm-big-va, after one 2 MiB handle was mapped, granted access and
  *                               unmapped at the very address the timed allocation then takes: whether
  *                               the page tables the driver made for that range outlive the unmap
+ *   first_vmm vmm-offset SIZE   as vmm, mapped FIRST_VMM_OFFSET_MIB (2) MiB past a 1 GiB boundary inside
+ *                               a larger reservation: an address aligned to a page but to nothing larger,
+ *                               where the driver's own reservations come 32 MiB-aligned
  * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
  * sleeps N ms before the timed allocations. FIRST_VMM_EXTRA_VA_GIB="286 286" reserves address ranges
  * of those sizes first and leaves them unused (as vmmkit's regions reserve twice the device's memory
@@ -62,6 +65,9 @@ static void *relaxed_sync(void *unused) {
     check("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode(&mode));
     return NULL;
 }
+
+/* vmm-offset: the timed mappings start this far past a 1 GiB boundary. */
+static size_t offset_bytes;
 
 /* How the timed allocations' handles are made (vmm-export, vmm-rdma). */
 static int exportable;
@@ -152,7 +158,7 @@ static void free_allocation(Allocation a, const char *label) {
     double t1 = now_us();
     check("cuMemRelease", cuMemRelease(a.handle));
     double t2 = now_us();
-    if (!big_base) check("cuMemAddressFree", cuMemAddressFree(a.va, a.size));
+    if (!big_base && !offset_bytes) check("cuMemAddressFree", cuMemAddressFree(a.va, a.size));
     printf("{\"test\":\"%s-free\",\"size\":%zu,\"unmap_us\":%.1f,\"release_us\":%.1f}\n", label, a.size, t1 - t0, t2 - t1);
 }
 
@@ -168,6 +174,10 @@ static Allocation vmm_allocation(size_t size, size_t alignment, const char *labe
     if (big_base) {
         va = big_next;
         big_next += size;
+    } else if (offset_bytes) {
+        CUdeviceptr base;
+        check("cuMemAddressReserve (offset)", cuMemAddressReserve(&base, size + ((size_t)1 << 30), (size_t)1 << 30, 0, 0));
+        va = base + offset_bytes;
     } else {
         check("cuMemAddressReserve", cuMemAddressReserve(&va, size, alignment, 0, 0));
     }
@@ -191,7 +201,7 @@ static Allocation vmm_allocation(size_t size, size_t alignment, const char *labe
 int main(int argc, char **argv) {
     static const char *const modes[] = {"native", "vmm", "vmm-warm", "vmm-kept", "vmm-sync", "vmm-sync-relaxed",
                                         "vmm-sync-thread", "vmm-aligned", "vmm-export", "vmm-big-va",
-                                        "vmm-spin", "vmm-split", "vmm-pt-warm", "vmm-rdma"};
+                                        "vmm-spin", "vmm-split", "vmm-pt-warm", "vmm-rdma", "vmm-offset"};
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof modes / sizeof *modes; i++) known |= strcmp(argv[1], modes[i]) == 0;
     if (!known) { fprintf(stderr, "usage: first_vmm MODE SIZE (MODE: see the comment at the top)\n"); return 2; }
@@ -231,6 +241,10 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "vmm-aligned") == 0) alignment = (size_t)1 << 30;
     if (strcmp(mode, "vmm-export") == 0) exportable = 1;
     if (strcmp(mode, "vmm-rdma") == 0) rdma_capable = 1;
+    if (strcmp(mode, "vmm-offset") == 0) {
+        const char *mib = getenv("FIRST_VMM_OFFSET_MIB");
+        offset_bytes = (size_t)(mib ? atoi(mib) : 2) << 20;
+    }
     if (strcmp(mode, "vmm-big-va") == 0 || strcmp(mode, "vmm-pt-warm") == 0) {
         check("cuMemAddressReserve (256 GiB)", cuMemAddressReserve(&big_base, BIG_VA, 2u << 20, 0, 0));
         big_next = big_base;

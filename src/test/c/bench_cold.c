@@ -9,6 +9,7 @@
  * many of them were running just after it (read after the call, so they cost it nothing).
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,8 +144,10 @@ int main(int argc, char **argv) {
                      after.ru_minflt - before.ru_minflt, after.ru_nvcsw - before.ru_nvcsw,
                      after.ru_nivcsw - before.ru_nivcsw, tlb_before < 0 ? -1 : tlb_after - tlb_before, threads, running, names);
         }
+        uintptr_t address = (uintptr_t)p;
         printf("{\"test\":\"first\",\"size\":%zu,\"first_malloc_us\":%.1f,\"warmup_malloc_us\":%.1f,"
-               "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f%s}\n", size, us, w1 - w0, w2 - w1, w3 - w2, extra);
+               "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f,\"address_alignment_mib\":%llu%s}\n", size, us,
+               w1 - w0, w2 - w1, w3 - w2, (unsigned long long)((address & -address) >> 20), extra);
         return cudaFree(p) != 0;
     }
     size_t from = strtoull(argv[2], NULL, 0), to = strtoull(argv[3], NULL, 0);
