@@ -146,8 +146,8 @@ int main(int argc, char **argv) {
         }
         uintptr_t address = (uintptr_t)p;
         printf("{\"test\":\"first\",\"size\":%zu,\"first_malloc_us\":%.1f,\"warmup_malloc_us\":%.1f,"
-               "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f,\"address_alignment_mib\":%llu%s}\n", size, us,
-               w1 - w0, w2 - w1, w3 - w2, (unsigned long long)((address & -address) >> 20), extra);
+               "\"warmup_free_us\":%.1f,\"warmup_sync_us\":%.1f,\"address_alignment_mib\":%llu,\"start_monotonic_us\":%.1f%s}\n",
+               size, us, w1 - w0, w2 - w1, w3 - w2, (unsigned long long)((address & -address) >> 20), t, extra);
         return cudaFree(p) != 0;
     }
     size_t from = strtoull(argv[2], NULL, 0), to = strtoull(argv[3], NULL, 0);
