@@ -3,12 +3,14 @@
  * classic grow (cudaMalloc bigger, copy, cudaFree the old one). One measurement per process, after
  * one 4 KiB cudaMalloc + cudaFree that starts the runtime (and, under `vmmkit run`, vmmkit's JVM).
  * Usage: bench_cold first SIZE | bench_cold grow FROM TO. Prints one JSON line. BENCH_COLD_IDLE_MS=N
- * sleeps N ms between the warm-up and the timed call. BENCH_COLD_COUNTERS=1 adds what the kernel
+ * sleeps N ms between the warm-up and the timed call; BENCH_COLD_TOUCH=1 writes a small buffer on the
+ * device there (see below). BENCH_COLD_COUNTERS=1 adds what the kernel
  * counted around the timed call: this thread's minor page faults and context switches (getrusage),
  * the TLB shootdowns of the whole machine (/proc/interrupts), and the process's threads and how
  * many of them were running just after it (read after the call, so they cost it nothing).
  */
-#define _GNU_SOURCE /* RUSAGE_THREAD */
+#define _GNU_SOURCE /* RUSAGE_THREAD, RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +106,19 @@ int main(int argc, char **argv) {
     double w2 = now_us();
     if ((e = cudaDeviceSynchronize()) != 0) return fail("cudaDeviceSynchronize", e);
     double w3 = now_us();
+    /* BENCH_COLD_TOUCH=1: then a small buffer is written on the device (cudaMemset, a kernel the
+     * allocator does not see) and the device synchronised, so the timed call follows device work in
+     * every process, whether the warm-up pair reached the driver or not. */
+    const char *touch = getenv("BENCH_COLD_TOUCH");
+    if (touch && atoi(touch) > 0) {
+        cudaError_t (*memset_on_device)(void *, int, size_t) =
+                (cudaError_t (*)(void *, int, size_t))dlsym(RTLD_DEFAULT, "cudaMemset");
+        void *small = NULL;
+        if (!memset_on_device) return fail("cudaMemset (not found)", 1);
+        if ((e = cudaMalloc(&small, 4096)) != 0) return fail("cudaMalloc (touch)", e);
+        if ((e = memset_on_device(small, 0, 4096)) != 0) return fail("cudaMemset (touch)", e);
+        if ((e = cudaDeviceSynchronize()) != 0) return fail("cudaDeviceSynchronize (touch)", e);
+    }
     const char *idle_ms = getenv("BENCH_COLD_IDLE_MS"); /* an idle spell before the timed call */
     if (idle_ms && atoi(idle_ms) > 0) {
         struct timespec pause = {atoi(idle_ms) / 1000, (atoi(idle_ms) % 1000) * 1000000L};
