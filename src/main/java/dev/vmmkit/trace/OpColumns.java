@@ -25,6 +25,13 @@ final class OpColumns {
         count++;
     }
 
+    /** Appends every row of {@code other}, in order. */
+    void appendAll(OpColumns other) {
+        for (int i = 0; i < other.count; i++) {
+            append(other.kinds[i], other.keys[i], other.sizes[i], other.streams[i], other.lines[i]);
+        }
+    }
+
     int count() {
         return count;
     }

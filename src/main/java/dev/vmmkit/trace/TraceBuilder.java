@@ -1,6 +1,7 @@
 package dev.vmmkit.trace;
 
 import org.agrona.collections.Long2LongHashMap;
+import org.agrona.collections.LongHashSet;
 
 
 /**
@@ -8,26 +9,38 @@ import org.agrona.collections.Long2LongHashMap;
  * keeps the figures the trace alone defines (peak live bytes, most live allocations). Both readers
  * ({@link TraceReader}, {@link SnapshotReader}) build through it; they decide what a request that
  * does not pair up means.
+ *
+ * <p>Allocations made before the trace began start it: a reader that knows them up front adds them
+ * first ({@link #allocBeforeTrace}); one that finds them as the trace frees them
+ * ({@link #freeBeforeTrace}) gets them put first when the trace is built. Until then the running
+ * figures leave those found late out (live bytes may go below zero), and they are added at the end.
  */
 final class TraceBuilder {
     /** Size of a key that is not live; real sizes are never negative. */
     static final long NOT_LIVE = -1;
 
     private final OpColumns ops = new OpColumns();
+    /** Allocations made before the trace, found as it freed them; put first when it is built. */
+    private final OpColumns foundBeforeTrace = new OpColumns();
+    private long foundBeforeTraceBytes;
     private int allocs;
+    private int allocationsBeforeTrace;
     private long liveBytes;
     private long peakLiveBytes;
+    private int liveAllocations;
     private int maxLiveAllocations;
-    private int allocationsBeforeTrace;
     private final Long2LongHashMap liveSizes = new Long2LongHashMap(NOT_LIVE);
+    /** Every key allocated or freed so far: a free of one that is not live is a second free. */
+    private final LongHashSet named = new LongHashSet();
 
     /** Appends an alloc; false (and nothing appended) when {@code key} is already live. */
     boolean alloc(long key, long size, long stream, int lineNumber) {
         if (liveSizes.get(key) != NOT_LIVE) return false;
         liveSizes.put(key, size);
+        named.add(key);
         liveBytes += size;
         peakLiveBytes = Math.max(peakLiveBytes, liveBytes);
-        maxLiveAllocations = Math.max(maxLiveAllocations, liveSizes.size());
+        maxLiveAllocations = Math.max(maxLiveAllocations, ++liveAllocations);
         allocs++;
         ops.append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
         return true;
@@ -50,12 +63,31 @@ final class TraceBuilder {
         long size = liveSizes.remove(key);
         if (size == NOT_LIVE) return NOT_LIVE;
         liveBytes -= size;
+        liveAllocations--;
         ops.append(AllocationTrace.FREE, key, size, stream, lineNumber);
         return size;
     }
 
+    /**
+     * Appends the free of {@code key}, which the trace never named: an allocation of {@code size} on
+     * {@code stream} made before it began, which is put first. False (nothing appended) when the
+     * trace named the key before: a second free.
+     */
+    boolean freeBeforeTrace(long key, long size, long stream, int lineNumber) {
+        if (!named.add(key)) return false;
+        foundBeforeTrace.append(AllocationTrace.ALLOC, key, size, stream, 0);
+        foundBeforeTraceBytes += size;
+        allocationsBeforeTrace++;
+        allocs++;
+        liveBytes -= size;
+        liveAllocations--;
+        ops.append(AllocationTrace.FREE, key, size, stream, lineNumber);
+        return true;
+    }
+
+    /** Most bytes live at once, those made before the trace included. */
     long peakLiveBytes() {
-        return peakLiveBytes;
+        return foundBeforeTraceBytes + peakLiveBytes;
     }
 
     /** Operations appended so far. */
@@ -64,6 +96,13 @@ final class TraceBuilder {
     }
 
     AllocationTrace build(String name, RecordedMemory recorded) {
-        return ops.toTrace(name, allocs, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded);
+        OpColumns all = ops;
+        if (foundBeforeTrace.count() > 0) {
+            all = new OpColumns();
+            all.appendAll(foundBeforeTrace);
+            all.appendAll(ops);
+        }
+        return all.toTrace(name, allocs, foundBeforeTrace.count() + maxLiveAllocations, peakLiveBytes(),
+                allocationsBeforeTrace, recorded);
     }
 }

@@ -1,9 +1,5 @@
 package dev.vmmkit.trace;
 
-import org.agrona.collections.Long2LongHashMap;
-import org.agrona.collections.LongArrayList;
-import org.agrona.collections.LongHashSet;
-
 import java.io.BufferedInputStream;
 import java.io.BufferedReader;
 import java.io.EOFException;
@@ -45,14 +41,7 @@ public final class TraceReader {
     private static final Pattern SIGNED_DIGITS = Pattern.compile("[+-]?[0-9]+");
 
     private final String source;
-    /** The trace's own requests, read first: allocations made before it must come before them. */
-    private final OpColumns requests = new OpColumns();
-    /** Allocations made before the trace: (key, size, stream) of each free of a key never seen before. */
-    private final LongArrayList beforeTrace = new LongArrayList();
-    /** Keys live at the line being read, with their sizes. */
-    private final Long2LongHashMap live = new Long2LongHashMap(TraceBuilder.NOT_LIVE);
-    /** Every key the trace has named so far. */
-    private final LongHashSet seen = new LongHashSet();
+    private final TraceBuilder builder = new TraceBuilder();
 
     private TraceReader(String source) {
         this.source = source;
@@ -84,16 +73,6 @@ public final class TraceReader {
             String text = line.strip();
             if (text.isEmpty() || text.startsWith("#") || text.equals(HEADER)) continue;
             parseLine(text, lineNumber);
-        }
-        TraceBuilder builder = new TraceBuilder();
-        for (int i = 0; i < beforeTrace.size(); i += 3) {
-            builder.allocBeforeTrace(beforeTrace.getLong(i), beforeTrace.getLong(i + 1), beforeTrace.getLong(i + 2));
-        }
-        for (int i = 0; i < requests.count(); i++) {
-            boolean paired = requests.kind(i) == AllocationTrace.ALLOC
-                    ? builder.alloc(requests.key(i), requests.size(i), requests.stream(i), requests.line(i))
-                    : builder.free(requests.key(i), requests.stream(i), requests.line(i)) != TraceBuilder.NOT_LIVE;
-            if (!paired) throw new IllegalStateException("line " + requests.line(i) + " was checked as it was read");
         }
         return builder.build(source, null);
     }
@@ -130,26 +109,17 @@ public final class TraceReader {
     }
 
     private void alloc(long key, long size, long stream, int lineNumber) throws TraceFormatException {
-        if (live.get(key) != TraceBuilder.NOT_LIVE) {
+        if (!builder.alloc(key, size, stream, lineNumber)) {
             throw malformed(lineNumber, "alloc of key " + Long.toUnsignedString(key) + ", which is already live");
         }
-        live.put(key, size);
-        seen.add(key);
-        requests.append(AllocationTrace.ALLOC, key, size, stream, lineNumber);
     }
 
     private void free(long key, long size, long stream, int lineNumber) throws TraceFormatException {
-        if (live.remove(key) == TraceBuilder.NOT_LIVE) {
-            if (seen.contains(key)) {
-                throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
-                        + ", which is already freed (a second free without an alloc between)");
-            }
-            seen.add(key);
-            beforeTrace.addLong(key);
-            beforeTrace.addLong(size);
-            beforeTrace.addLong(stream);
+        if (builder.free(key, stream, lineNumber) == TraceBuilder.NOT_LIVE
+                && !builder.freeBeforeTrace(key, size, stream, lineNumber)) {
+            throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
+                    + ", which is already freed (a second free without an alloc between)");
         }
-        requests.append(AllocationTrace.FREE, key, size, stream, lineNumber);
     }
 
     /** Addresses and stream handles: unsigned 64-bit decimals. */
