@@ -6,7 +6,8 @@
 #              without expandable segments, and one truncated by a small max_entries; each beside a
 #              JSON line holding torch.cuda.max_memory_reserved() as the program printed it.
 # Writes $OUT/record-traces/{traces.tar,snapshots.tar,summary.txt}. Usage (repository root, runtime/
-# and target/ built): bash scripts/gpu/record-traces.sh [WORKLOAD...]
+# and target/ built): bash scripts/gpu/record-traces.sh [WORKLOAD...]; RECORD_TIMEOUT=S (100) bounds each
+# recording, RECORD_TRACES_ONLY=1 leaves out the snapshots.
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" record-traces
 wl=scripts/gpu/workloads.py
@@ -18,7 +19,7 @@ names=("$@")
 [ -n "${RECORD_SNAPSHOTS_ONLY:-}" ] && names=()
 for n in "${names[@]}"; do
   start=$(date +%s)
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 ./vmmkit run --driver cuda --profile off \
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${RECORD_TIMEOUT:-100}" ./vmmkit run --driver cuda --profile off \
     --trace "$work/traces/$n.csv.gz" --stats "$work/traces/$n.stats.json" -- "$py" "$wl" "$n" \
     > "$work/traces/$n.out" 2> "$work/traces/$n.err"
   rc=$?

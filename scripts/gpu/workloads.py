@@ -218,6 +218,11 @@ WORKLOADS = {
     # the window is full) and OPT.
     "gen_mistral_b32_window": lambda: generate("mistral", [32, 16], 64, 240),
     "gen_opt_b24": lambda: generate("opt", [24, 16], 96, 200),
+    # Longer runs of the Llama class, recorded after every rule: about 640k operations and a peak
+    # near 560 MiB at batch 32 (350 tokens), a smaller batch with a longer prompt, and a batch between.
+    "gen_llama_b32_long": lambda: generate("llama", [32, 24], 64, 350),
+    "gen_llama_b16_long": lambda: generate("llama", [16, 12], 128, 400),
+    "gen_llama_b28": lambda: generate("llama", [28, 20], 64, 260),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
