@@ -6,7 +6,7 @@ shapes. Run it under `vmmkit run --trace FILE` with PYTORCH_NO_CUDA_MEMORY_CACHI
 vmmkit's trace format, or with --snapshot FILE to write PyTorch's own memory snapshot
 (torch.cuda.memory._dump_snapshot) with the caching allocator on.
 
-Usage: python3 workloads.py NAME [--snapshot FILE.pickle] [--max-entries N]
+Usage: python3 workloads.py NAME [--snapshot FILE.pickle] [--max-entries N] [--deterministic]
 Prints one JSON line: the workload, its peak figures from torch.cuda (max_memory_allocated,
 max_memory_reserved) and a checksum of its outputs.
 """
@@ -236,7 +236,12 @@ def main():
     p.add_argument("name", choices=sorted(WORKLOADS))
     p.add_argument("--snapshot", help="record PyTorch's memory history and dump the snapshot here")
     p.add_argument("--max-entries", type=int, default=2_000_000)
+    p.add_argument("--deterministic", action="store_true",
+                   help="deterministic algorithms only, so that two runs' checksums must agree")
     a = p.parse_args()
+    if a.deterministic:
+        __import__("os").environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     torch.cuda.init()
     if a.snapshot:
         torch.cuda.memory._record_memory_history(enabled="all", stacks="python", max_entries=a.max_entries)
