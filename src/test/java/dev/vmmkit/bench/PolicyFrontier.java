@@ -20,10 +20,14 @@ import java.util.List;
  * trace, default settings, then with {@code VMM_PEAK_HINT} set to the trace's true peak, then any
  * extra settings given as {@code KEY=VALUE[,KEY=VALUE]} arguments after {@code --}. Columns: ratio,
  * modelled driver us/op (GPU-FACTS per-handle costs, a model), handles created, mapped, unmapped.
- * {@code --default-only} leaves out the hinted run.
+ * {@code --default-only} leaves out the hinted run. Ends with a line per setting: how many traces are
+ * at or below a ratio of 1.05, and which are above.
  * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.PolicyFrontier [--default-only] TRACE... [-- SETTINGS...]}.
  */
 public final class PolicyFrontier {
+    /** The fragmentation ratio every trace class should stay at or below. */
+    private static final double GOAL = 1.05;
+
     public static void main(String[] args) throws IOException {
         List<Path> traces = new ArrayList<>();
         List<String> settings = new ArrayList<>();
@@ -42,6 +46,8 @@ public final class PolicyFrontier {
             }
         }
         System.out.printf("%-36s %-34s %7s %8s %7s %7s %7s%n", "trace", "settings", "ratio", "us/op", "create", "map", "unmap");
+        java.util.Map<String, List<String>> above = new java.util.LinkedHashMap<>();
+        for (String s : settings) above.put(s, new ArrayList<>());
         for (Path file : traces) {
             AllocationTrace trace = TraceReader.read(file);
             for (String s : settings) {
@@ -54,7 +60,14 @@ public final class PolicyFrontier {
                 var h = r.driverHandles();
                 System.out.printf("%-36s %-34s %7.4f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
                         r.fragmentationRatio(), r.modelledDriverUsPerOp(), h.create(), h.map(), h.unmap());
+                if (r.fragmentationRatio() > GOAL) above.get(s).add(String.format("%s %.4f", trace.name(), r.fragmentationRatio()));
             }
+        }
+        // The summary the goal is read from: how many classes pass it under each setting.
+        for (var e : above.entrySet()) {
+            System.out.printf("%s: %d of %d at or below %.2f%s%n", e.getKey().isEmpty() ? "default" : e.getKey(),
+                    traces.size() - e.getValue().size(), traces.size(), GOAL,
+                    e.getValue().isEmpty() ? "" : "; above: " + String.join(", ", e.getValue()));
         }
     }
 
