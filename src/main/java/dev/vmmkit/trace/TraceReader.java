@@ -71,10 +71,15 @@ public final class TraceReader {
             if (lineNumber == Integer.MAX_VALUE) throw new TraceFormatException(source, lineNumber, "too many lines");
             lineNumber++;
             String text = line.strip();
-            if (text.isEmpty() || text.startsWith("#") || text.equals(HEADER)) continue;
+            if (text.isEmpty() || text.startsWith("#") || isHeader(text)) continue;
             parseLine(text, lineNumber);
         }
         return builder.build(source, null);
+    }
+
+    /** The column names, however spaced ({@code action, addr, size, stream}, as a spreadsheet writes them). */
+    private static boolean isHeader(String text) {
+        return text.length() < 64 && text.replaceAll("\\s", "").equals(HEADER);
     }
 
     /** Wraps {@code in} in a gzip stream when it starts with gzip's magic bytes; the result supports mark/reset. */

@@ -159,6 +159,15 @@ class TraceReaderTest {
     }
 
     @Test
+    void aSpacedHeaderAndWindowsLineEndingsAreAccepted() throws IOException {
+        AllocationTrace trace = TestTraces.parse("action, addr, size, stream\r\nalloc,1,4096,0\r\nfree_completed,1,4096,0\r\n");
+
+        assertEquals(2, trace.ops());
+        assertEquals(4096, trace.peakLiveBytes());
+        assertEquals(2, trace.lineNumber(0), "the header is line 1");
+    }
+
+    @Test
     void ignoredActionsMustStillBeWellFormed() {
         TraceFormatException e = assertThrows(TraceFormatException.class,
                 () -> TestTraces.parse("# header\nsegment_alloc,1,two,0\n"));
