@@ -38,6 +38,7 @@ public final class TraceReader {
     private static final int GZIP_MAGIC_2 = 0x8b;
     /** A well-formed number that did not parse was too large. */
     private static final Pattern DIGITS = Pattern.compile("[0-9]+");
+    private static final Pattern HEX_DIGITS = Pattern.compile("[0-9a-fA-F]+");
     private static final Pattern SIGNED_DIGITS = Pattern.compile("[+-]?[0-9]+");
 
     private final String source;
@@ -127,15 +128,22 @@ public final class TraceReader {
         }
     }
 
-    /** Addresses and stream handles: unsigned 64-bit decimals. */
+    /**
+     * Addresses and stream handles: unsigned 64-bit numbers, decimal as PyTorch prints them, or
+     * hexadecimal with {@code 0x} as a hand-written converter may (they are only keys).
+     */
     private long unsignedNumber(String field, String what, int lineNumber) throws TraceFormatException {
         String text = field.strip();
+        boolean hex = text.length() > 2 && (text.startsWith("0x") || text.startsWith("0X"));
+        String digits = hex ? text.substring(2) : text;
         try {
-            if (text.startsWith("+")) throw new NumberFormatException();
-            return Long.parseUnsignedLong(text);
+            if (digits.startsWith("+") || digits.startsWith("-")) throw new NumberFormatException();
+            return Long.parseUnsignedLong(digits, hex ? 16 : 10);
         } catch (NumberFormatException e) {
-            if (DIGITS.matcher(text).matches()) throw malformed(lineNumber, what + " " + text + " is out of range (at most 2^64-1)");
-            throw malformed(lineNumber, what + " '" + text + "' is not a non-negative decimal number");
+            if ((hex ? HEX_DIGITS : DIGITS).matcher(digits).matches()) {
+                throw malformed(lineNumber, what + " " + text + " is out of range (at most 2^64-1)");
+            }
+            throw malformed(lineNumber, what + " '" + text + "' is not a non-negative number (decimal, or hexadecimal with 0x)");
         }
     }
 

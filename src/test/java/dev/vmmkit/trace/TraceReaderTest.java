@@ -135,11 +135,13 @@ class TraceReaderTest {
     @CsvSource(delimiter = '|', quoteCharacter = '"', textBlock = """
             alloc,1,512                          | 2 | expected 4 fields (action,addr,size,stream), found 3
             alloc,1,512,0,9                      | 2 | expected 4 fields (action,addr,size,stream), found 5
-            alloc,0x10,512,0                     | 2 | addr '0x10' is not a non-negative decimal number
-            alloc,-16,512,0                      | 2 | addr '-16' is not a non-negative decimal number
+            alloc,0xg0,512,0                     | 2 | addr '0xg0' is not a non-negative number (decimal, or hexadecimal with 0x)
+            alloc,0x,512,0                       | 2 | addr '0x' is not a non-negative number (decimal, or hexadecimal with 0x)
+            alloc,0x10000000000000000,512,0      | 2 | addr 0x10000000000000000 is out of range (at most 2^64-1)
+            alloc,-16,512,0                      | 2 | addr '-16' is not a non-negative number (decimal, or hexadecimal with 0x)
             alloc,1,big,0                        | 2 | size 'big' is not a decimal number
             alloc,1,,0                           | 2 | size '' is not a decimal number
-            alloc,1,512,s                        | 2 | stream 's' is not a non-negative decimal number
+            alloc,1,512,s                        | 2 | stream 's' is not a non-negative number (decimal, or hexadecimal with 0x)
             alloc,1,-512,0                       | 2 | negative size -512
             malloc,1,512,0                       | 2 | unknown action 'malloc' (expected alloc, free_requested, free_completed or segment_*)
             free_completed,5,512,0\\nfree_completed,5,512,0 | 3 | free of key 5, which is already freed (a second free without an alloc between)
@@ -165,6 +167,17 @@ class TraceReaderTest {
         assertEquals(2, trace.ops());
         assertEquals(4096, trace.peakLiveBytes());
         assertEquals(2, trace.lineNumber(0), "the header is line 1");
+    }
+
+    @Test
+    void hexadecimalAddressesAndStreamsAreKeysLikeDecimalOnes() throws IOException {
+        AllocationTrace trace = TestTraces.parse("alloc,0x7f3e93c00000,4096,0x55d0\nalloc,16,512,0\nfree_completed,0X7F3E93C00000,4096,0x55d0\n");
+
+        assertEquals(3, trace.ops());
+        assertEquals(0x7f3e93c00000L, trace.key(0));
+        assertEquals(0x55d0, trace.stream(0));
+        assertEquals(AllocationTrace.FREE, trace.kind(2));
+        assertEquals(trace.key(0), trace.key(2), "the free pairs with the alloc, whatever the case of its digits");
     }
 
     @Test
