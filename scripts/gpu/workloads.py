@@ -39,6 +39,15 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False):
         cfg = tf.OPTConfig(vocab_size=50272, hidden_size=1024, num_hidden_layers=12, ffn_dim=4096,
                            num_attention_heads=16, max_position_embeddings=2048, word_embed_proj_dim=1024)
         model = tf.OPTForCausalLM(cfg)
+    elif arch == "gemma":  # one key-value head of 256 dimensions, a GeGLU MLP, the embeddings scaled
+        cfg = tf.GemmaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=8,
+                             num_attention_heads=8, num_key_value_heads=1, head_dim=256, max_position_embeddings=4096)
+        model = tf.GemmaForCausalLM(cfg)
+    elif arch == "phi3":  # one fused q/k/v projection and one fused gate/up projection
+        cfg = tf.Phi3Config(vocab_size=32064, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                            num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096,
+                            pad_token_id=0)
+        model = tf.Phi3ForCausalLM(cfg)
     elif arch == "qwen2":
         cfg = tf.Qwen2Config(vocab_size=32000, hidden_size=896, intermediate_size=4864, num_hidden_layers=12,
                              num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096)
@@ -223,6 +232,9 @@ WORKLOADS = {
     "gen_llama_b32_long": lambda: generate("llama", [32, 24], 64, 350),
     "gen_llama_b16_long": lambda: generate("llama", [16, 12], 128, 400),
     "gen_llama_b28": lambda: generate("llama", [28, 20], 64, 260),
+    # Two more architectures, recorded after every rule: Gemma-style and Phi-3-style.
+    "gen_gemma_b32": lambda: generate("gemma", [32, 24], 64, 160),
+    "gen_phi3_b32": lambda: generate("phi3", [32, 24], 64, 160),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

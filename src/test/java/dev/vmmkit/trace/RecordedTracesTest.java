@@ -65,7 +65,8 @@ class RecordedTracesTest {
             "unet_train.csv.gz", "gen_llama_b8.csv.gz", "gen_llama_b32.csv.gz", "gen_llama_b48.csv.gz",
             "gen_llama_b24.csv.gz", "gen_llama_b64.csv.gz", "gen_qwen2_b32.csv.gz", "gen_gpt2_b32.csv.gz",
             "gen_llama_b40.csv.gz", "gen_qwen2_b48_sampled.csv.gz", "gen_mistral_b32_window.csv.gz", "gen_opt_b24.csv.gz",
-            "gen_llama_b32_long.csv.gz", "gen_llama_b16_long.csv.gz", "gen_llama_b28.csv.gz", "snapshots/gen_llama_b8.pickle.gz"})
+            "gen_llama_b32_long.csv.gz", "gen_llama_b16_long.csv.gz", "gen_llama_b28.csv.gz", "gen_gemma_b32.csv.gz",
+            "gen_phi3_b32.csv.gz", "snapshots/gen_llama_b8.pickle.gz"})
     void everyShippedTraceReplaysThroughVmmkitWithTheTracesOwnPeak(String name) throws IOException {
         AllocationTrace trace = TraceFiles.read(Path.of("traces").resolve(name), OptionalInt.empty()).getFirst();
 
