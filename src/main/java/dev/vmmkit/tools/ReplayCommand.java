@@ -217,9 +217,7 @@ public final class ReplayCommand implements Callable<Integer> {
             PatternCheck check = verify ? patternCheck(backend) : null;
             for (int i = 0; i < traces.size(); i++) {
                 AllocationTrace trace = traces.get(i);
-                ReplayReport measured = replay(backend, trace, check);
-                ReplayReport report = trace.recorded().map(measured::withRecorded).orElse(measured);
-                if (trace.allocationsBeforeTrace() > 0) report = report.withTraceTruncated();
+                ReplayReport report = replay(backend, trace, check).describing(trace);
                 out.print(ReplaySummary.format(trace.name(), backend.driverName(), report));
                 out.flush();
                 if (report.peakLiveBytes() != trace.peakLiveBytes()) {

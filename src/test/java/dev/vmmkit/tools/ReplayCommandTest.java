@@ -72,6 +72,7 @@ class ReplayCommandTest {
         JsonNode report = new ObjectMapper().readTree(json.toFile());
         assertEquals(3, report.get("ops").asLong());
         assertEquals(4096 + 8192, report.get("peak_live_bytes").asLong());
+        assertFalse(report.get("trace_truncated").asBoolean(), "the trace begins with the program");
         assertEquals("", err.toString());
     }
 

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.tools.Percentiles;
+import dev.vmmkit.trace.AllocationTrace;
 import dev.vmmkit.trace.RecordedMemory;
 
 /**
@@ -26,8 +27,9 @@ import dev.vmmkit.trace.RecordedMemory;
  * @param modelledDriverUsPerOp GPU driver time per op priced by {@link DriverCostModel}: a model, not a measurement
  * @param recordedReservedPeakBytes for a PyTorch snapshot, the most bytes PyTorch's own allocator reserved (else null, left out)
  * @param recordedLivePeakBytes     for a PyTorch snapshot, its peak of live bytes (else null, left out)
- * @param traceTruncated            true when the trace began after the program had allocated, and those allocations
- *                                  started the replay ({@link dev.vmmkit.trace.AllocationTrace#allocationsBeforeTrace()}); else null, left out
+ * @param traceTruncated            whether the trace began after the program had allocated, and those allocations
+ *                                  started the replay ({@link AllocationTrace#allocationsBeforeTrace()}); null, left
+ *                                  out, only in a report not yet {@link #describing} its trace
  */
 @JsonPropertyOrder({"ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
         "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op", "driver_handles",
@@ -68,18 +70,16 @@ public record ReplayReport(
                 ops == 0 ? 0.0 : DriverCostModel.micros(stats.driverHandles()) / ops, null, null, null);
     }
 
-    /** This report with what PyTorch's allocator held while the snapshot was recorded. */
-    public ReplayReport withRecorded(RecordedMemory recorded) {
+    /**
+     * This report with what the trace says of itself: whether it began after the program had
+     * allocated, and for a PyTorch snapshot what PyTorch's allocator held while it was recorded.
+     */
+    public ReplayReport describing(AllocationTrace trace) {
+        RecordedMemory recorded = trace.recorded().orElse(null);
         return new ReplayReport(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls,
                 hitRate, allocNs, freeNs, wallNsPerOp, driverHandles, modelledDriverUsPerOp,
-                recorded.reservedPeakBytes(), recorded.livePeakBytes(), Boolean.TRUE.equals(traceTruncated));
-    }
-
-    /** This report of a trace that began after the program had allocated. */
-    public ReplayReport withTraceTruncated() {
-        return new ReplayReport(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls,
-                hitRate, allocNs, freeNs, wallNsPerOp, driverHandles, modelledDriverUsPerOp,
-                recordedReservedPeakBytes, recordedLivePeakBytes, true);
+                recorded == null ? null : recorded.reservedPeakBytes(), recorded == null ? null : recorded.livePeakBytes(),
+                trace.allocationsBeforeTrace() > 0);
     }
 
     /** Counts of the virtual memory API's calls; event calls are left out. */
