@@ -80,7 +80,8 @@ public final class TraceReader {
 
     /** The column names, however spaced ({@code action, addr, size, stream}, as a spreadsheet writes them). */
     private static boolean isHeader(String text) {
-        return text.length() < 64 && text.replaceAll("\\s", "").equals(HEADER);
+        // No action is named "action": only such a line needs its spaces taken out (not every line read).
+        return text.startsWith("action") && text.length() < 64 && text.replaceAll("\\s", "").equals(HEADER);
     }
 
     /** Wraps {@code in} in a gzip stream when it starts with gzip's magic bytes; the result supports mark/reset. */
@@ -137,7 +138,7 @@ public final class TraceReader {
         boolean hex = text.length() > 2 && (text.startsWith("0x") || text.startsWith("0X"));
         String digits = hex ? text.substring(2) : text;
         try {
-            if (digits.startsWith("+") || digits.startsWith("-")) throw new NumberFormatException();
+            if (digits.startsWith("+")) throw new NumberFormatException(); // parseUnsignedLong takes a plus
             return Long.parseUnsignedLong(digits, hex ? 16 : 10);
         } catch (NumberFormatException e) {
             if ((hex ? HEX_DIGITS : DIGITS).matcher(digits).matches()) {
