@@ -13,7 +13,10 @@ import dev.vmmkit.trace.TraceReader;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Prints the allocator's ratio/speed frontier on several traces in one JVM (host driver): for each
@@ -46,7 +49,7 @@ public final class PolicyFrontier {
             }
         }
         System.out.printf("%-36s %-34s %7s %8s %7s %7s %7s%n", "trace", "settings", "ratio", "us/op", "create", "map", "unmap");
-        java.util.Map<String, List<String>> above = new java.util.LinkedHashMap<>();
+        Map<String, List<String>> above = new LinkedHashMap<>();
         for (String s : settings) above.put(s, new ArrayList<>());
         for (Path file : traces) {
             AllocationTrace trace = TraceReader.read(file);
@@ -72,7 +75,7 @@ public final class PolicyFrontier {
     }
 
     private static VmmConfig configOf(String settings, AllocationTrace trace) {
-        java.util.Map<String, String> env = new java.util.HashMap<>();
+        Map<String, String> env = new HashMap<>();
         for (String kv : settings.split(",")) {
             if (kv.isBlank()) continue;
             if (kv.equals("hint")) {
