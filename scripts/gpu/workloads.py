@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def generate(arch, batch, prompt, new_tokens, seed=0, sample=False):
+def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1):
     import transformers as tf
     torch.manual_seed(seed)
     if arch == "llama":
@@ -48,6 +48,11 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False):
                             num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096,
                             pad_token_id=0)
         model = tf.Phi3ForCausalLM(cfg)
+    elif arch == "mixtral":  # a mixture of experts: 8 expert MLPs, 2 per token, so each expert's batch varies
+        cfg = tf.MixtralConfig(vocab_size=32000, hidden_size=768, intermediate_size=1536, num_hidden_layers=8,
+                               num_attention_heads=12, num_key_value_heads=4, num_local_experts=8,
+                               num_experts_per_tok=2, max_position_embeddings=4096)
+        model = tf.MixtralForCausalLM(cfg)
     elif arch == "qwen2":
         cfg = tf.Qwen2Config(vocab_size=32000, hidden_size=896, intermediate_size=4864, num_hidden_layers=12,
                              num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096)
@@ -68,9 +73,65 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False):
                 ids[i, : prompt - n] = 0
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, pad_token_id=0,
+                                 num_beams=beams,
                                  **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
             total += int(out.sum().item())
     return total
+
+
+def seq2seq(batch, prompt, new_tokens, seed=0):
+    """T5-style encoder-decoder generate(): the cross-attention cache is made once per call, the
+    decoder's self-attention cache grows by a token a step."""
+    import transformers as tf
+    torch.manual_seed(seed)
+    cfg = tf.T5Config(vocab_size=32128, d_model=768, d_kv=64, d_ff=2048, num_layers=8, num_decoder_layers=8,
+                      num_heads=12, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = tf.T5ForConditionalGeneration(cfg).to("cuda", dtype=torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(seed)
+    total = 0
+    with torch.no_grad():
+        for b in batch:
+            lengths = torch.randint(prompt // 2, prompt + 1, (b,), generator=g)
+            ids = torch.randint(2, cfg.vocab_size, (b, prompt), generator=g)
+            mask = torch.ones(b, prompt, dtype=torch.long)
+            for i, n in enumerate(lengths.tolist()):  # right padding, as an encoder takes it
+                mask[i, n:] = 0
+                ids[i, n:] = 0
+            out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False)
+            total += int(out.sum().item())
+    return total
+
+
+def train_llama_varlen(steps=40, accumulate=2):
+    """Fine-tuning with dynamic padding: every micro-batch has its own batch size and length, gradients
+    are accumulated over two of them and clipped before AdamW steps."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
+                         num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048)
+    model = tf.LlamaForCausalLM(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(4)
+    loss_sum = 0.0
+    for step in range(steps):
+        b = int(torch.randint(4, 17, (1,), generator=g))
+        seq = int(torch.randint(64, 513, (1,), generator=g))
+        lengths = torch.randint(seq // 2, seq + 1, (b,), generator=g)
+        ids = torch.randint(3, cfg.vocab_size, (b, seq), generator=g)
+        mask = torch.ones(b, seq, dtype=torch.long)
+        for i, n in enumerate(lengths.tolist()):
+            mask[i, n:] = 0
+        labels = ids.masked_fill(mask == 0, -100)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss / accumulate
+        loss.backward()
+        if (step + 1) % accumulate == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        loss_sum += loss.item()
+    return loss_sum
 
 
 def train_gpt(steps=30):
@@ -235,6 +296,13 @@ WORKLOADS = {
     # Two more architectures, recorded after every rule: Gemma-style and Phi-3-style.
     "gen_gemma_b32": lambda: generate("gemma", [32, 24], 64, 160),
     "gen_phi3_b32": lambda: generate("phi3", [32, 24], 64, 160),
+    # Four kinds of program no rule was measured on, recorded after every rule: beam search (the cache
+    # reordered every step), a mixture of experts, an encoder-decoder, and fine-tuning with dynamic
+    # padding.
+    "gen_llama_beam4": lambda: generate("llama", [8, 6], 64, 160, beams=4),
+    "gen_mixtral_b16": lambda: generate("mixtral", [16, 12], 64, 160),
+    "gen_t5_b32": lambda: seq2seq([32, 24], 96, 120),
+    "train_llama_varlen": train_llama_varlen,
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

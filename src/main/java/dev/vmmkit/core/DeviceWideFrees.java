@@ -6,9 +6,9 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * One region's cudaFree-style frees as the {@link DeviceWideFence} sees them: the region publishes
  * the sequence number of its newest device-wide free, the fence's thread reads it before each
  * device synchronisation and, once that synchronisation has finished, publishes it back as
- * covered. So a free and a cache hit touch nothing the fence's thread writes, and the fence's
- * thread writes nothing they read, except {@link #covered} once per synchronisation (read by the
- * region when its cache misses).
+ * covered. So a free touches nothing the fence's thread writes, and the fence's thread writes
+ * nothing a free or a cache hit reads, except {@link #covered} once per synchronisation (read by
+ * the region at each allocation, so that best fit sees the blocks it covers).
  *
  * <p>The two values sit 128 bytes apart (slots of one array), so the region's writes and the fence
  * thread's writes never share a cache line: on a GPU host, where the two threads run on different

@@ -136,6 +136,7 @@ final class RegionHeap {
     long allocateCached(long bytes, long requested, long stream) {
         lock.lock();
         try {
+            freeLists.promoteCoveredDeviceWide();
             int id = freeLists.bestFit(bytes, stream);
             if (id != NONE) {
                 cacheHits++;

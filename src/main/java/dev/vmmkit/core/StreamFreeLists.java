@@ -26,6 +26,8 @@ import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 final class StreamFreeLists {
     /** Idle streams kept (with their event) for reuse before empty ones are forgotten. */
     static final int IDLE_STREAMS_KEPT = 8;
+    /** Whether a cache hit promotes covered device-wide frees first ({@link #promoteCoveredDeviceWide}). */
+    private static final boolean PROMOTE_ON_HIT = !"false".equals(System.getProperty("vmmkit.freeLists.promoteOnHit"));
 
     private final BlockTable blocks;
     private final StreamWaitList waitList;
@@ -36,6 +38,8 @@ final class StreamFreeLists {
     /** Waits running without the lock; their events must stay alive until they finish. */
     private int waitsInFlight;
     private int[] scratch = new int[64];
+    /** The device-wide free sequence promoted up to ({@link #promoteCoveredDeviceWide}). */
+    private long promotedDeviceWideUpTo = -1;
 
     // Hot-path memo: the tree of the stream used last. Starts at NO_PENDING_WORK, which treeOf
     // answers before consulting the memo, so the memo never matches before it is set.
@@ -169,6 +173,26 @@ final class StreamFreeLists {
      */
     long completedUpTo(long stream) {
         return waitList.completedUpTo(stream, freeSequence);
+    }
+
+    /**
+     * Promotes the device-wide frees the fence has covered since the last look, so that best fit
+     * sees them: a read of one value the fence's thread writes once per synchronisation, no driver
+     * call, so a cache hit may call it. Without it a covered cudaFree's block waited for the next
+     * miss, and hits carved other blocks meanwhile: a backward pass's gradient, asked for right
+     * after the activation it could reuse was freed, went elsewhere, and the layout drifted from
+     * the program's (a recorded training loop under {@code vmmkit run} held 1.21 times its peak of
+     * live bytes where its replay held 1.035; docs/allocator.md, "cudaFree's frees in a live run").
+     * True if any block moved. The system property {@code vmmkit.freeLists.promoteOnHit=false}
+     * leaves it to the misses again, to measure what it saves.
+     */
+    boolean promoteCoveredDeviceWide() {
+        if (!PROMOTE_ON_HIT) return false;
+        long covered = waitList.deviceWideCovered();
+        if (covered <= promotedDeviceWideUpTo) return false;
+        promotedDeviceWideUpTo = covered;
+        SizeTree tree = byStream.get(VmmManager.DEVICE_WIDE_STREAM);
+        return tree != null && !tree.isEmpty() && promote(tree, covered);
     }
 
     /** Promotes the blocks of every stream whose work has completed, without waiting. True if any moved. */

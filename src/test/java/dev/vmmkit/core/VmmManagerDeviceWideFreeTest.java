@@ -164,6 +164,33 @@ class VmmManagerDeviceWideFreeTest {
         });
     }
 
+    /**
+     * Once a synchronisation covers a device-wide free, the next request's best fit sees the block
+     * as a cache hit: it is not left waiting for the next miss while hits carve other free blocks
+     * (a larger block here), which made a live program's layout drift from its trace's.
+     */
+    @Test
+    void aCoveredDeviceWideFreeIsTheNextRequestsBestFitWithoutAMiss() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> new DeviceSyncGatedDriver(driver, gate));
+            gate.open();
+            long x = m.allocate(PAGE, 0);
+            long neighbour = m.allocate(PAGE, 0); // keeps x apart from the larger block
+            long larger = m.allocate(4 * PAGE, 0);
+            m.deallocate(larger, 0); // free for stream 0 at once: a hit would carve it
+            m.deallocate(x, DEVICE_WIDE);
+            DeviceWideFence fence = m.deviceWideFence();
+            fence.await(fence.request());
+            long misses = m.stats().cacheMisses();
+            long hits = m.stats().cacheHits();
+            assertEquals(x, m.allocate(PAGE, 0), "the covered block is the best fit");
+            assertEquals(misses, m.stats().cacheMisses(), "found without a miss");
+            assertEquals(hits + 1, m.stats().cacheHits());
+            m.deallocate(x, 0);
+            m.deallocate(neighbour, 0);
+        });
+    }
+
     /** The same across streams: a block freed on one stream, whose work is still running, is not another stream's. */
     @Test
     void aBlockWaitingForAnotherStreamDoesNotMakeTheNextRequestWait() {
