@@ -175,15 +175,15 @@ final class StreamWaitList {
         pendingByStream.clear();
     }
 
-    /**
-     * As {@link #completedUpTo}, with the fence's covered sequence in the role of the event: one
-     * read of a line the fence's thread writes once per synchronisation.
-     */
     /** How far the fence has covered this region's device-wide frees: a read, no driver call, no request. */
     long deviceWideCovered() {
         return deviceWide.covered();
     }
 
+    /**
+     * As {@link #completedUpTo}, with the fence's covered sequence in the role of the event: one
+     * read of a line the fence's thread writes once per synchronisation.
+     */
     private long deviceWideCompletedUpTo(long currentSequence) {
         long covered = deviceWide.covered();
         if (covered >= currentSequence) return covered;
