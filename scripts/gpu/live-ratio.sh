@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What a real program holds under `vmmkit run` with PyTorch's cache off (each tensor's free a
+# cudaFree, waiting for the fence's device synchronisation), against its peak of live bytes: each
+# workload of workloads.py runs natively first (the cache off too), then under vmmkit once per
+# variant of JVM options. Prints one line a run: exit status, the program's own seconds and, for
+# vmmkit, the stats' fragmentation ratio, peak live and reserved bytes and device synchronisations.
+# Usage (repository root, runtime/ and target/ built):
+#   bash scripts/gpu/live-ratio.sh [WORKLOAD...]       (default: train_gpt2 unet_train, the training loops)
+#   LIVE_VARIANTS="-Dvmmkit.freeLists.promoteOnHit=false|default" bash scripts/gpu/live-ratio.sh train_gpt2
+# LIVE_VARIANTS: '|'-separated JVM options, one run each, "default" for none (the default: one run,
+# default); LIVE_TIMEOUT=S (120) bounds each run; DRIVER (cuda; host runs vmmkit on the emulation,
+# to try the script without a GPU, with PYTHON a stand-in for the workloads).
+set -uo pipefail
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" live-ratio
+use_vmmkit_build live-ratio
+ensure_aot_cache live-ratio >/dev/null 2>&1
+workloads=("$@")
+[ ${#workloads[@]} -gt 0 ] || workloads=(train_gpt2 unet_train)
+IFS='|' read -r -a variants <<< "${LIVE_VARIANTS:-default}"
+limit="${LIVE_TIMEOUT:-120}"
+
+seconds_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['seconds'])" "$1" 2>/dev/null || echo "?"; }
+
+for w in "${workloads[@]}"; do
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" "$py" scripts/gpu/workloads.py "$w" > "$out/$w-native.out" 2> "$out/$w-native.err"
+  echo "live-ratio | $w | native | exit $? | $(seconds_of "$out/$w-native.out") s"
+  n=0
+  for v in "${variants[@]}"; do
+    n=$((n + 1))
+    [ "$v" = default ] && v=""
+    stats="$out/$w-vmmkit-$n.json"
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 VMMKIT_JVM_OPTS="$v" timeout "$limit" ./vmmkit run --driver "${DRIVER:-cuda}" --profile off \
+      --stats "$stats" -- "$py" scripts/gpu/workloads.py "$w" > "$out/$w-vmmkit-$n.out" 2> "$out/$w-vmmkit-$n.err"
+    rc=$?
+    figures="$(python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+dev = d['devices'][0]
+print('ratio %.4f | peak live %d | peak reserved %d | device syncs %s' % (d['fragmentation_ratio'], d['peak_live_bytes'],
+      d['peak_reserved_bytes'], dev['driver_calls'].get('device_synchronize', 0)))" "$stats" 2>/dev/null || echo "no stats")"
+    echo "live-ratio | $w | vmmkit ${v:-(default)} | exit $rc | $(seconds_of "$out/$w-vmmkit-$n.out") s | $figures"
+  done
+done
