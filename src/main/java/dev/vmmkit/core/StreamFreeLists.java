@@ -183,16 +183,16 @@ final class StreamFreeLists {
      * after the activation it could reuse was freed, went elsewhere, and the layout drifted from
      * the program's (a recorded training loop under {@code vmmkit run} held 1.21 times its peak of
      * live bytes where its replay held 1.035; docs/allocator.md, "cudaFree's frees in a live run").
-     * True if any block moved. The system property {@code vmmkit.freeLists.promoteOnHit=false}
-     * leaves it to the misses again, to measure what it saves.
+     * The system property {@code vmmkit.freeLists.promoteOnHit=false} leaves it to the misses
+     * again, to measure what it saves.
      */
-    boolean promoteCoveredDeviceWide() {
-        if (!PROMOTE_ON_HIT) return false;
+    void promoteCoveredDeviceWide() {
+        if (!PROMOTE_ON_HIT) return;
         long covered = waitList.deviceWideCovered();
-        if (covered <= promotedDeviceWideUpTo) return false;
+        if (covered <= promotedDeviceWideUpTo) return;
         promotedDeviceWideUpTo = covered;
         SizeTree tree = byStream.get(VmmManager.DEVICE_WIDE_STREAM);
-        return tree != null && !tree.isEmpty() && promote(tree, covered);
+        if (tree != null && !tree.isEmpty()) promote(tree, covered);
     }
 
     /** Promotes the blocks of every stream whose work has completed, without waiting. True if any moved. */
