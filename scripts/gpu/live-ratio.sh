@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a real program holds under `vmmkit run` with PyTorch's cache off (each tensor's free a
 # cudaFree, waiting for the fence's device synchronisation), against its peak of live bytes: each
-# workload of workloads.py runs natively first (the cache off too), then under vmmkit once per
+# workload of workloads.py (or jax_workloads.py, for jax_* names) runs natively first (the cache off too), then under vmmkit once per
 # variant of JVM options. Prints one line a run: exit status, the program's own seconds and, for
 # vmmkit, the stats' fragmentation ratio, peak live and reserved bytes and device synchronisations.
 # Usage (repository root, runtime/ and target/ built):
@@ -22,7 +22,7 @@ limit="${LIVE_TIMEOUT:-120}"
 seconds_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['seconds'])" "$1" 2>/dev/null || echo "?"; }
 
 for w in "${workloads[@]}"; do
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" "$py" scripts/gpu/workloads.py "$w" > "$out/$w-native.out" 2> "$out/$w-native.err"
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" "$py" "$(workload_script "$w")" "$w" > "$out/$w-native.out" 2> "$out/$w-native.err"
   echo "live-ratio | $w | native | exit $? | $(seconds_of "$out/$w-native.out") s"
   n=0
   for v in "${variants[@]}"; do
@@ -30,7 +30,7 @@ for w in "${workloads[@]}"; do
     [ "$v" = default ] && v=""
     stats="$out/$w-vmmkit-$n.json"
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 VMMKIT_JVM_OPTS="$v" timeout "$limit" ./vmmkit run --driver "${DRIVER:-cuda}" --profile off \
-      --stats "$stats" -- "$py" scripts/gpu/workloads.py "$w" > "$out/$w-vmmkit-$n.out" 2> "$out/$w-vmmkit-$n.err"
+      --stats "$stats" -- "$py" "$(workload_script "$w")" "$w" > "$out/$w-vmmkit-$n.out" 2> "$out/$w-vmmkit-$n.err"
     rc=$?
     figures="$(python3 -c "
 import json, sys

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Reach: programs that allocate through the driver API, natively and under `vmmkit run --driver
 # cuda --stats`, each pair in the same run:
-#   jax-platform        reach_jax.py (an MLP trained with optax), XLA_PYTHON_CLIENT_ALLOCATOR=platform
+#   jax-cuda-async      reach_jax.py (an MLP trained with optax), XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async
+#                       and XLA_PYTHON_CLIENT_PREALLOCATE=false (each buffer from the device's default pool)
+#   jax-platform        the same with XLA_PYTHON_CLIENT_ALLOCATOR=platform (cuMemAlloc_v2 per buffer in
+#                       JAX before 0.11, cuMemCreate per buffer since: not served)
 #   jax-bfc             the same with JAX's default BFC allocator, preallocation off
 #   jax-bfc-prealloc    the same with preallocation on (JAX's default)
 #   cupy-pool           scripts/gpu-acceptance/cupy_loop.py --pool (CuPy's memory pool)
@@ -15,6 +18,7 @@
 # From the repository root on the GPU machine (runtime/ and target/ built; no network needed):
 #   bash scripts/gpu/reach.sh
 # Logs under $OUT/reach. Prints one table row per workload and one line per pair; about 4 minutes.
+# REACH_ROWS="jax-cuda-async jax-platform ..." runs those rows only (and no pairs); all by default.
 # Exits non-zero when a run failed or a result differed from native.
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" reach
@@ -52,9 +56,13 @@ measure() {
   return $rc
 }
 
+# wanted NAME: true when REACH_ROWS is unset or names NAME.
+wanted() { [ -z "${REACH_ROWS:-}" ] || [[ " $REACH_ROWS " == *" $1 "* ]]; }
+
 # compare NAME HASH_KEY TIME_KEY [VAR=VALUE...] -- CMD...: native, then vmmkit run (same settings); one table row.
 compare() {
   local name="$1" hash="$2" time="$3"; shift 3
+  wanted "$name" || return 0
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
@@ -68,12 +76,14 @@ compare() {
   ratio="$("$py" -c 'import sys
 try: print("%.3f" % (float(sys.argv[2]) / float(sys.argv[1])))
 except Exception: print("-")' "$(field "$out/$name-native.log" "$time")" "$(field "$out/$name-vmmkit.log" "$time")")"
-  line="$(grep -h "^vmmkit: .*\(did not come from vmmkit\|XLA_PYTHON_CLIENT_ALLOCATOR=platform\)" "$out/$name-vmmkit.log" | head -1)"
+  line="$(grep -h "^vmmkit: .*\(did not come from vmmkit\|XLA_PYTHON_CLIENT_ALLOCATOR=\)" "$out/$name-vmmkit.log" | head -1)"
   rows+=("$name | $same | $(field "$out/$name.stats.json" allocs) | $(field "$out/$name.stats.json" passthrough_calls) | $native_peak | $vmm_peak | $ratio | ${line:-none}")
 }
 
 # 1. Frameworks.
 if "$py" -c "import jax, optax; assert jax.default_backend() == 'gpu'" 2>/dev/null; then
+  compare jax-cuda-async params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async \
+    XLA_PYTHON_CLIENT_PREALLOCATE=false -- "$py" "$here/reach_jax.py"
   compare jax-platform params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=platform -- "$py" "$here/reach_jax.py"
   compare jax-bfc params_sha256 step_ms_median XLA_PYTHON_CLIENT_PREALLOCATE=false -- "$py" "$here/reach_jax.py"
   compare jax-bfc-prealloc params_sha256 step_ms_median XLA_PYTHON_CLIENT_PREALLOCATE=true -- "$py" "$here/reach_jax.py"
@@ -95,7 +105,9 @@ fi
 
 # 2. Pair cost: the runtime's and the driver's allocation pair, native and under vmmkit run.
 cudart_dir="$(dirname "${VMM_CUDART:-/usr/local/cuda/lib64/libcudart.so}")"
-if gcc -O2 -o "$out/bench_pair" src/test/c/bench_pair.c -L"$cudart_dir" -l:"$(basename "${VMM_CUDART:-libcudart.so}")" \
+if [ -n "${REACH_ROWS:-}" ]; then
+  pairs+=("pairs: not run (REACH_ROWS)")
+elif gcc -O2 -o "$out/bench_pair" src/test/c/bench_pair.c -L"$cudart_dir" -l:"$(basename "${VMM_CUDART:-libcudart.so}")" \
      -Wl,-rpath,"$cudart_dir" -ldl 2> "$out/bench_pair.build.log"; then
   for api in cuda driver; do
     measure "pair-$api-native" "$out/bench_pair" 4096 100000 "$api" || failed=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records real allocation traces and PyTorch memory snapshots on the GPU machine, as test data:
-#   traces:    each workload of workloads.py under `vmmkit run --trace` with PyTorch's cache off
+#   traces:    each workload of workloads.py (jax_*: jax_workloads.py) under `vmmkit run --trace` with PyTorch's cache off
 #              (every tensor is one cudaMalloc/cudaFree, so the trace is the program's own requests);
 #   snapshots: PyTorch's torch.cuda.memory._dump_snapshot with the caching allocator on, with and
 #              without expandable segments, and one truncated by a small max_entries; each beside a
@@ -20,7 +20,7 @@ names=("$@")
 for n in "${names[@]}"; do
   start=$(date +%s)
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${RECORD_TIMEOUT:-100}" ./vmmkit run --driver cuda --profile off \
-    --trace "$work/traces/$n.csv.gz" --stats "$work/traces/$n.stats.json" -- "$py" "$wl" "$n" \
+    --trace "$work/traces/$n.csv.gz" --stats "$work/traces/$n.stats.json" -- "$py" "$(workload_script "$n")" "$n" \
     > "$work/traces/$n.out" 2> "$work/traces/$n.err"
   rc=$?
   tar -C "$work" -rf "$out/traces.tar" "traces/$n.csv.gz" "traces/$n.stats.json" "traces/$n.out" "traces/$n.err" 2>/dev/null

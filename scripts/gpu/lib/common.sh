@@ -30,6 +30,15 @@ traces_or_default() {
   done
 }
 
+# workload_script NAME: the program that runs workload NAME: jax_workloads.py for jax_* (JAX, every
+# buffer a cuMemAlloc), else workloads.py (PyTorch).
+workload_script() {
+  case "$1" in
+    jax_*) echo "$root/scripts/gpu/jax_workloads.py" ;;
+    *) echo "$root/scripts/gpu/workloads.py" ;;
+  esac
+}
+
 # use_vmmkit_build NAME: exits 2 naming NAME unless target/vmmkit.jar and the shim are built;
 # points the shim at the jar, and at runtime/ (the jlink runtime and its AOT cache) when carried.
 use_vmmkit_build() {

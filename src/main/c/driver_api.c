@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define CU_STREAM_PER_THREAD ((CUstream) 0x2)
+#define MAX_DEVICES 64 /* as many as DeviceManagers holds */
 enum {
     CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
     CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
@@ -47,15 +48,18 @@ static CUresult freed_by_driver(CUresult rc) {
     return rc;
 }
 
-/* CALL_REAL, or the result of vmmkit serving the allocation. */
-static int driver_malloc(CUdeviceptr *ptr, size_t size, CUstream stream) {
-    if (inside_runtime) return CALL_REAL;
-    int device = java_up() && !monitor_mode ? context_device() : -1;
+/* CALL_REAL when device is -1, else the result of vmmkit serving the allocation on device. */
+static int malloc_on(int device, CUdeviceptr *ptr, size_t size, CUstream stream) {
     if (device < 0) return CALL_REAL;
     void *address = NULL;
     int rc = vmmkit_malloc(ptr ? &address : NULL, size, device, stream);
     if (rc == cudaSuccess) *ptr = (CUdeviceptr) (uintptr_t) address;
     return rc;
+}
+
+/* CALL_REAL, or the result of vmmkit serving the allocation on the current context's device. */
+static int driver_malloc(CUdeviceptr *ptr, size_t size, CUstream stream) {
+    return malloc_on(!inside_runtime && java_up() && !monitor_mode ? context_device() : -1, ptr, size, stream);
 }
 
 static int driver_free(CUdeviceptr ptr, int64_t stream) {
@@ -122,6 +126,23 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     return served_by_driver(rc, dptr, rc == CUDA_SUCCESS && pitch ? *pitch * height : 0, NULL);
 }
 
+/* The current context's device when pool is its default memory pool, else -1. cuMemAllocAsync takes
+ * from that pool unless the program set another, so an allocation asked of it is cuMemAllocAsync's
+ * request by another name (XLA's cuda_async allocator asks this way) and vmmkit serves it. The
+ * default pool of a device never changes: it is asked once. */
+static int default_pool_device(void *pool) {
+    static void *default_pools[MAX_DEVICES];
+    if (!pool || inside_runtime || !java_up() || monitor_mode) return -1;
+    int device = context_device();
+    if (device < 0 || device >= MAX_DEVICES) return -1;
+    void *known = __atomic_load_n(&default_pools[device], __ATOMIC_ACQUIRE);
+    if (!known) {
+        if (DRIVER(cuDeviceGetDefaultMemPool, &known, device) != CUDA_SUCCESS || !known) return -1;
+        __atomic_store_n(&default_pools[device], known, __ATOMIC_RELEASE);
+    }
+    return known == pool ? device : -1;
+}
+
 /* A pool the program made has its own properties (IPC, location, release threshold) that vmmkit
  * cannot honour: the driver serves these, and vmmkit says so once. */
 static void pool_warning(void) {
@@ -132,11 +153,15 @@ static void pool_warning(void) {
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, void *pool, CUstream stream) {
+    int rc = malloc_on(default_pool_device(pool), dptr, bytesize, stream);
+    if (rc != CALL_REAL) return rc;
     pool_warning();
     return served_by_driver(DRIVER(cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream), dptr, bytesize, stream);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, void *pool, CUstream stream) {
+    int rc = malloc_on(default_pool_device(pool), dptr, bytesize, per_thread(stream));
+    if (rc != CALL_REAL) return rc;
     pool_warning();
     return served_by_driver(DRIVER(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream), dptr, bytesize,
                             per_thread(stream));

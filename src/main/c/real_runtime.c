@@ -68,7 +68,7 @@ void resolve_real_driver(void) {
 #define RESOLVE(name) if (!real_cu.name) real_cu.name = (__typeof__(real_cu.name)) real_symbol(libcuda, #name)
     RESOLVE(cuMemAlloc_v2); RESOLVE(cuMemFree_v2); RESOLVE(cuMemAllocAsync); RESOLVE(cuMemAllocAsync_ptsz);
     RESOLVE(cuMemFreeAsync); RESOLVE(cuMemFreeAsync_ptsz); RESOLVE(cuMemAllocPitch_v2);
-    RESOLVE(cuMemAllocFromPoolAsync); RESOLVE(cuMemAllocFromPoolAsync_ptsz);
+    RESOLVE(cuMemAllocFromPoolAsync); RESOLVE(cuMemAllocFromPoolAsync_ptsz); RESOLVE(cuDeviceGetDefaultMemPool);
     RESOLVE(cuMemGetAddressRange_v2); RESOLVE(cuPointerGetAttribute); RESOLVE(cuPointerGetAttributes);
     RESOLVE(cuIpcGetMemHandle); RESOLVE(cuIpcOpenMemHandle); RESOLVE(cuIpcOpenMemHandle_v2);
     RESOLVE(cuIpcCloseMemHandle); RESOLVE(cuCtxEnablePeerAccess); RESOLVE(cuCtxDisablePeerAccess);

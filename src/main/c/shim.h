@@ -181,6 +181,7 @@ struct real_driver {
     CUresult (*cuMemAllocPitch_v2)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
     CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, CUstream);
     CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, void *, CUstream);
+    CUresult (*cuDeviceGetDefaultMemPool)(void **, CUdevice);
     CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr *, size_t *, CUdeviceptr);
     CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
     CUresult (*cuPointerGetAttributes)(unsigned int, int *, void **, CUdeviceptr);

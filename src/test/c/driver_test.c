@@ -25,6 +25,7 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, void *, CUstream);
+CUresult cuDeviceGetDefaultMemPool(void **, int);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 CUresult cuPointerGetAttributes(unsigned int, int *, void **, CUdeviceptr);
@@ -254,6 +255,22 @@ static void pool(void) {
     CHECK(cuMemFreeAsync(p, NULL) == 0);
 }
 
+/* The device's default pool is cuMemAllocAsync's (XLA's cuda_async allocator asks it by name): vmmkit
+ * serves it in vmm mode, and a second free of the same pointer is refused. */
+static CUresult alloc_from_default_pool(CUdeviceptr *p, size_t size, CUstream stream) {
+    void *pool = NULL;
+    CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == 0 && pool);
+    return cuMemAllocFromPoolAsync(p, size, pool, stream);
+}
+
+static void default_pool(void) {
+    async_pairs(alloc_from_default_pool, cuMemFreeAsync, (CUstream) 0x7);
+    CUdeviceptr p = 0;
+    CHECK(alloc_from_default_pool(&p, 4096, NULL) == 0 && p);
+    CHECK(cuMemFreeAsync(p, NULL) == 0);
+    if (!monitor) CHECK(cuMemFreeAsync(p, NULL) == 1); /* the stand-in would free it twice without a word */
+}
+
 /* IPC of a vmmkit pointer is vmmkit's (its handle has the magic); the driver never sees it. */
 static void ipc(void) {
     if (monitor) return;
@@ -312,7 +329,7 @@ static void capture(void) {
 static const struct { const char *name; void (*run)(void); } scenarios[] = {
     {"direct", direct}, {"stream_ordered", stream_ordered}, {"proc_address", proc_address},
     {"by_handle", by_handle}, {"runtime_entry_points", runtime_entry_points}, {"static_runtime", static_runtime},
-    {"ranges", ranges}, {"pitched", pitched}, {"foreign", foreign}, {"pool", pool}, {"ipc", ipc},
+    {"ranges", ranges}, {"pitched", pitched}, {"foreign", foreign}, {"pool", pool}, {"default_pool", default_pool}, {"ipc", ipc},
     {"no_context", no_context}, {"capture", capture},
 };
 

@@ -98,6 +98,14 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, void *pool, CUs
     return allocate(dptr, size);
 }
 
+/* Device 0's default memory pool: a fixed token, as the driver's never changes. */
+#define DEFAULT_POOL ((void *) 0xdefa017)
+CUresult cuDeviceGetDefaultMemPool(void **pool, CUdevice device) {
+    if (!pool || device != 0) return CUDA_ERROR_INVALID_VALUE;
+    *pool = DEFAULT_POOL;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int element) {
     if (!pitch || (element != 4 && element != 8 && element != 16)) return CUDA_ERROR_INVALID_VALUE;
     *pitch = (width + 511) & ~(size_t) 511;

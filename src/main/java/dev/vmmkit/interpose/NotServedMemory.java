@@ -48,11 +48,27 @@ final class NotServedMemory {
             return of(System.getenv(), maps);
         }
 
-        /** JAX with its BFC allocator: it pools device memory itself, vmmkit sees only its blocks. */
-        boolean jaxPools() {
-            return jax && !"platform".equals(jaxAllocator);
+        /**
+         * JAX set up so that vmmkit serves each buffer: XLA's cuda_async allocator asks the device's
+         * default pool for every buffer (served as cuMemAllocAsync), and without preallocation it
+         * asks for no large block up front. Its platform and BFC allocators make their memory with
+         * cuMemCreate in current JAX (0.11), which vmmkit does not serve.
+         */
+        boolean jaxServedByBuffer() {
+            return "cuda_async".equals(jaxAllocator) && "false".equals(jaxPreallocate);
+        }
+
+        /** What JAX's allocator does instead, as the start of a sentence. */
+        String jaxAllocatorDoes() {
+            if ("cuda_async".equals(jaxAllocator)) return "JAX's cuda_async allocator preallocates most of the device";
+            if ("platform".equals(jaxAllocator)) return "JAX's platform allocator makes each buffer itself with cuMemCreate";
+            return "JAX's BFC allocator " + ("false".equals(jaxPreallocate) ? "pools device memory"
+                    : "preallocates most of the device and pools it");
         }
     }
+
+    /** The settings that let vmmkit serve every buffer of a JAX program. */
+    static final String JAX_SETTINGS = "set XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async and XLA_PYTHON_CLIENT_PREALLOCATE=false";
 
     /**
      * The lines to print at exit for one device ({@code outsideBytes}: the highest device memory in
@@ -61,27 +77,21 @@ final class NotServedMemory {
      */
     static List<String> lines(int device, long outsideBytes, long usedBytes, Clues clues) {
         List<String> lines = new ArrayList<>();
+        boolean jaxAdvice = clues.jax() && !clues.jaxServedByBuffer();
         if (significant(outsideBytes, usedBytes)) {
             lines.add("vmmkit: device " + device + ": " + ByteSize.formatOneDecimal(outsideBytes) + " of the "
                     + ByteSize.formatOneDecimal(usedBytes) + " of device memory in use did not come from vmmkit; "
-                    + why(clues));
-        } else if (clues.jaxPools()) {
-            lines.add("vmmkit: JAX's BFC allocator pools device memory in large blocks and vmmkit sees only those: "
-                    + "set XLA_PYTHON_CLIENT_ALLOCATOR=platform to let vmmkit manage every buffer");
+                    + (jaxAdvice ? clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS
+                    : "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the "
+                    + "program's own, or an allocator that reserved it before vmmkit started)"));
+        } else if (jaxAdvice) {
+            lines.add("vmmkit: " + clues.jaxAllocatorDoes() + ", so vmmkit sees only large blocks or none: "
+                    + JAX_SETTINGS + " to let vmmkit manage every buffer");
         }
         return lines;
     }
 
     static boolean significant(long outsideBytes, long usedBytes) {
         return outsideBytes >= SIGNIFICANT_BYTES && outsideBytes >= SIGNIFICANT_SHARE * usedBytes;
-    }
-
-    private static String why(Clues clues) {
-        if (clues.jaxPools()) {
-            return "JAX's BFC allocator " + (!"false".equals(clues.jaxPreallocate()) ? "preallocates most of the device "
-                    + "and pools it" : "pools device memory") + ": set XLA_PYTHON_CLIENT_ALLOCATOR=platform";
-        }
-        return "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the program's "
-                + "own, or an allocator that reserved it before vmmkit started)";
     }
 }

@@ -32,7 +32,8 @@ class DriverApiEndToEndTest {
     private static final Path DRIVER_TEST = NATIVE.resolve("driver_test");
     private static final Path SHIM = Path.of("target", "native", "libvmmkit_preload.so").toAbsolutePath();
     private static final List<String> ALL = List.of("direct", "stream_ordered", "proc_address", "by_handle",
-            "runtime_entry_points", "static_runtime", "ranges", "pitched", "foreign", "pool", "ipc", "no_context");
+            "runtime_entry_points", "static_runtime", "ranges", "pitched", "foreign", "pool", "default_pool", "ipc",
+            "no_context");
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir

@@ -25,6 +25,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /** The line vmmkit prints at exit when a program's device memory did not come from it, and the sampling behind it. */
 class NotServedMemoryTest {
     private static final long GIB = 1L << 30;
+    private static final String CUDA_ASYNC = "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async and XLA_PYTHON_CLIENT_PREALLOCATE=false";
     private static final String JAX_MAPS = "7f00-7f01 r-xp 0 0:0 0 /usr/lib/python3/site-packages/jaxlib/xla_extension.so\n";
 
     @Test
@@ -44,21 +45,30 @@ class NotServedMemoryTest {
         NotServedMemory.Clues jax = NotServedMemory.Clues.of(Map.of(), JAX_MAPS);
         List<String> bfc = NotServedMemory.lines(0, 60 * GIB, 62 * GIB, jax);
         assertEquals(1, bfc.size(), bfc::toString);
-        assertTrue(bfc.getFirst().contains("preallocates") && bfc.getFirst().contains("XLA_PYTHON_CLIENT_ALLOCATOR=platform"),
-                bfc::toString);
+        assertTrue(bfc.getFirst().contains("preallocates") && bfc.getFirst().contains(CUDA_ASYNC), bfc::toString);
         NotServedMemory.Clues noPrealloc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
         assertTrue(!NotServedMemory.lines(0, 60 * GIB, 62 * GIB, noPrealloc).getFirst().contains("preallocates"));
-
+        // Current JAX's platform allocator makes each buffer with cuMemCreate: the line names it.
+        NotServedMemory.Clues platform = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"), JAX_MAPS);
+        List<String> own = NotServedMemory.lines(0, 12 * GIB, 13 * GIB, platform);
+        assertTrue(own.getFirst().contains("cuMemCreate") && own.getFirst().contains(CUDA_ASYNC), own::toString);
     }
 
     @Test
-    void jaxsPoolIsNamedEvenWhenVmmkitServedItsBlocks() {
+    void jaxsAllocatorIsNamedUnlessVmmkitServesEachBuffer() {
         NotServedMemory.Clues bfc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
         List<String> lines = NotServedMemory.lines(0, 300L << 20, 40 * GIB, bfc);
         assertEquals(1, lines.size(), lines::toString);
-        assertTrue(lines.getFirst().contains("XLA_PYTHON_CLIENT_ALLOCATOR=platform"), lines::toString);
-        NotServedMemory.Clues platform = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"), JAX_MAPS);
-        assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 40 * GIB, platform));
+        assertTrue(lines.getFirst().contains(CUDA_ASYNC), lines::toString);
+        // cuda_async with preallocation: served, but one buffer of most of the device comes first.
+        NotServedMemory.Clues preallocating = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async"), JAX_MAPS);
+        assertTrue(NotServedMemory.lines(0, 300L << 20, 40 * GIB, preallocating).getFirst().contains("PREALLOCATE=false"));
+        NotServedMemory.Clues served = NotServedMemory.Clues.of(
+                Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
+        assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 40 * GIB, served));
+        // Memory from elsewhere in a program whose JAX buffers vmmkit serves: the general line, no JAX advice.
+        List<String> elsewhere = NotServedMemory.lines(0, 20 * GIB, 30 * GIB, served);
+        assertTrue(!elsewhere.getFirst().contains("JAX") && elsewhere.getFirst().contains("cuMemCreate"), elsewhere::toString);
     }
 
     /**
