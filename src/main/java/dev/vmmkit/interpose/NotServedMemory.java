@@ -8,6 +8,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * Says when a program used device memory that vmmkit did not serve, and what it knows of why, so
@@ -28,13 +30,18 @@ final class NotServedMemory {
     }
 
     /** What the process has loaded and set that explains memory vmmkit does not manage. */
-    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate) {
-        static final Clues NONE = new Clues(false, null, null);
+    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate, boolean torchExpandableSegments) {
+        static final Clues NONE = new Clues(false, null, null, false);
+        private static final Pattern EXPANDABLE = Pattern.compile("(?i)(^|,)\\s*expandable_segments\\s*:\\s*true");
 
         /** From the environment and the libraries mapped into this process ({@code /proc/self/maps}). */
         static Clues of(Map<String, String> env, String loadedLibraries) {
             boolean jax = loadedLibraries.contains("jaxlib") || loadedLibraries.contains("xla_extension");
-            return new Clues(jax, env.get("XLA_PYTHON_CLIENT_ALLOCATOR"), env.get("XLA_PYTHON_CLIENT_PREALLOCATE"));
+            boolean torch = loadedLibraries.contains("libc10_cuda");
+            boolean expandable = torch && Stream.of("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+                    .map(env::get).anyMatch(conf -> conf != null && EXPANDABLE.matcher(conf).find());
+            return new Clues(jax, env.get("XLA_PYTHON_CLIENT_ALLOCATOR"), env.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+                    expandable);
         }
 
         /** Of this process. */
@@ -67,6 +74,11 @@ final class NotServedMemory {
         }
     }
 
+    /** PyTorch's expandable segments map their own handles (cuMemCreate), which vmmkit does not serve. */
+    static final String TORCH_EXPANDABLE = "PyTorch's expandable segments make their memory with cuMemCreate: leave "
+            + "expandable_segments out of PYTORCH_CUDA_ALLOC_CONF for vmmkit to serve the caching allocator's segments, "
+            + "or set PYTORCH_NO_CUDA_MEMORY_CACHING=1 for it to manage every tensor";
+
     /** The settings that let vmmkit serve every buffer of a JAX program. */
     static final String JAX_SETTINGS = "set XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async and XLA_PYTHON_CLIENT_PREALLOCATE=false";
 
@@ -82,6 +94,7 @@ final class NotServedMemory {
             lines.add("vmmkit: device " + device + ": " + ByteSize.formatOneDecimal(outsideBytes) + " of the "
                     + ByteSize.formatOneDecimal(usedBytes) + " of device memory in use did not come from vmmkit; "
                     + (jaxAdvice ? clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS
+                    : clues.torchExpandableSegments() ? TORCH_EXPANDABLE
                     : "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the "
                     + "program's own, or an allocator that reserved it before vmmkit started)"));
         } else if (jaxAdvice) {

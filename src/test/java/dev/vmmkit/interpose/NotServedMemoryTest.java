@@ -71,6 +71,25 @@ class NotServedMemoryTest {
         assertTrue(!elsewhere.getFirst().contains("JAX") && elsewhere.getFirst().contains("cuMemCreate"), elsewhere::toString);
     }
 
+    @Test
+    void pytorchsExpandableSegmentsAreNamedWhenTheyHoldTheMemory() {
+        String torchMaps = "7f00-7f01 r-xp 0 0:0 0 /opt/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so\n";
+        NotServedMemory.Clues expandable = NotServedMemory.Clues.of(
+                Map.of("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True"), torchMaps);
+        List<String> lines = NotServedMemory.lines(0, 20 * GIB, 21 * GIB, expandable);
+        assertTrue(lines.getFirst().contains("expandable segments") && lines.getFirst().contains("PYTORCH_NO_CUDA_MEMORY_CACHING=1"),
+                lines::toString);
+        assertTrue(NotServedMemory.Clues.of(Map.of("PYTORCH_ALLOC_CONF", "expandable_segments:true"), torchMaps)
+                .torchExpandableSegments());
+        // Off, or set without PyTorch loaded: no such clue.
+        assertTrue(!NotServedMemory.Clues.of(Map.of("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False"), torchMaps)
+                .torchExpandableSegments());
+        assertTrue(!NotServedMemory.Clues.of(Map.of("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"), "")
+                .torchExpandableSegments());
+        // Nothing significant from elsewhere: nothing said.
+        assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 21 * GIB, expandable));
+    }
+
     /**
      * The watch over the host emulation: a "device" whose free memory also shrinks by what another
      * allocator took. The highest difference is kept, and what vmmkit itself maps never counts.
