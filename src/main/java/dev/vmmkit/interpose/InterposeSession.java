@@ -105,6 +105,10 @@ final class InterposeSession {
     private void sayWhatWasNotServed() {
         try {
             notServed.stop();
+            if (notServed.watchedDevices().isEmpty()) {
+                NotServedMemory.linesWithoutDevices(NotServedMemory.Clues.ofThisProcess()).forEach(System.err::println);
+                return;
+            }
             NotServedMemory.Clues clues = null;
             for (int device : notServed.watchedDevices()) {
                 NotServedWatch.Peak peak = notServed.peak(device);

@@ -104,6 +104,17 @@ final class NotServedMemory {
         return lines;
     }
 
+    /**
+     * The line to print at exit when no device was opened: the program allocated nothing through
+     * vmmkit. Said only where a clue explains it (an allocator that makes its own handles), so that
+     * a program that never used the device hears nothing.
+     */
+    static List<String> linesWithoutDevices(Clues clues) {
+        String why = clues.jax() && !clues.jaxServedByBuffer() ? clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS
+                : clues.torchExpandableSegments() ? TORCH_EXPANDABLE : null;
+        return why == null ? List.of() : List.of("vmmkit: no device memory came from vmmkit; " + why);
+    }
+
     static boolean significant(long outsideBytes, long usedBytes) {
         return outsideBytes >= SIGNIFICANT_BYTES && outsideBytes >= SIGNIFICANT_SHARE * usedBytes;
     }

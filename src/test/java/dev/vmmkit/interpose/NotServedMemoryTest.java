@@ -88,6 +88,20 @@ class NotServedMemoryTest {
                 .torchExpandableSegments());
         // Nothing significant from elsewhere: nothing said.
         assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 21 * GIB, expandable));
+        // Every segment expandable: vmmkit never opened the device, and still says why.
+        List<String> none = NotServedMemory.linesWithoutDevices(expandable);
+        assertTrue(none.getFirst().startsWith("vmmkit: no device memory came from vmmkit; PyTorch's expandable segments"),
+                none::toString);
+    }
+
+    @Test
+    void aProgramThatNeverOpenedTheDeviceHearsNothingUnlessAClueExplainsIt() {
+        assertEquals(List.of(), NotServedMemory.linesWithoutDevices(NotServedMemory.Clues.NONE));
+        NotServedMemory.Clues served = NotServedMemory.Clues.of(
+                Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
+        assertEquals(List.of(), NotServedMemory.linesWithoutDevices(served));
+        NotServedMemory.Clues platform = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"), JAX_MAPS);
+        assertTrue(NotServedMemory.linesWithoutDevices(platform).getFirst().contains(CUDA_ASYNC));
     }
 
     /**
