@@ -90,8 +90,11 @@ if "$py" -c "import jax, optax; assert jax.default_backend() == 'gpu'" 2>/dev/nu
   compare jax-cuda-async params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async \
     XLA_PYTHON_CLIENT_PREALLOCATE=false -- "$py" "$here/reach_jax.py"
   compare jax-platform params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=platform -- "$py" "$here/reach_jax.py"
-  compare jax-bfc params_sha256 step_ms_median XLA_PYTHON_CLIENT_PREALLOCATE=false -- "$py" "$here/reach_jax.py"
-  compare jax-bfc-prealloc params_sha256 step_ms_median XLA_PYTHON_CLIENT_PREALLOCATE=true -- "$py" "$here/reach_jax.py"
+  # BFC named explicitly: vmmkit run would otherwise give the program cuda_async (FrameworkSettings).
+  compare jax-bfc params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=bfc XLA_PYTHON_CLIENT_PREALLOCATE=false \
+    -- "$py" "$here/reach_jax.py"
+  compare jax-bfc-prealloc params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=bfc XLA_PYTHON_CLIENT_PREALLOCATE=true \
+    -- "$py" "$here/reach_jax.py"
 else
   rows+=("jax | skipped: jax with a GPU backend, or optax, missing")
 fi

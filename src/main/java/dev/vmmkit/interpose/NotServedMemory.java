@@ -40,7 +40,7 @@ final class NotServedMemory {
             boolean torch = loadedLibraries.contains("libc10_cuda");
             boolean expandable = torch && Stream.of("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
                     .map(env::get).anyMatch(conf -> conf != null && EXPANDABLE.matcher(conf).find());
-            return new Clues(jax, env.get("XLA_PYTHON_CLIENT_ALLOCATOR"), env.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+            return new Clues(jax, env.get(FrameworkSettings.JAX_ALLOCATOR), env.get(FrameworkSettings.JAX_PREALLOCATE),
                     expandable);
         }
 
@@ -55,14 +55,10 @@ final class NotServedMemory {
             return of(System.getenv(), maps);
         }
 
-        /**
-         * JAX set up so that vmmkit serves each buffer: XLA's cuda_async allocator asks the device's
-         * default pool for every buffer (served as cuMemAllocAsync), and without preallocation it
-         * asks for no large block up front. Its platform and BFC allocators make their memory with
-         * cuMemCreate in current JAX (0.11), which vmmkit does not serve.
-         */
+        /** JAX set up so that vmmkit serves each buffer ({@link FrameworkSettings}). */
         boolean jaxServedByBuffer() {
-            return "cuda_async".equals(jaxAllocator) && "false".equals(jaxPreallocate);
+            return FrameworkSettings.JAX_ALLOCATOR_SERVED.equals(jaxAllocator)
+                    && FrameworkSettings.JAX_PREALLOCATE_SERVED.equals(jaxPreallocate);
         }
 
         /** What JAX's allocator does instead, as the start of a sentence. */
@@ -80,7 +76,7 @@ final class NotServedMemory {
             + "or set PYTORCH_NO_CUDA_MEMORY_CACHING=1 for it to manage every tensor";
 
     /** The settings that let vmmkit serve every buffer of a JAX program. */
-    static final String JAX_SETTINGS = "set XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async and XLA_PYTHON_CLIENT_PREALLOCATE=false";
+    static final String JAX_SETTINGS = FrameworkSettings.jaxAdvice();
 
     /**
      * The lines to print at exit for one device ({@code outsideBytes}: the highest device memory in

@@ -2,6 +2,7 @@ package dev.vmmkit.tools;
 
 import dev.vmmkit.driver.AotCache;
 import dev.vmmkit.driver.NativeShim;
+import dev.vmmkit.interpose.FrameworkSettings;
 import dev.vmmkit.interpose.InterposeSettings;
 import dev.vmmkit.interpose.StatsWriter;
 import dev.vmmkit.tools.run.ProfileSummary;
@@ -31,6 +32,8 @@ import java.util.concurrent.Callable;
 @Command(name = "run",
         mixinStandardHelpOptions = true,
         description = {"Run a CUDA program with vmmkit's allocator (LD_PRELOAD).",
+                "In vmm mode JAX gets XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async and XLA_PYTHON_CLIENT_PREALLOCATE=false "
+                        + "unless they are set, so that its buffers reach vmmkit.",
                 "Example: vmmkit run --stats stats.json -- python3 train.py"})
 public final class RunCommand implements Callable<Integer> {
     @Option(names = "--mode", description = "vmm (vmmkit serves allocations, default) or monitor (everything "
@@ -198,6 +201,8 @@ public final class RunCommand implements Callable<Integer> {
             boolean file = !choice.equals("off") && !choice.equals("auto");
             env.put("VMM_PROFILE", file ? Path.of(choice).toAbsolutePath().toString() : choice);
         }
+        boolean monitor = mode != null ? mode.equals("monitor") : "monitor".equals(current.get("VMM_MODE"));
+        if (!monitor) env.putAll(FrameworkSettings.missingFrom(current)); // monitor mode leaves the program as it is
         // A VMMKIT_JAR already set wins: it lets tests and developers choose what the embedded JVM loads.
         String jar = current.get("VMMKIT_JAR");
         env.put("VMMKIT_JAR", jar != null && !jar.isBlank() ? jar : NativeShim.codeSource().toString());

@@ -53,6 +53,22 @@ class RunCommandTest {
     }
 
     @Test
+    void vmmModeSendsJaxsBuffersToVmmkitUnlessTheProgramChoseItsAllocator() throws Exception {
+        Map<String, String> env = parse("--", "prog").environment(Map.of(), Path.of("/s.so"));
+        assertEquals("cuda_async", env.get("XLA_PYTHON_CLIENT_ALLOCATOR"));
+        assertEquals("false", env.get("XLA_PYTHON_CLIENT_PREALLOCATE"));
+        // The program's own choice stays: nothing of either is added over it.
+        Map<String, String> chosen = parse("--", "prog").environment(
+                Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc", "XLA_PYTHON_CLIENT_PREALLOCATE", "true"), Path.of("/s.so"));
+        assertFalse(chosen.containsKey("XLA_PYTHON_CLIENT_ALLOCATOR") || chosen.containsKey("XLA_PYTHON_CLIENT_PREALLOCATE"));
+        // Monitor mode, by option or by VMM_MODE, leaves the program as it would run natively.
+        assertFalse(parse("--mode", "monitor", "--", "prog").environment(Map.of(), Path.of("/s.so"))
+                .containsKey("XLA_PYTHON_CLIENT_ALLOCATOR"));
+        assertFalse(parse("--", "prog").environment(Map.of("VMM_MODE", "monitor"), Path.of("/s.so"))
+                .containsKey("XLA_PYTHON_CLIENT_ALLOCATOR"));
+    }
+
+    @Test
     void aBadModeIsRefused() {
         assertEquals(2, VmmkitCli.run("run", "--mode", "fast", "--", "true"));
     }
