@@ -9,7 +9,8 @@ package dev.vmmkit.core;
  * its size is the only lever.
  *
  * <p>The cap ({@code VMM_HANDLE_CAP}) is fixed when set, and then sizes every handle. Otherwise it
- * is 1/64 of the peak of live bytes the budget uses (so a stranded handle is a small share of the
+ * is 1/64 of the peak of live bytes reached, or half the peak hint if more
+ * ({@link PhysicalBudget#handlePeak}; so a stranded handle is a small share of the
  * working set: about 8 MiB for a 700 MiB inference, 128-256 MiB for a 13 GiB training run), a power
  * of two between one page and 1 GiB. An earlier version halved it whenever moving pages fell short
  * of the budget; since the region trims back to the budget after such a shortfall, the halving only

@@ -92,7 +92,7 @@ final class HandleSupply {
 
     /** The largest handle to create now for a request of {@code requested} bytes (mapping ahead goes up to it). */
     long handleCap(long requested) {
-        return sizer.cap(budget.peak(requested));
+        return sizer.cap(budget.handlePeak(requested));
     }
 
     /** Unmapped handles covering {@code runBytes}, in mapping order, all of it for the request. */
@@ -151,7 +151,7 @@ final class HandleSupply {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {
                     long upTo = have < neededBytes ? neededBytes : runBytes;
-                    bytes = sizer.nextHandleBytes(upTo - have, budget.peak(requested), requested, recycled);
+                    bytes = sizer.nextHandleBytes(upTo - have, budget.handlePeak(requested), requested, recycled);
                 }
                 out.add(driver.create(bytes, exportable()), bytes);
                 accounting.physicalCreated(bytes);
