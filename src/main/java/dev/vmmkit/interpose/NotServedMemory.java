@@ -63,7 +63,9 @@ final class NotServedMemory {
 
         /** What JAX's allocator does instead, as the start of a sentence. */
         String jaxAllocatorDoes() {
-            if ("cuda_async".equals(jaxAllocator)) return "JAX's cuda_async allocator preallocates most of the device";
+            if (FrameworkSettings.JAX_ALLOCATOR_SERVED.equals(jaxAllocator)) {
+                return "JAX's cuda_async allocator preallocates most of the device";
+            }
             if ("platform".equals(jaxAllocator)) return "JAX's platform allocator makes each buffer itself with cuMemCreate";
             return "JAX's BFC allocator " + ("false".equals(jaxPreallocate) ? "pools device memory"
                     : "preallocates most of the device and pools it");
@@ -94,8 +96,7 @@ final class NotServedMemory {
                     : "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the "
                     + "program's own, or an allocator that reserved it before vmmkit started)"));
         } else if (jaxAdvice) {
-            lines.add("vmmkit: " + clues.jaxAllocatorDoes() + ", so vmmkit sees only large blocks or none: "
-                    + JAX_SETTINGS + " to let vmmkit manage every buffer");
+            lines.add("vmmkit: " + clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS + " to let vmmkit manage every buffer");
         }
         return lines;
     }
