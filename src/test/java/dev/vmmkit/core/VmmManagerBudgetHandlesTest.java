@@ -57,8 +57,8 @@ class VmmManagerBudgetHandlesTest {
     /**
      * With a peak hint of 256 pages the budget has room, so no page must move; a request that keeps
      * live bytes within their peak (114 + 14 = 128 pages) is still recycled memory and gets one
-     * handle per new page, while one that raises the peak (114 + 15) gets handles of the cap (4
-     * pages for the hinted peak), as a growing program's do.
+     * handle per new page, while one that raises the peak (114 + 15) gets handles of the cap (2
+     * pages: 1/64 of the 129 reached, more than half the hint), as a growing program's do.
      */
     @ParameterizedTest(name = "{0} pages, one page a handle: {1}")
     @CsvSource({"14, true", "15, false"})
