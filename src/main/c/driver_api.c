@@ -59,7 +59,7 @@ static int malloc_on(int device, CUdeviceptr *ptr, size_t size, CUstream stream)
 
 /* CALL_REAL, or the result of vmmkit serving the allocation on the current context's device. */
 static int driver_malloc(CUdeviceptr *ptr, size_t size, CUstream stream) {
-    return malloc_on(!inside_runtime && java_up() && !monitor_mode ? context_device() : -1, ptr, size, stream);
+    return malloc_on(ours_to_decide() ? context_device() : -1, ptr, size, stream);
 }
 
 static int driver_free(CUdeviceptr ptr, int64_t stream) {
@@ -132,7 +132,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
  * default pool of a device never changes: it is asked once. */
 static int default_pool_device(void *pool) {
     static void *default_pools[MAX_DEVICES];
-    if (!pool || inside_runtime || !java_up() || monitor_mode) return -1;
+    if (!pool || !ours_to_decide()) return -1;
     int device = context_device();
     if (device < 0 || device >= MAX_DEVICES) return -1;
     void *known = __atomic_load_n(&default_pools[device], __ATOMIC_ACQUIRE);
