@@ -105,12 +105,13 @@ final class InterposeSession {
     private void sayWhatWasNotServed() {
         try {
             notServed.stop();
-            if (notServed.watchedDevices().isEmpty()) {
+            List<Integer> devices = notServed.watchedDevices();
+            if (devices.isEmpty()) {
                 NotServedMemory.linesWithoutDevices(NotServedMemory.Clues.ofThisProcess()).forEach(System.err::println);
                 return;
             }
             NotServedMemory.Clues clues = null;
-            for (int device : notServed.watchedDevices()) {
+            for (int device : devices) {
                 NotServedWatch.Peak peak = notServed.peak(device);
                 if (peak == null) continue;
                 if (clues == null) clues = NotServedMemory.Clues.ofThisProcess();

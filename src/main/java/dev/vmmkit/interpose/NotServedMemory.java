@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
@@ -55,10 +56,10 @@ final class NotServedMemory {
             return of(System.getenv(), maps);
         }
 
-        /** JAX set up so that vmmkit serves each buffer ({@link FrameworkSettings}). */
-        boolean jaxServedByBuffer() {
-            return FrameworkSettings.JAX_ALLOCATOR_SERVED.equals(jaxAllocator)
-                    && FrameworkSettings.JAX_PREALLOCATE_SERVED.equals(jaxPreallocate);
+        /** JAX loaded without the settings that let vmmkit serve each buffer ({@link FrameworkSettings}). */
+        boolean jaxKeptFromVmmkit() {
+            return jax && !(FrameworkSettings.JAX_ALLOCATOR_SERVED.equals(jaxAllocator)
+                    && FrameworkSettings.JAX_PREALLOCATE_SERVED.equals(jaxPreallocate));
         }
 
         /** What JAX's allocator does instead, as the start of a sentence. */
@@ -87,15 +88,12 @@ final class NotServedMemory {
      */
     static List<String> lines(int device, long outsideBytes, long usedBytes, Clues clues) {
         List<String> lines = new ArrayList<>();
-        boolean jaxAdvice = clues.jax() && !clues.jaxServedByBuffer();
         if (significant(outsideBytes, usedBytes)) {
             lines.add("vmmkit: device " + device + ": " + ByteSize.formatOneDecimal(outsideBytes) + " of the "
                     + ByteSize.formatOneDecimal(usedBytes) + " of device memory in use did not come from vmmkit; "
-                    + (jaxAdvice ? clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS
-                    : clues.torchExpandableSegments() ? TORCH_EXPANDABLE
-                    : "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the "
-                    + "program's own, or an allocator that reserved it before vmmkit started)"));
-        } else if (jaxAdvice) {
+                    + knownCause(clues).orElse("it came from calls vmmkit does not serve (cuMemCreate, managed memory, a "
+                    + "memory pool of the program's own, or an allocator that reserved it before vmmkit started)"));
+        } else if (clues.jaxKeptFromVmmkit()) {
             lines.add("vmmkit: " + clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS + " to let vmmkit manage every buffer");
         }
         return lines;
@@ -107,9 +105,13 @@ final class NotServedMemory {
      * a program that never used the device hears nothing.
      */
     static List<String> linesWithoutDevices(Clues clues) {
-        String why = clues.jax() && !clues.jaxServedByBuffer() ? clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS
-                : clues.torchExpandableSegments() ? TORCH_EXPANDABLE : null;
-        return why == null ? List.of() : List.of("vmmkit: no device memory came from vmmkit; " + why);
+        return knownCause(clues).map(why -> List.of("vmmkit: no device memory came from vmmkit; " + why)).orElse(List.of());
+    }
+
+    /** What the clues say kept memory from vmmkit, with the settings that would give it to vmmkit. */
+    private static Optional<String> knownCause(Clues clues) {
+        if (clues.jaxKeptFromVmmkit()) return Optional.of(clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS);
+        return clues.torchExpandableSegments() ? Optional.of(TORCH_EXPANDABLE) : Optional.empty();
     }
 
     static boolean significant(long outsideBytes, long usedBytes) {
