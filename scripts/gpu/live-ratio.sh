@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a real program holds under `vmmkit run` with PyTorch's cache off (each tensor's free a
 # cudaFree, waiting for the fence's device synchronisation), against its peak of live bytes: each
-# workload of workloads.py (or jax_workloads.py, for jax_* names) runs natively first (the cache off too), then under vmmkit once per
-# variant of JVM options. Prints one line a run: exit status, the program's own seconds and, for
+# workload of workloads.py (or jax_workloads.py, for jax_* names) runs natively first (the cache off
+# too), then under vmmkit once per variant of JVM options. Prints one line a run: exit status, the program's own seconds and, for
 # vmmkit, the stats' fragmentation ratio, peak live and reserved bytes and device synchronisations.
 # Usage (repository root, runtime/ and target/ built):
 #   bash scripts/gpu/live-ratio.sh [WORKLOAD...]       (default: train_gpt2 unet_train, the training loops)

@@ -31,7 +31,7 @@ traces_or_default() {
 }
 
 # workload_script NAME: the program that runs workload NAME: jax_workloads.py for jax_* (JAX, every
-# buffer a cuMemAlloc), else workloads.py (PyTorch).
+# buffer from the device's default pool), else workloads.py (PyTorch).
 workload_script() {
   case "$1" in
     jax_*) echo "$root/scripts/gpu/jax_workloads.py" ;;
