@@ -7,6 +7,8 @@
 #                       JAX before 0.11, cuMemCreate per buffer since: not served)
 #   jax-bfc             the same with JAX's default BFC allocator, preallocation off
 #   jax-bfc-prealloc    the same with preallocation on (JAX's default)
+#   jax-default         the same with no XLA_PYTHON_CLIENT_* setting: natively JAX's default (BFC,
+#                       preallocated); under `vmmkit run` the settings vmmkit gives JAX (cuda_async)
 #   cupy-pool           scripts/gpu-acceptance/cupy_loop.py --pool (CuPy's memory pool)
 #   cupy-nopool         cupy_loop.py (cupy.cuda.set_allocator(None): every array one cudaMalloc)
 #   numba               reach_numba.py (numba-cuda device arrays: cuMemAlloc/cuMemFree)
@@ -95,6 +97,7 @@ if "$py" -c "import jax, optax; assert jax.default_backend() == 'gpu'" 2>/dev/nu
     -- "$py" "$here/reach_jax.py"
   compare jax-bfc-prealloc params_sha256 step_ms_median XLA_PYTHON_CLIENT_ALLOCATOR=bfc XLA_PYTHON_CLIENT_PREALLOCATE=true \
     -- "$py" "$here/reach_jax.py"
+  compare jax-default params_sha256 step_ms_median -- "$py" "$here/reach_jax.py"
 else
   rows+=("jax | skipped: jax with a GPU backend, or optax, missing")
 fi

@@ -358,13 +358,13 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         return "CudaDriver[device=" + ordinal + ", cuDevice=" + cuDevice + ", granularity=" + hex(granularity) + "]";
     }
 
-    /** Checks the driver is open and the thread has a context; {@code function} names the call refused. */
     /** Pinned host memory and asynchronous host copies ({@link CudaTransfers}). */
     @Override
     public dev.vmmkit.driver.HostTransfers transfers() {
         return transfers;
     }
 
+    /** Checks the driver is open and the thread has a context; {@code function} names the call refused. */
     void prepare(String function) {
         if (closed) {
             throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");

@@ -19,12 +19,28 @@ public interface ReplayTarget extends AutoCloseable {
         return new BlockMap(java.util.List.of());
     }
 
+    /**
+     * The streams this target's resource is given for a trace's {@code recorded} streams, in order;
+     * by default the recorded numbers themselves (a resource that reads streams as numbers only).
+     */
+    default long[] streams(long[] recorded) {
+        return recorded.clone();
+    }
+
     /** Gives everything the allocator holds back to the driver. */
     @Override
     void close();
 
     /** A resource that keeps its own figures as a target; closing the target closes it. */
     static ReplayTarget of(ManagedMemoryResource manager) {
+        return of(manager, null);
+    }
+
+    /**
+     * As {@link #of(ManagedMemoryResource)}, giving the resource {@code streams}' stand-ins for the
+     * recorded streams (null: the recorded numbers); closing the target closes them after the resource.
+     */
+    static ReplayTarget of(ManagedMemoryResource manager, ReplayStreams streams) {
         return new ReplayTarget() {
             @Override
             public DeviceMemoryResource resource() {
@@ -42,8 +58,17 @@ public interface ReplayTarget extends AutoCloseable {
             }
 
             @Override
+            public long[] streams(long[] recorded) {
+                return streams == null ? ReplayTarget.super.streams(recorded) : streams.standIns(recorded);
+            }
+
+            @Override
             public void close() {
-                manager.close();
+                try {
+                    manager.close();
+                } finally {
+                    if (streams != null) streams.close();
+                }
             }
         };
     }

@@ -15,6 +15,8 @@ import org.agrona.collections.Long2LongHashMap;
  * most live allocations) is made in the constructor, so the loop allocates nothing and a replayer
  * can replay its trace many times (warm-up runs, then the measured run).
  *
+ * <p>Each op's stream is the target's stand-in for the recorded one ({@link ReplayTarget#streams}).
+ *
  * <p>Allocations still live at the end of the trace are left to the target, which frees them when
  * closed. Not thread-safe: one replay at a time.
  */
@@ -27,6 +29,9 @@ public final class Replayer {
     private final long[] allocNs;
     private final long[] freeNs;
     private final Long2LongHashMap addressOfKey;
+    /** The trace's distinct streams, in order of first use, and each op's index into them. */
+    private final long[] recordedStreams;
+    private final int[] streamSlot;
 
     public Replayer(AllocationTrace trace) {
         this.trace = trace;
@@ -34,6 +39,18 @@ public final class Replayer {
         this.freeNs = new long[trace.frees()];
         int capacity = (int) Math.min(1 << 30, (long) Math.ceil(trace.maxLiveAllocations() / MAP_LOAD_FACTOR) + 1);
         this.addressOfKey = new Long2LongHashMap(capacity, MAP_LOAD_FACTOR, NO_ADDRESS);
+        this.streamSlot = new int[trace.ops()];
+        Long2LongHashMap slotOfStream = new Long2LongHashMap(-1);
+        for (int op = 0; op < trace.ops(); op++) {
+            long slot = slotOfStream.get(trace.stream(op));
+            if (slot < 0) {
+                slot = slotOfStream.size();
+                slotOfStream.put(trace.stream(op), slot);
+            }
+            streamSlot[op] = (int) slot;
+        }
+        this.recordedStreams = new long[slotOfStream.size()];
+        slotOfStream.forEachLong((stream, slot) -> recordedStreams[(int) slot] = stream);
     }
 
     /** Replays the trace through {@code target} and reports the figures. */
@@ -57,6 +74,7 @@ public final class Replayer {
      */
     public ReplayReport replay(ReplayTarget target, PatternCheck check, ReplayListener listener) {
         DeviceMemoryResource resource = target.resource();
+        long[] streams = target.streams(recordedStreams);
         addressOfKey.clear();
         int allocs = 0;
         int frees = 0;
@@ -65,7 +83,7 @@ public final class Replayer {
         for (int op = 0, ops = trace.ops(); op < ops; op++) {
             long key = trace.key(op);
             long size = trace.size(op);
-            long stream = trace.stream(op);
+            long stream = streams[streamSlot[op]];
             if (trace.kind(op) == AllocationTrace.ALLOC) {
                 long before = System.nanoTime();
                 long address;

@@ -11,7 +11,8 @@ import dev.vmmkit.driver.VmmLog;
 import java.util.Optional;
 
 /**
- * Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay.
+ * Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay,
+ * given streams of this process for the trace's recorded ones ({@link ReplayStreams}).
  * At {@code VMM_LOG=info} the driver's calls are timed, and {@link #driverTime} tells where the
  * measured replay's driver time went.
  */
@@ -41,7 +42,7 @@ public final class VmmBackend implements ReplayBackend {
     @Override
     public ReplayTarget newTarget() {
         if (timing != null) timing.resetTotals();
-        return ReplayTarget.of(new VmmManager(driver, config));
+        return ReplayTarget.of(new VmmManager(driver, config), new ReplayStreams(driver.transfers()));
     }
 
     @Override

@@ -1,0 +1,171 @@
+package dev.vmmkit.tools.replay;
+
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.driver.ForwardingDriver;
+import dev.vmmkit.driver.HostTransfers;
+import dev.vmmkit.driver.StreamEvents;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.trace.AllocationTrace;
+import dev.vmmkit.trace.TestTraces;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A recorded stream is the traced program's handle: on a real driver it names nothing, and passing
+ * it crashed a CUDA replay inside the driver. A replay must give the driver only streams of its own.
+ */
+class ReplayStreamsTest {
+    private static final long RECORDED_A = 171_172_496L;
+    private static final long RECORDED_B = 0x7f00_dead_beefL;
+
+    /**
+     * Three streams: the default one and two handles of the traced program. Stream B's requests
+     * come after A freed as much as they need, so the allocator orders B's reuse after A's frees
+     * with events recorded on A.
+     */
+    private static String trace() {
+        StringBuilder text = new StringBuilder("alloc,1,4096,0\n");
+        for (int round = 0; round < 4; round++) {
+            long stream = round % 2 == 0 ? RECORDED_A : RECORDED_B;
+            for (int i = 0; i < 8; i++) text.append("alloc,").append(100 + round * 8 + i).append(",2097152,").append(stream).append('\n');
+            for (int i = 0; i < 8; i++) {
+                text.append("free_requested,").append(100 + round * 8 + i).append(",2097152,").append(stream).append('\n');
+                text.append("free_completed,").append(100 + round * 8 + i).append(",2097152,").append(stream).append('\n');
+            }
+        }
+        return text.append("free_completed,1,4096,0\n").toString();
+    }
+
+    @Test
+    void theDriverSeesOnlyTheDefaultStreamAndStreamsTheReplayMade() throws IOException {
+        AllocationTrace trace = TestTraces.parse(trace());
+        StreamWatchingDriver driver = new StreamWatchingDriver(HostDriver.open());
+        try (VmmBackend backend = new VmmBackend(driver, VmmConfig.from(Map.of()))) {
+            try (ReplayTarget target = backend.newTarget()) {
+                ReplayReport report = new Replayer(trace).replay(target);
+                assertEquals(33, report.allocs());
+            }
+            assertFalse(driver.recordedOn.isEmpty(), "the stream frees were ordered with events");
+            for (long stream : driver.recordedOn) {
+                assertTrue(stream == 0 || driver.made.contains(stream),
+                        "event recorded on stream " + stream + ", which this process did not make");
+            }
+            assertEquals(2, driver.made.size(), "one stream for each recorded one but the default");
+            assertEquals(driver.made, driver.destroyed, "the replay's streams are destroyed when its target closes");
+        }
+    }
+
+    @Test
+    void theSharedStreamsStayAndARecordedStreamKeepsItsStandIn() {
+        StreamWatchingDriver driver = new StreamWatchingDriver(HostDriver.open());
+        try (driver; ReplayStreams streams = new ReplayStreams(driver.transfers())) {
+            long[] standIns = streams.standIns(new long[] {0, 1, 2, RECORDED_A, RECORDED_B});
+            long[] again = streams.standIns(new long[] {RECORDED_B, RECORDED_A});
+
+            assertEquals(0, standIns[0]);
+            assertEquals(1, standIns[1], "CUDA's legacy default stream is every process's");
+            assertEquals(2, standIns[2], "so is its per-thread default stream");
+            assertTrue(driver.made.contains(standIns[3]) && driver.made.contains(standIns[4]));
+            assertTrue(standIns[3] != standIns[4], "distinct recorded streams stay distinct");
+            assertEquals(standIns[4], again[0]);
+            assertEquals(standIns[3], again[1]);
+        }
+        assertEquals(driver.made, driver.destroyed);
+    }
+
+    /** Notes the streams a driver is asked to make, destroy and record events on. */
+    private static final class StreamWatchingDriver extends ForwardingDriver {
+        final Set<Long> made = ConcurrentHashMap.newKeySet();
+        final Set<Long> destroyed = ConcurrentHashMap.newKeySet();
+        final Set<Long> recordedOn = ConcurrentHashMap.newKeySet();
+
+        StreamWatchingDriver(VmmDriver delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public StreamEvents events() {
+            StreamEvents events = delegate.events();
+            return new StreamEvents() {
+                @Override
+                public long create() {
+                    return events.create();
+                }
+
+                @Override
+                public void record(long event, long stream) {
+                    recordedOn.add(stream);
+                    events.record(event, stream);
+                }
+
+                @Override
+                public boolean isComplete(long event) {
+                    return events.isComplete(event);
+                }
+
+                @Override
+                public void synchronize(long event) {
+                    events.synchronize(event);
+                }
+
+                @Override
+                public void destroy(long event) {
+                    events.destroy(event);
+                }
+
+                @Override
+                public void synchronizeDevice() {
+                    events.synchronizeDevice();
+                }
+            };
+        }
+
+        @Override
+        public HostTransfers transfers() {
+            HostTransfers transfers = delegate.transfers();
+            return new HostTransfers() {
+                @Override
+                public long allocatePinned(long bytes) {
+                    return transfers.allocatePinned(bytes);
+                }
+
+                @Override
+                public void freePinned(long address) {
+                    transfers.freePinned(address);
+                }
+
+                @Override
+                public long createStream() {
+                    long stream = transfers.createStream();
+                    made.add(stream);
+                    return stream;
+                }
+
+                @Override
+                public void destroyStream(long stream) {
+                    destroyed.add(stream);
+                    transfers.destroyStream(stream);
+                }
+
+                @Override
+                public void copyToHost(long host, long va, long bytes, long stream) {
+                    transfers.copyToHost(host, va, bytes, stream);
+                }
+
+                @Override
+                public void copyToDevice(long va, long host, long bytes, long stream) {
+                    transfers.copyToDevice(va, host, bytes, stream);
+                }
+            };
+        }
+    }
+}
