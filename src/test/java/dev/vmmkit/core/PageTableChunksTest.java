@@ -5,6 +5,7 @@ import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Random;
 import java.util.concurrent.CountDownLatch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,8 +14,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The page table's entries come in chunks made where pages are mapped: a region spanning twice a
- * large device costs nothing per page until it is used, handles that cross a chunk's edge read back
- * whole, and placements mapping neighbouring ranges of one new chunk at once lose no entry.
+ * large device costs nothing per page until it is used, a handle covering whole chunks makes only
+ * the chunk of its first page, handles that cross a chunk's edge read back whole, and placements
+ * mapping neighbouring ranges of one new chunk at once lose no entry.
  */
 class PageTableChunksTest {
     private static final long PAGE = 2L << 20;
@@ -42,6 +44,95 @@ class PageTableChunksTest {
         assertFalse(table.isMapped(base[0] + 1000 * PAGE), "a page in a chunk never made reads unmapped");
         table.mapRun(base[0] + 3L * CHUNK * PAGE, oneHandle(1));
         assertEquals(1, table.chunksMade());
+    }
+
+    @Test
+    void aHandleOfManyChunksMakesOnlyTheChunkItStartsIn() {
+        long[] base = new long[1];
+        PageTable table = tableOf(40L * CHUNK, base);
+        long from = base[0] + (CHUNK - 16) * PAGE; // 16 pages into chunk 0, then 15 whole chunks, then 16 pages
+        HandleRun run = oneHandle(16L * CHUNK);
+        table.mapRun(from, run);
+        assertEquals(2, table.chunksMade(), "the two chunks it covers in part, none of the 15 it covers whole");
+        long end = from + 16L * CHUNK * PAGE;
+        for (long va = from; va < end; va += 61 * PAGE) {
+            assertTrue(table.isMapped(va));
+            assertEquals(from, table.handleStart(va));
+            assertEquals(end, table.handleEnd(va));
+        }
+        HandleRun out = new HandleRun();
+        table.unmapRange(from, end, out);
+        assertEquals(run.handle(0), out.handle(0));
+        for (long va = from; va < end; va += 61 * PAGE) assertFalse(table.isMapped(va));
+        table.mapRun(base[0] + 5L * CHUNK * PAGE + 7 * PAGE, oneHandle(3)); // a small handle inside a chunk a large one covered
+        assertEquals(1, table.handlesIn(base[0], base[0] + 40L * CHUNK * PAGE));
+
+        long aligned = base[0] + 20L * CHUNK * PAGE; // starts a chunk, covers it and the next whole
+        HandleRun two = oneHandle(2L * CHUNK);
+        table.mapRun(aligned, two);
+        assertEquals(two.handle(0), table.handleAt(aligned + CHUNK * PAGE + 5 * PAGE));
+        assertEquals(aligned + 2L * CHUNK * PAGE, table.handleEnd(aligned));
+    }
+
+    /**
+     * Random maps, unmaps and moves of handles of 1 to 3 chunks' worth of pages, against a plain
+     * array of who maps each page: every page reads back as the model says after every step.
+     */
+    @Test
+    void randomMappingsReadBackAsAPerPageModelSays() {
+        Random random = new Random(20261129);
+        int pages = 12 * CHUNK;
+        for (int round = 0; round < 10; round++) {
+            long[] base = new long[1];
+            PageTable table = tableOf(pages, base);
+            int[] startOf = new int[pages]; // 1 + the first page of the handle mapped there; 0 unmapped
+            int[] endOf = new int[pages];   // at a handle's first page: the page after its last
+            long[] handleOf = new long[pages];
+            for (int step = 0; step < 200; step++) {
+                int at = random.nextInt(3) == 0 ? random.nextInt(pages / CHUNK) * CHUNK : random.nextInt(pages);
+                if (startOf[at] != 0) {
+                    int start = startOf[at] - 1;
+                    int end = endOf[start];
+                    int length = end - start;
+                    int to = random.nextInt(pages - length + 1);
+                    if (random.nextBoolean() && free(startOf, to, to + length)) {
+                        table.moveMapping(base[0] + start * PAGE, base[0] + to * PAGE, length * PAGE);
+                        long handle = handleOf[start];
+                        java.util.Arrays.fill(startOf, start, end, 0);
+                        java.util.Arrays.fill(startOf, to, to + length, to + 1);
+                        endOf[to] = to + length;
+                        handleOf[to] = handle;
+                    } else {
+                        HandleRun out = new HandleRun();
+                        table.unmapRange(base[0] + start * PAGE, base[0] + end * PAGE, out);
+                        assertEquals(handleOf[start], out.handle(0));
+                        java.util.Arrays.fill(startOf, start, end, 0);
+                    }
+                } else {
+                    int length = 1 + (random.nextInt(4) == 0 ? random.nextInt(3 * CHUNK) : random.nextInt(8));
+                    if (at + length > pages || !free(startOf, at, at + length)) continue;
+                    HandleRun run = oneHandle(length);
+                    table.mapRun(base[0] + at * PAGE, run);
+                    java.util.Arrays.fill(startOf, at, at + length, at + 1);
+                    endOf[at] = at + length;
+                    handleOf[at] = run.handle(0);
+                }
+                for (int page = 0; page < pages; page++) {
+                    long va = base[0] + page * PAGE;
+                    assertEquals(startOf[page] != 0, table.isMapped(va), "round " + round + " step " + step + " page " + page);
+                    if (startOf[page] == 0) continue;
+                    int start = startOf[page] - 1;
+                    assertEquals(base[0] + start * PAGE, table.handleStart(va));
+                    assertEquals(base[0] + endOf[start] * PAGE, table.handleEnd(va));
+                    assertEquals(handleOf[start], table.handleAt(va));
+                }
+            }
+        }
+    }
+
+    private static boolean free(int[] startOf, int from, int to) {
+        for (int page = from; page < to; page++) if (startOf[page] != 0) return false;
+        return true;
     }
 
     @Test
