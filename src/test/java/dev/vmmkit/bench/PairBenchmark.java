@@ -7,6 +7,7 @@ import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DryDriver;
 import dev.vmmkit.driver.ForwardingDriver;
+import dev.vmmkit.driver.ForwardingEvents;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
 
@@ -77,38 +78,12 @@ public final class PairBenchmark {
 
         SlowSyncDriver(VmmDriver delegate, long syncNanos) {
             super(delegate);
-            StreamEvents inner = delegate.events();
-            this.events = new StreamEvents() {
-                @Override
-                public long create() {
-                    return inner.create();
-                }
-
-                @Override
-                public void record(long event, long stream) {
-                    inner.record(event, stream);
-                }
-
-                @Override
-                public boolean isComplete(long event) {
-                    return inner.isComplete(event);
-                }
-
-                @Override
-                public void synchronize(long event) {
-                    inner.synchronize(event);
-                }
-
-                @Override
-                public void destroy(long event) {
-                    inner.destroy(event);
-                }
-
+            this.events = new ForwardingEvents(delegate.events()) {
                 @Override
                 public void synchronizeDevice() {
                     long until = System.nanoTime() + syncNanos;
                     while (System.nanoTime() - until < 0) Thread.onSpinWait();
-                    inner.synchronizeDevice();
+                    super.synchronizeDevice();
                 }
             };
         }

@@ -2,6 +2,8 @@ package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.driver.ForwardingDriver;
+import dev.vmmkit.driver.ForwardingEvents;
+import dev.vmmkit.driver.ForwardingTransfers;
 import dev.vmmkit.driver.HostTransfers;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
@@ -94,58 +96,21 @@ class ReplayStreamsTest {
 
         @Override
         public StreamEvents events() {
-            StreamEvents events = delegate.events();
-            return new StreamEvents() {
-                @Override
-                public long create() {
-                    return events.create();
-                }
-
+            return new ForwardingEvents(delegate.events()) {
                 @Override
                 public void record(long event, long stream) {
                     recordedOn.add(stream);
-                    events.record(event, stream);
-                }
-
-                @Override
-                public boolean isComplete(long event) {
-                    return events.isComplete(event);
-                }
-
-                @Override
-                public void synchronize(long event) {
-                    events.synchronize(event);
-                }
-
-                @Override
-                public void destroy(long event) {
-                    events.destroy(event);
-                }
-
-                @Override
-                public void synchronizeDevice() {
-                    events.synchronizeDevice();
+                    super.record(event, stream);
                 }
             };
         }
 
         @Override
         public HostTransfers transfers() {
-            HostTransfers transfers = delegate.transfers();
-            return new HostTransfers() {
-                @Override
-                public long allocatePinned(long bytes) {
-                    return transfers.allocatePinned(bytes);
-                }
-
-                @Override
-                public void freePinned(long address) {
-                    transfers.freePinned(address);
-                }
-
+            return new ForwardingTransfers(delegate.transfers()) {
                 @Override
                 public long createStream() {
-                    long stream = transfers.createStream();
+                    long stream = super.createStream();
                     made.add(stream);
                     return stream;
                 }
@@ -153,17 +118,7 @@ class ReplayStreamsTest {
                 @Override
                 public void destroyStream(long stream) {
                     destroyed.add(stream);
-                    transfers.destroyStream(stream);
-                }
-
-                @Override
-                public void copyToHost(long host, long va, long bytes, long stream) {
-                    transfers.copyToHost(host, va, bytes, stream);
-                }
-
-                @Override
-                public void copyToDevice(long va, long host, long bytes, long stream) {
-                    transfers.copyToDevice(va, host, bytes, stream);
+                    super.destroyStream(stream);
                 }
             };
         }
