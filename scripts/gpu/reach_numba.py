@@ -20,6 +20,9 @@ def main():
     p.add_argument("--result", default=None)
     args = p.parse_args()
     import numpy as np
+    if not hasattr(np, "row_stack"):
+        # NumPy 2.5 removed this alias of vstack, which numba-cuda 0.30 still names when it loads.
+        np.row_stack = np.vstack
     from numba import cuda
 
     @cuda.jit
