@@ -41,10 +41,22 @@ public final class ReplayStreams implements AutoCloseable {
         return streams;
     }
 
-    /** Destroys the streams made here; the allocator using them must have been closed first. */
+    /**
+     * Destroys the streams made here, every one even if one fails (the first failure is thrown,
+     * with the others suppressed); the allocator using them must have been closed first.
+     */
     @Override
     public void close() {
-        made.forEachLong((recorded, standIn) -> transfers.destroyStream(standIn));
+        RuntimeException[] failure = {null};
+        made.forEachLong((recorded, standIn) -> {
+            try {
+                transfers.destroyStream(standIn);
+            } catch (RuntimeException e) {
+                if (failure[0] == null) failure[0] = e;
+                else failure[0].addSuppressed(e);
+            }
+        });
         made.clear();
+        if (failure[0] != null) throw failure[0];
     }
 }

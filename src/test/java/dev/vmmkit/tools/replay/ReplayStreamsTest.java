@@ -1,6 +1,11 @@
 package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.driver.CudaResult;
+import dev.vmmkit.driver.DriverCall;
+import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.FaultInjectingDriver;
+import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.ForwardingDriver;
 import dev.vmmkit.driver.ForwardingEvents;
 import dev.vmmkit.driver.ForwardingTransfers;
@@ -19,6 +24,7 @@ import java.util.concurrent.ConcurrentHashMap;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -82,6 +88,34 @@ class ReplayStreamsTest {
             assertEquals(standIns[3], again[1]);
         }
         assertEquals(driver.made, driver.destroyed);
+    }
+
+    @Test
+    void aStreamTheDriverCannotMakeFailsTheReplayAndItsTargetClosesClean() throws IOException {
+        AllocationTrace trace = TestTraces.parse(trace());
+        FaultPlan plan = new FaultPlan().failNth(DriverCall.STREAM_CREATE, 2, CudaResult.OUT_OF_MEMORY);
+        StreamWatchingDriver driver = new StreamWatchingDriver(new FaultInjectingDriver(HostDriver.open(), plan));
+        try (VmmBackend backend = new VmmBackend(driver, VmmConfig.from(Map.of()))) {
+            ReplayTarget target = backend.newTarget();
+            DriverException failure = assertThrows(DriverException.class, () -> new Replayer(trace).replay(target));
+            assertTrue(failure.getMessage().contains("cuStreamCreate"), failure.getMessage());
+            target.close();
+            assertEquals(1, driver.made.size(), "the first recorded stream got its stand-in, the second none");
+            assertEquals(driver.made, driver.destroyed, "the stand-in made before the failure is destroyed at close");
+            assertEquals(0, target.stats().liveBytes(), "nothing was allocated");
+        }
+    }
+
+    @Test
+    void aStreamThatCannotBeDestroyedLeavesNoOtherBehind() {
+        FaultPlan plan = new FaultPlan().failNth(DriverCall.STREAM_DESTROY, 1, CudaResult.INVALID_VALUE);
+        StreamWatchingDriver driver = new StreamWatchingDriver(new FaultInjectingDriver(HostDriver.open(), plan));
+        try (driver) {
+            ReplayStreams streams = new ReplayStreams(driver.transfers());
+            streams.standIns(new long[] {RECORDED_A, RECORDED_B, 77});
+            assertThrows(DriverException.class, streams::close);
+            assertEquals(3, driver.destroyed.size(), "every stream was asked to go, the one that failed too");
+        }
     }
 
     /** Notes the streams a driver is asked to make, destroy and record events on. */
