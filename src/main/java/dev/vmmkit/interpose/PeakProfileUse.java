@@ -136,8 +136,9 @@ final class PeakProfileUse {
         List<PeakProfile.DeviceFigures> figures = new ArrayList<>();
         for (StatsWriter.DeviceFigures d : devices) {
             AllocatorStats s = d.stats();
-            if (s.peakLiveBytes() > 0) {
-                figures.add(new PeakProfile.DeviceFigures(d.device(), s.peakLiveBytes(), s.peakReservedBytes(), s.allocations()));
+            long peak = backedPeak(s);
+            if (peak > 0) {
+                figures.add(new PeakProfile.DeviceFigures(d.device(), peak, s.peakReservedBytes(), s.allocations()));
             }
         }
         if (figures.isEmpty()) return false;
@@ -150,6 +151,17 @@ final class PeakProfileUse {
                     + " (VMM_PROFILE=off turns profiles off)", e);
             return false;
         }
+    }
+
+    /**
+     * The peak of live bytes that memory backed: the peak of live bytes, but never above the peak of
+     * physical memory. Every live byte of a running allocator lies in a mapped page, so the two differ
+     * only where memory tags were paused: their blocks stay live with no memory under them (a
+     * paused KV cache and the phase that used its memory meanwhile counted 194 GiB live on a
+     * 141 GiB device, a profile the next run would refuse).
+     */
+    private static long backedPeak(AllocatorStats s) {
+        return s.peakReservedBytes() > 0 ? Math.min(s.peakLiveBytes(), s.peakReservedBytes()) : s.peakLiveBytes();
     }
 
     /** The stats file's {@code profile} value: {@code null} without a profile, else file, read, used and saved. */

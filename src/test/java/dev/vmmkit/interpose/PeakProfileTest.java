@@ -204,6 +204,22 @@ class PeakProfileTest {
     }
 
     @Test
+    void aPeakOfLiveBytesAbovePhysicalMemoryIsSavedAsThePhysicalPeak() throws IOException {
+        Path file = dir.resolve("p.json");
+        PeakProfileStore store = PeakProfileStore.fromEnvironment(Map.of("VMM_PROFILE", file.toString()), TRAIN);
+        PeakProfileUse use = new PeakProfileUse(store, TRAIN, null, false);
+        // A paused tag's 70 GiB stayed live while another phase held 124 GiB: 194 GiB live at the peak.
+        StatsWriter.DeviceFigures paused = new StatsWriter.DeviceFigures(0,
+                new AllocatorStats(3, 1, 0, 194L << 30, 0, 124L << 30, 0, 0, 0, 0, Map.of()), 0);
+        StatsWriter.DeviceFigures plain = new StatsWriter.DeviceFigures(1,
+                new AllocatorStats(3, 3, 0, 100L << 20, 0, 104L << 20, 0, 0, 0, 0, Map.of()), 0);
+        assertTrue(use.save(List.of(paused, plain), 0));
+        PeakProfile read = PeakProfile.parse(Files.readString(file));
+        assertEquals(124L << 30, read.device(0).peakLiveBytes(), "at most the physical peak");
+        assertEquals(100L << 20, read.device(1).peakLiveBytes(), "a run without pauses saves its peak of live bytes");
+    }
+
+    @Test
     void onlyARunThatEndedWithStatusZeroAndAllocatedSaves() throws IOException {
         Path file = dir.resolve("p.json");
         PeakProfileStore store = PeakProfileStore.fromEnvironment(Map.of("VMM_PROFILE", file.toString()), TRAIN);
