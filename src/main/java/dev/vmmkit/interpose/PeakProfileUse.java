@@ -37,6 +37,8 @@ final class PeakProfileUse {
     private final long[] hintOf = new long[DeviceManagers.MAX_DEVICES];
     private final boolean[] fromProfile = new boolean[DeviceManagers.MAX_DEVICES];
     private volatile boolean saved;
+    /** The figures this run saved, for the stats file; set before {@link #saved}. */
+    private volatile List<PeakProfile.DeviceFigures> savedFigures = List.of();
 
     /** A use of {@code loaded}, already read (null: none). */
     PeakProfileUse(PeakProfileStore store, ProgramIdentity program, PeakProfile loaded, boolean explicitHint) {
@@ -144,6 +146,7 @@ final class PeakProfileUse {
         if (figures.isEmpty()) return false;
         try {
             store.save(new PeakProfile(Instant.now().truncatedTo(ChronoUnit.SECONDS).toString(), program, figures));
+            savedFigures = List.copyOf(figures);
             saved = true;
             return true;
         } catch (Exception e) {
@@ -164,10 +167,18 @@ final class PeakProfileUse {
         return s.peakReservedBytes() > 0 ? Math.min(s.peakLiveBytes(), s.peakReservedBytes()) : s.peakLiveBytes();
     }
 
-    /** The stats file's {@code profile} value: {@code null} without a profile, else file, read, used and saved. */
+    /**
+     * The stats file's {@code profile} value: {@code null} without a profile, else file, read, used,
+     * saved and the peaks saved ({@code saved_peaks}, one {@code {"device":N,"bytes":N}} each).
+     */
     String statsJson() {
         if (store == null) return "null";
+        StringBuilder peaks = new StringBuilder();
+        for (PeakProfile.DeviceFigures f : savedFigures) {
+            if (!peaks.isEmpty()) peaks.append(',');
+            peaks.append("{\"device\":").append(f.device()).append(",\"bytes\":").append(f.peakLiveBytes()).append('}');
+        }
         return "{\"file\":\"" + StatsWriter.escape(store.file().toString()) + "\",\"read\":" + (loaded() != null)
-                + ",\"used\":" + used() + ",\"saved\":" + saved + "}";
+                + ",\"used\":" + used() + ",\"saved\":" + saved + ",\"saved_peaks\":[" + peaks + "]}";
     }
 }

@@ -40,8 +40,9 @@ import java.util.function.IntFunction;
  * all zero in monitor mode).
  *
  * <p>{@code profile} is the program's peak profile ({@link PeakProfileUse}): {@code {"file":PATH,
- * "read":B,"used":B,"saved":B}}, whether a usable profile was there, whether any device's hint came
- * from it and whether this run saved its peaks there; {@code null} when profiles are off, in monitor mode, and in the files written before the exit.
+ * "read":B,"used":B,"saved":B,"saved_peaks":[{"device":N,"bytes":N}...]}}, whether a usable profile
+ * was there, whether any device's hint came from it, whether this run saved its peaks there and
+ * which; {@code null} when profiles are off, in monitor mode, and in the files written before the exit.
  *
  * <p>{@code complete} is false in the file written when vmmkit starts in the program: it stays so,
  * with every figure {@code null}, when the program ends without running its exit handlers (killed

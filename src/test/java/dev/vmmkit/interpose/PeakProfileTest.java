@@ -217,6 +217,8 @@ class PeakProfileTest {
         PeakProfile read = PeakProfile.parse(Files.readString(file));
         assertEquals(124L << 30, read.device(0).peakLiveBytes(), "at most the physical peak");
         assertEquals(100L << 20, read.device(1).peakLiveBytes(), "a run without pauses saves its peak of live bytes");
+        assertTrue(use.statsJson().contains("\"saved_peaks\":[{\"device\":0,\"bytes\":" + (124L << 30) + "},"),
+                "the stats file says what was saved: " + use.statsJson());
     }
 
     @Test
@@ -230,7 +232,8 @@ class PeakProfileTest {
         assertTrue(use.statsJson().contains("\"saved\":false"));
         assertTrue(use.save(List.of(figures(0, 5000), figures(1, 0)), 0));
         assertEquals(List.of(0), PeakProfile.parse(Files.readString(file)).devices().stream().map(PeakProfile.DeviceFigures::device).toList());
-        assertEquals("{\"file\":\"" + file + "\",\"read\":false,\"used\":false,\"saved\":true}", use.statsJson());
+        assertEquals("{\"file\":\"" + file + "\",\"read\":false,\"used\":false,\"saved\":true,"
+                + "\"saved_peaks\":[{\"device\":0,\"bytes\":5000}]}", use.statsJson());
         assertEquals("null", PeakProfileUse.NONE.statsJson());
     }
 }

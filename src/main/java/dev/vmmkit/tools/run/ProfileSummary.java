@@ -35,11 +35,11 @@ public final class ProfileSummary {
         if (profile == null || !profile.isObject()) return Optional.empty();
         List<String> hints = new ArrayList<>(), peaks = new ArrayList<>();
         for (JsonNode device : stats.path("devices")) {
-            String name = "device " + device.path("device").asInt();
             long hint = device.path("peak_hint_bytes").asLong();
-            if (hint > 0) hints.add(name + ": " + ByteSize.format(hint));
-            long peak = device.path("peak_live_bytes").asLong();
-            if (peak > 0) peaks.add(name + ": " + ByteSize.format(peak));
+            if (hint > 0) hints.add("device " + device.path("device").asInt() + ": " + ByteSize.format(hint));
+        }
+        for (JsonNode peak : profile.path("saved_peaks")) {
+            peaks.add("device " + peak.path("device").asInt() + ": " + ByteSize.format(peak.path("bytes").asLong()));
         }
         String used = profile.path("used").asBoolean() ? "used as the peak hint (" + String.join(", ", hints) + ")"
                 : profile.path("read").asBoolean() ? "read, not used" : "none yet";
