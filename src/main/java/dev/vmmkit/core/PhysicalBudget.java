@@ -22,7 +22,12 @@ final class PhysicalBudget {
 
     /** The peak of live bytes the budget is reckoned from, counting a request of {@code requested} bytes. */
     long peak(long requested) {
-        return Math.max(config.peakHintBytes(), Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested));
+        return Math.max(config.peakHintBytes(), reached(requested));
+    }
+
+    /** The peak of live bytes the program has reached, counting a request of {@code requested} bytes. */
+    private long reached(long requested) {
+        return Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested);
     }
 
     /**
@@ -35,8 +40,7 @@ final class PhysicalBudget {
      * (docs/allocator.md, "Handles sized from the peak reached, under a hint").
      */
     long handlePeak(long requested) {
-        long reached = Math.max(accounting.peakLiveBytes(), accounting.liveBytes() + requested);
-        return Math.max(reached, config.peakHintBytes() / 2);
+        return Math.max(reached(requested), config.peakHintBytes() / 2);
     }
 
     /** The physical bytes allowed while a request of {@code requested} bytes is placed. */

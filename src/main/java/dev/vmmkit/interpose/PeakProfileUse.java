@@ -36,8 +36,7 @@ final class PeakProfileUse {
     private final boolean explicitHint;
     private final long[] hintOf = new long[DeviceManagers.MAX_DEVICES];
     private final boolean[] fromProfile = new boolean[DeviceManagers.MAX_DEVICES];
-    private volatile boolean saved;
-    /** The figures this run saved, for the stats file; set before {@link #saved}. */
+    /** The figures this run saved (none until a save succeeds), for the stats file. */
     private volatile List<PeakProfile.DeviceFigures> savedFigures = List.of();
 
     /** A use of {@code loaded}, already read (null: none). */
@@ -147,7 +146,6 @@ final class PeakProfileUse {
         try {
             store.save(new PeakProfile(Instant.now().truncatedTo(ChronoUnit.SECONDS).toString(), program, figures));
             savedFigures = List.copyOf(figures);
-            saved = true;
             return true;
         } catch (Exception e) {
             InterposeLog.warnOnce("profile-save", "cannot save the peak profile " + store.file()
@@ -173,12 +171,13 @@ final class PeakProfileUse {
      */
     String statsJson() {
         if (store == null) return "null";
+        List<PeakProfile.DeviceFigures> saved = savedFigures;
         StringBuilder peaks = new StringBuilder();
-        for (PeakProfile.DeviceFigures f : savedFigures) {
+        for (PeakProfile.DeviceFigures f : saved) {
             if (!peaks.isEmpty()) peaks.append(',');
             peaks.append("{\"device\":").append(f.device()).append(",\"bytes\":").append(f.peakLiveBytes()).append('}');
         }
         return "{\"file\":\"" + StatsWriter.escape(store.file().toString()) + "\",\"read\":" + (loaded() != null)
-                + ",\"used\":" + used() + ",\"saved\":" + saved + ",\"saved_peaks\":[" + peaks + "]}";
+                + ",\"used\":" + used() + ",\"saved\":" + !saved.isEmpty() + ",\"saved_peaks\":[" + peaks + "]}";
     }
 }

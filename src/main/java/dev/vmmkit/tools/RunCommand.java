@@ -201,7 +201,7 @@ public final class RunCommand implements Callable<Integer> {
             boolean file = !choice.equals("off") && !choice.equals("auto");
             env.put("VMM_PROFILE", file ? Path.of(choice).toAbsolutePath().toString() : choice);
         }
-        boolean monitor = mode != null ? mode.equals("monitor") : "monitor".equals(current.get("VMM_MODE"));
+        boolean monitor = "monitor".equals(env.getOrDefault("VMM_MODE", current.get("VMM_MODE")));
         if (!monitor) env.putAll(FrameworkSettings.missingFrom(current)); // monitor mode leaves the program as it is
         // A VMMKIT_JAR already set wins: it lets tests and developers choose what the embedded JVM loads.
         String jar = current.get("VMMKIT_JAR");

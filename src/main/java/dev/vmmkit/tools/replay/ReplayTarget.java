@@ -24,7 +24,7 @@ public interface ReplayTarget extends AutoCloseable {
      * by default the recorded numbers themselves (a resource that reads streams as numbers only).
      */
     default long[] streams(long[] recorded) {
-        return recorded.clone();
+        return recorded;
     }
 
     /** Gives everything the allocator holds back to the driver. */
