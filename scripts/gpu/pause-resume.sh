@@ -24,7 +24,9 @@
 # "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
 # measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
 # limit of the backup bandwidth. vmmkit pauses and resumes each row twice (cycle 1 and 2);
-# torch_memory_saver once (it frees its copies at each resume, so a second cycle costs it the same).
+# torch_memory_saver once (it frees its copies at each resume, so a second cycle costs it the same),
+# or TMS_CYCLES times (a training loop that pauses an engine every step: from about the third cycle
+# on, each create waits for the driver to take back the memory released before).
 # vmmkit pins host memory for a kept tag in the background while it is allocated; its first pause is
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
@@ -109,10 +111,10 @@ bench=("$py" scripts/gpu/pause_resume.py)
 # 2. One process per row and implementation, the anchor first: no row inherits another's cached memory.
 for row in "${rows[@]}"; do
   name="${row//:/-}"
-  [ $have_tms = 1 ] && run "tms-$name" env "${tms_env[@]}" PAUSE_CYCLES=1 "${bench[@]}" bench tms "$row"
+  [ $have_tms = 1 ] && run "tms-$name" env "${tms_env[@]}" PAUSE_CYCLES="${TMS_CYCLES:-1}" "${bench[@]}" bench tms "$row"
   run "vmmkit-$name" env PYTHONPATH="$root/python" VMM_LOG=info ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
-  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-0}" = 1 ] && run "tms-$name-after" env "${tms_env[@]}" PAUSE_CYCLES=1 \
+  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-0}" = 1 ] && run "tms-$name-after" env "${tms_env[@]}" PAUSE_CYCLES="${TMS_CYCLES:-1}" \
     IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.

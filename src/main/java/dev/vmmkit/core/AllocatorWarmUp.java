@@ -9,7 +9,10 @@ import dev.vmmkit.driver.VmmDriver;
  * microseconds more than the driver calls it makes. Each round makes a new manager and, on it, what
  * loading a model does (first backings of 1 GiB down to 64 MiB, one handle each), a small
  * malloc/free pair, cudaFree-style and stream frees, a same-size loop that alternates blocks while
- * frees wait for the device, a tag paused and resumed, and a close.
+ * frees wait for the device, a tag paused and resumed, and a close. After the rounds,
+ * {@link #cycleATag} pauses and resumes one tag until its code is compiled, as a program that hands
+ * its memory back every step (an RL loop's inference engine) would compile it only after hundreds
+ * of its own steps.
  *
  * <p>It touches nothing outside the managers it makes: no real device, no shared state, so a
  * program cannot observe it (the tests check that its stats and handles stay its own).
@@ -44,6 +47,15 @@ public final class AllocatorWarmUp {
     /** More first backings per round, 4 to 50 MiB (648 MiB in all: the dry device has 4 GiB). */
     private static final int MORE_FIRST_BACKINGS = 24;
 
+    /**
+     * Pause and resume cycles of one discarded tag for {@link #cycleATag}. A round pauses a tag once,
+     * far below the ~200 calls after which C1 compiles a method, so a program's first pauses and
+     * resumes ran in the interpreter: on a dry driver (2-core host) a resume of a one-block tag took
+     * 30-65 us of Java in its first 100 cycles, 15-25 after 300, 4-7 after 1,000 and 1.3-2.6 compiled
+     * by C2, a pause twice that (docs/allocator.md, "Memory tags: the Java of a pause, compiled").
+     */
+    public static final int TAG_CYCLES = 1000;
+
     private AllocatorWarmUp() {
     }
 
@@ -68,6 +80,34 @@ public final class AllocatorWarmUp {
      * millisecond of Java in an 8 GiB pause on an H100).
      */
     private static void pauseAndResumeATag(VmmManager m) {
+        long[] blocks = tagBlocks(m);
+        m.pause(TAG);
+        m.resume(TAG);
+        for (long block : blocks) m.deallocate(block, 0);
+    }
+
+    /**
+     * Pauses and resumes one discarded tag of a few blocks {@code cycles} times on a new manager over
+     * {@code dryDriver}; stops early (returning the cycles done) when {@code keepGoing} says so, or
+     * at the first failure, which it swallows.
+     */
+    public static int cycleATag(VmmDriver dryDriver, VmmConfig config, int cycles, java.util.function.BooleanSupplier keepGoing) {
+        int done = 0;
+        try (VmmManager m = VmmManager.withFenceOnCallingThread(dryDriver, config)) {
+            long[] blocks = tagBlocks(m);
+            for (; done < cycles && keepGoing.getAsBoolean(); done++) {
+                m.pause(TAG);
+                m.resume(TAG);
+            }
+            for (long block : blocks) m.deallocate(block, 0);
+        } catch (RuntimeException e) {
+            // As in run: a failed warm-up decides nothing.
+        }
+        return done;
+    }
+
+    /** Allocates the warm-up tag's blocks in a region of that tag, its contents not kept. */
+    private static long[] tagBlocks(VmmManager m) {
         m.beginTagRegion(TAG, false);
         long[] blocks = new long[TAG_BLOCKS.length];
         try {
@@ -75,9 +115,7 @@ public final class AllocatorWarmUp {
         } finally {
             m.endTagRegion();
         }
-        m.pause(TAG);
-        m.resume(TAG);
-        for (long block : blocks) m.deallocate(block, 0);
+        return blocks;
     }
 
     private static void oneRound(VmmDriver driver, VmmConfig config, boolean fenceThread) {

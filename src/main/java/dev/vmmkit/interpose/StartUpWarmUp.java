@@ -11,7 +11,10 @@ import java.util.Map;
 /**
  * When the shim has started Java (vmm mode), two daemon threads make the program's first large
  * allocation run linked, compiled code: one links every CUDA downcall ({@link CudaCallWarmUp}), the
- * other runs the allocator's code on a dry driver ({@link AllocatorWarmUp}). They run side by side
+ * other runs the allocator's code on a dry driver ({@link AllocatorWarmUp}), then the shim's tag
+ * calls ({@link TagCallWarmUp}) and, last, a tag's pause and resume until they are compiled
+ * ({@link AllocatorWarmUp#cycleATag}: a program's first pause comes long after its first
+ * allocation, so these may still run at that allocation). They run side by side
  * because the program's first allocation may come right after CUDA's initialisation (~200 ms): one
  * thread doing both was still running then in 14 of 15 processes on an H100, beside the program's
  * call. A start made at the program's first allocation waits for them at most {@value #WAIT_MILLIS}
@@ -34,13 +37,18 @@ final class StartUpWarmUp {
      * {@code vmmkit.warmUp.rounds} (a measurement switch, as the fence's are).
      */
     static final int ROUNDS = Math.max(0, Integer.getInteger("vmmkit.warmUp.rounds", AllocatorWarmUp.ROUNDS));
+    /** The tag's pause and resume cycles after the rounds: {@link AllocatorWarmUp#TAG_CYCLES}, or {@code vmmkit.warmUp.tagCycles}. */
+    static final int TAG_CYCLES = Math.max(0, Integer.getInteger("vmmkit.warmUp.tagCycles", AllocatorWarmUp.TAG_CYCLES));
 
     private static volatile boolean stopped;
     /** Set by the warm-up's threads: when they started and ended (0: not yet), and the allocator's rounds. */
     private static volatile long startedAtNanos;
     private static volatile long allocatorEndedAtNanos;
     private static volatile long cudaEndedAtNanos;
+    /** When the allocator's thread went on to the tag's cycles (0: not yet). */
+    private static volatile long roundsEndedAtNanos;
     private static volatile int roundsDone;
+    private static volatile int tagCyclesDone;
 
     private StartUpWarmUp() {
     }
@@ -75,6 +83,7 @@ final class StartUpWarmUp {
         }
         allocatorEndedAtNanos = 0; // a second start (a host JVM's, a test's) is timed afresh
         cudaEndedAtNanos = 0;
+        roundsEndedAtNanos = 0;
         startedAtNanos = System.nanoTime();
         if (cuda) {
             daemon(CUDA_THREAD_NAME, () -> {
@@ -87,6 +96,8 @@ final class StartUpWarmUp {
         return daemon(THREAD_NAME, () -> {
             roundsDone = exerciseAllocator(config);
             if (!stopped) after.run();
+            roundsEndedAtNanos = System.nanoTime();
+            tagCyclesDone = exerciseTagCycles(config); // last: the longest, and a program's first pause comes late
             allocatorEndedAtNanos = System.nanoTime();
         });
     }
@@ -104,19 +115,28 @@ final class StartUpWarmUp {
     static String summary() {
         long started = startedAtNanos;
         if (started == 0) return null;
-        return "start-up warm-up: allocator " + (allocatorEndedAtNanos == 0 ? "still running at exit"
-                : roundsDone + " rounds in " + StepTimes.millis(allocatorEndedAtNanos - started))
+        long roundsEnded = roundsEndedAtNanos;
+        return "start-up warm-up: allocator " + (roundsEnded == 0 ? "still running at exit"
+                : roundsDone + " rounds in " + StepTimes.millis(roundsEnded - started)
+                + (allocatorEndedAtNanos == 0 ? ", a tag's cycles still running at exit"
+                        : ", a tag " + tagCyclesDone + " cycles in " + StepTimes.millis(allocatorEndedAtNanos - roundsEnded)))
                 + ", CUDA downcalls " + (cudaEndedAtNanos == 0 ? "still running at exit" : "linked in " + StepTimes.millis(cudaEndedAtNanos - started));
     }
 
     /** The whole warm-up on the calling thread (the AOT cache's training run calls it); returns the allocator's rounds run. */
     static int exercise(boolean cuda, VmmConfig config) {
         if (cuda) CudaCallWarmUp.run();
-        return exerciseAllocator(config);
+        int rounds = exerciseAllocator(config);
+        exerciseTagCycles(config);
+        return rounds;
     }
 
     private static int exerciseAllocator(VmmConfig config) {
         return AllocatorWarmUp.run(new DryDriver(DRY_PAGE_BYTES, DRY_DEVICE_BYTES), config, ROUNDS, () -> !stopped);
+    }
+
+    private static int exerciseTagCycles(VmmConfig config) {
+        return AllocatorWarmUp.cycleATag(new DryDriver(DRY_PAGE_BYTES, DRY_DEVICE_BYTES), config, TAG_CYCLES, () -> !stopped);
     }
 
     /** Ends a warm-up still running after its current round (the program is exiting). */

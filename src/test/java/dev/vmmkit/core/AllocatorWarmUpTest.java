@@ -43,6 +43,26 @@ class AllocatorWarmUpTest {
     }
 
     @Test
+    void aTagsCyclesOnAnEmulatedDeviceLeaveNothingBehind() {
+        HostDriver host = HostDriver.builder().granularity(PAGE).capacity(1L << 30).build();
+        try {
+            assertEquals(20, AllocatorWarmUp.cycleATag(host, VmmConfig.DEFAULTS.withAddressSpaceBytes(2L << 30), 20, () -> true),
+                    "every cycle ran: none failed");
+            assertTrue(host.usage().isEmpty(), "the cycles keep nothing: " + host.usage());
+            assertEquals(host.memoryInfo().totalBytes(), host.memoryInfo().freeBytes(), "no device memory kept");
+        } finally {
+            host.close();
+        }
+    }
+
+    @Test
+    void aTagsCyclesStopWhenAsked() {
+        AtomicInteger asked = new AtomicInteger();
+        assertEquals(3, AllocatorWarmUp.cycleATag(new DryDriver(2 * MIB, 4L << 30), VmmConfig.DEFAULTS, AllocatorWarmUp.TAG_CYCLES,
+                () -> asked.incrementAndGet() <= 3));
+    }
+
+    @Test
     void theFenceThreadsOfItsFirstRoundsEndWithThem() {
         long before = fenceThreads();
         assertEquals(AllocatorWarmUp.ROUNDS_WITH_FENCE_THREAD + 1, AllocatorWarmUp.run(new DryDriver(2 * MIB, 4L << 30),

@@ -20,7 +20,7 @@ class StartUpWarmUpTest {
     }
 
     @Test
-    void onTheEmulationOneThreadRunsTheAllocatorAndThenItReportsItsRounds() {
+    void onTheEmulationOneThreadRunsTheAllocatorAndATagsCyclesAndThenItReportsThem() {
         assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
             Thread allocator = StartUpWarmUp.start(Map.of("VMM_DRIVER", "host"), () -> { });
             assertNotNull(allocator);
@@ -28,7 +28,7 @@ class StartUpWarmUpTest {
             assertFalse(StartUpWarmUp.running(), "no CUDA thread on the emulation, and the allocator's has ended");
             String summary = StartUpWarmUp.summary();
             // Another test may have stopped the warm-up (a session's exit does): the rounds run are not fixed.
-            assertTrue(summary.matches("start-up warm-up: allocator \\d+ rounds in [0-9.]+ ms, CUDA downcalls linked in [0-9.]+ ms"),
+            assertTrue(summary.matches("start-up warm-up: allocator \\d+ rounds in [0-9.]+ ms, a tag \\d+ cycles in [0-9.]+ ms, CUDA downcalls linked in [0-9.]+ ms"),
                     summary);
         });
     }
