@@ -24,10 +24,16 @@ class AllocatorWarmUpTest {
 
     @Test
     void onARealEmulatedDeviceItLeavesNothingBehind() {
-        HostDriver host = HostDriver.builder().granularity(PAGE).capacity(3L << 30).build();
+        onAnEmulatedDevice(3L << 30, host -> assertEquals(3,
+                AllocatorWarmUp.run(host, VmmConfig.DEFAULTS.withAddressSpaceBytes(4L << 30), 3, () -> true),
+                "every round ran: none failed"));
+    }
+
+    /** Runs {@code warmUp} on a fresh emulated device of {@code capacity} bytes; checks it kept no handle and no memory. */
+    private static void onAnEmulatedDevice(long capacity, java.util.function.Consumer<HostDriver> warmUp) {
+        HostDriver host = HostDriver.builder().granularity(PAGE).capacity(capacity).build();
         try {
-            int rounds = AllocatorWarmUp.run(host, VmmConfig.DEFAULTS.withAddressSpaceBytes(4L << 30), 3, () -> true);
-            assertEquals(3, rounds, "every round ran: none failed");
+            warmUp.accept(host);
             assertTrue(host.usage().isEmpty(), "the warm-up keeps nothing: " + host.usage());
             assertEquals(host.memoryInfo().totalBytes(), host.memoryInfo().freeBytes(), "no device memory kept");
         } finally {
@@ -44,15 +50,9 @@ class AllocatorWarmUpTest {
 
     @Test
     void aTagsCyclesOnAnEmulatedDeviceLeaveNothingBehind() {
-        HostDriver host = HostDriver.builder().granularity(PAGE).capacity(1L << 30).build();
-        try {
-            assertEquals(20, AllocatorWarmUp.cycleATag(host, VmmConfig.DEFAULTS.withAddressSpaceBytes(2L << 30), 20, () -> true),
-                    "every cycle ran: none failed");
-            assertTrue(host.usage().isEmpty(), "the cycles keep nothing: " + host.usage());
-            assertEquals(host.memoryInfo().totalBytes(), host.memoryInfo().freeBytes(), "no device memory kept");
-        } finally {
-            host.close();
-        }
+        onAnEmulatedDevice(1L << 30, host -> assertEquals(20,
+                AllocatorWarmUp.cycleATag(host, VmmConfig.DEFAULTS.withAddressSpaceBytes(2L << 30), 20, () -> true),
+                "every cycle ran: none failed"));
     }
 
     @Test
