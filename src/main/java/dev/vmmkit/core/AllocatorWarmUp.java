@@ -51,8 +51,9 @@ public final class AllocatorWarmUp {
      * Pause and resume cycles of one discarded tag for {@link #cycleATag}. A round pauses a tag once,
      * far below the ~200 calls after which C1 compiles a method, so a program's first pauses and
      * resumes ran in the interpreter: on a dry driver (2-core host) a resume of a one-block tag took
-     * 30-65 us of Java in its first 100 cycles, 15-25 after 300, 4-7 after 1,000 and 1.3-2.6 compiled
-     * by C2, a pause twice that (docs/allocator.md, "Memory tags: the Java of a pause, compiled").
+     * 35-65 us of Java in its first 100 cycles, 10-26 after 200-300, 5-7 after 1,000 and 1.4-2.6
+     * after 5,000, a pause about twice that (docs/allocator.md, "Memory tags: the Java of a pause,
+     * compiled"). 1,000 cycles take 7-8 ms on an H200's host.
      */
     public static final int TAG_CYCLES = 1000;
 
