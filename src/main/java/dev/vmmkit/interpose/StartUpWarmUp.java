@@ -97,7 +97,7 @@ final class StartUpWarmUp {
             roundsDone = exerciseAllocator(config);
             if (!stopped) after.run();
             roundsEndedAtNanos = System.nanoTime();
-            tagCyclesDone = exerciseTagCycles(config); // last: the longest, and a program's first pause comes late
+            tagCyclesDone = exerciseTagCycles(config); // last, as the class comment says
             allocatorEndedAtNanos = System.nanoTime();
         });
     }
