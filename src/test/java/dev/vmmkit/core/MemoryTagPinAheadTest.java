@@ -7,6 +7,7 @@ import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.FaultInjectingDriver;
 import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.ForwardingDriver;
+import dev.vmmkit.driver.ForwardingTransfers;
 import dev.vmmkit.driver.HostTransfers;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
@@ -45,7 +46,7 @@ class MemoryTagPinAheadTest {
         volatile CountDownLatch holdNextPin;
         final CountDownLatch pinHeld = new CountDownLatch(1);
         volatile boolean failHeldPin;
-        private final HostTransfers transfers = new HostTransfers() {
+        private final HostTransfers transfers = new ForwardingTransfers(delegate.transfers()) {
             @Override
             public long allocatePinned(long bytes) {
                 pins.incrementAndGet();
@@ -60,35 +61,15 @@ class MemoryTagPinAheadTest {
                     }
                     if (failHeldPin) throw new DriverException(CudaResult.OUT_OF_MEMORY, "out of memory", "cuMemHostAlloc (held, then failed)");
                 }
-                long address = delegate.transfers().allocatePinned(bytes);
+                long address = super.allocatePinned(bytes);
                 pinned.put(address, bytes);
                 return address;
             }
 
             @Override
             public void freePinned(long address) {
-                delegate.transfers().freePinned(address);
+                super.freePinned(address);
                 pinned.remove(address);
-            }
-
-            @Override
-            public long createStream() {
-                return delegate.transfers().createStream();
-            }
-
-            @Override
-            public void destroyStream(long stream) {
-                delegate.transfers().destroyStream(stream);
-            }
-
-            @Override
-            public void copyToHost(long host, long va, long bytes, long stream) {
-                delegate.transfers().copyToHost(host, va, bytes, stream);
-            }
-
-            @Override
-            public void copyToDevice(long va, long host, long bytes, long stream) {
-                delegate.transfers().copyToDevice(va, host, bytes, stream);
             }
         };
 
