@@ -58,12 +58,15 @@ class VmmManagerBudgetHandlesTest {
      * With a peak hint of 256 pages the budget has room, so no page must move; a request that keeps
      * live bytes within their peak (114 + 14 = 128 pages) is still recycled memory and gets one
      * handle per new page, while one that raises the peak (114 + 15) gets handles of the cap (2
-     * pages: 1/64 of the 129 reached, more than half the hint), as a growing program's do.
+     * pages: 1/64 of the 129 reached, more than half the hint), as a growing program's do. With a
+     * hint of 160 pages the peak reached (128) is past three quarters of it: the program grows toward
+     * its remembered peak by recycling, and the request that raises the peak, within the hint, gets
+     * one handle per new page too (170 pages: 127.5 is three quarters; 172: 129 is).
      */
-    @ParameterizedTest(name = "{0} pages, one page a handle: {1}")
-    @CsvSource({"14, true", "15, false"})
-    void withAPeakHintRecycledMemoryStillGetsOnePageHandles(int pages, boolean onePageEach) {
-        inScene(null, Map.of("VMM_PEAK_HINT", String.valueOf(256 * PAGE)), (host, m) -> {
+    @ParameterizedTest(name = "{0} pages, hint {1} pages, one page a handle: {2}")
+    @CsvSource({"14, 256, true", "15, 256, false", "15, 160, true", "15, 170, true", "15, 172, false"})
+    void withAPeakHintRecycledMemoryStillGetsOnePageHandles(int pages, int hintPages, boolean onePageEach) {
+        inScene(null, Map.of("VMM_PEAK_HINT", String.valueOf(hintPages * PAGE)), (host, m) -> {
             long handlesBefore = created(m);
             long physicalBefore = m.stats().reservedBytes();
             long e = m.allocate(pages * PAGE, 0);
