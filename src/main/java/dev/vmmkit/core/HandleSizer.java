@@ -25,15 +25,15 @@ package dev.vmmkit.core;
  *       activation, soon freed and recycled, and gets capped handles.
  *   <li>A request that is not large, made while memory is recycled ({@code recycled}: its pages
  *       must move because the budget has no room, or it keeps live bytes within their peak so
- *       far, or near a peak hint within the hint), gets one-page handles for whatever is created for it: those pages are what a later
- *       trim must give back, and in one-page handles each wholly free one can move while its
- *       neighbours live. Large-batch generation (key and value caches of several MiB copied one
- *       token longer per step) stranded whole free pages in partly live capped handles there
- *       (docs/allocator.md, "One-page handles at the budget"). Without a peak hint the two tests
- *       mostly agree; with one the budget has room long before the peak, and only the second
- *       sees the recycling ({@link PhysicalBudget#recycles}, which counts up to the hint once
- *       the program is near it). A large request would be stitched from as many handles, each a
- *       setAccess and an unmap more.
+ *       far, or near a peak hint within the hint), gets one-page handles for whatever is created
+ *       for it: those pages are what a later trim must give back, and in one-page handles each
+ *       wholly free one can move while its neighbours live. Large-batch generation (key and value
+ *       caches of several MiB copied one token longer per step) stranded whole free pages in
+ *       partly live capped handles there (docs/allocator.md, "One-page handles at the budget").
+ *       Without a peak hint the two tests mostly agree; with one the budget has room long before
+ *       the peak, and only the second sees the recycling ({@link PhysicalBudget#recycles}, which
+ *       counts up to the hint once the program is near it). A large request would be stitched
+ *       from as many handles, each a setAccess and an unmap more.
  * </ul>
  *
  * <p>Stateless apart from its settings, so any thread may ask.

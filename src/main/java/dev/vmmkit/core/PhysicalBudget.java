@@ -58,13 +58,12 @@ final class PhysicalBudget {
      * (what {@link HandleSizer} sizes handles by): live bytes with it stay within their peak so far,
      * or within the peak hint once the peak reached is three quarters of it. Such a run has built its
      * working set and grows toward its remembered peak a little at a time, as a decoding loop's
-     * caches grow by a token a step; with room in the budget, those requests got capped handles that
+     * caches grow by a token a step. With room in the budget those requests got capped handles that
      * stranded whole free pages at the peak, where a run without the hint, at its budget, makes
-     * one-page handles (`gen_llama_b48` hinted 1.0583 against 1.0475 by default; with the rule 51 of
-     * 53 classes hinted at or below 1.05, against 47). Before that point capped handles build the
-     * working set with fewer driver calls: counted from the start, the rule cost the synthetic
-     * training trace, whose iterations all have new sizes, 4.48 modelled us/op against 0.87 (1.44 at
-     * three quarters; docs/allocator.md, "One-page handles up to the hint").
+     * one-page handles: 51 of 53 trace classes hinted are now at or below 1.05, against 47. Before
+     * three quarters, capped handles build the working set with fewer driver calls (counted from
+     * the start, the rule cost a synthetic training trace 5x its hinted driver time;
+     * docs/allocator.md, "One-page handles up to the hint").
      */
     boolean recycles(long requested) {
         long peak = accounting.peakLiveBytes();
