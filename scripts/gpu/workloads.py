@@ -20,7 +20,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1):
+def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, attention=None, cache=None):
+    """transformers' generate() on a small model of ARCH with random weights. attention: the attention
+    implementation (None: the library's default, "eager": the probabilities made as a tensor); cache:
+    generate()'s cache_implementation (None: the dynamic cache, grown a token a step; "static": one
+    buffer per layer for the whole length, written in place)."""
     import transformers as tf
     torch.manual_seed(seed)
     if arch == "llama":
@@ -59,6 +63,8 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1):
         model = tf.Qwen2ForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown architecture {arch}")
+    if attention:
+        model.config._attn_implementation = attention
     model = model.to("cuda", dtype=torch.bfloat16).eval()
     vocab = cfg.vocab_size
     g = torch.Generator().manual_seed(seed)
@@ -74,6 +80,9 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1):
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, pad_token_id=0,
                                  num_beams=beams,
+                                 # transformers compiles a static cache's decoding step with CUDA graphs, which
+                                 # PyTorch runs only with its caching allocator on: recordings turn it off.
+                                 **({"cache_implementation": cache, "disable_compile": True} if cache else {}),
                                  **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
             total += int(out.sum().item())
     return total
@@ -103,14 +112,18 @@ def seq2seq(batch, prompt, new_tokens, seed=0):
     return total
 
 
-def train_llama_varlen(steps=40, accumulate=2):
+def train_llama_varlen(steps=40, accumulate=2, checkpointing=False):
     """Fine-tuning with dynamic padding: every micro-batch has its own batch size and length, gradients
-    are accumulated over two of them and clipped before AdamW steps."""
+    are accumulated over two of them and clipped before AdamW steps. checkpointing: each layer's
+    activations are made again in the backward pass instead of kept."""
     import transformers as tf
     torch.manual_seed(0)
     cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
                          num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048)
     model = tf.LlamaForCausalLM(cfg).cuda()
+    if checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(4)
     loss_sum = 0.0
@@ -303,6 +316,12 @@ WORKLOADS = {
     "gen_mixtral_b16": lambda: generate("mixtral", [16, 12], 64, 160),
     "gen_t5_b32": lambda: seq2seq([32, 24], 96, 120),
     "train_llama_varlen": train_llama_varlen,
+    # Three more kinds, recorded after every rule: a static cache (one buffer per layer for the whole
+    # length, written in place), eager attention (the attention probabilities made as tensors, a
+    # transient that grows with the sequence), and fine-tuning with gradient checkpointing.
+    "gen_llama_b32_static": lambda: generate("llama", [32, 24], 64, 200, cache="static"),
+    "gen_llama_b24_eager": lambda: generate("llama", [24, 16], 96, 200, attention="eager"),
+    "train_llama_checkpointed": lambda: train_llama_varlen(checkpointing=True),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
