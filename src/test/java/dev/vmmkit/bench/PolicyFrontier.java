@@ -24,7 +24,8 @@ import java.util.Map;
  * extra settings given as {@code KEY=VALUE[,KEY=VALUE]} arguments after {@code --}. Columns: ratio,
  * modelled driver us/op (GPU-FACTS per-handle costs, a model), handles created, mapped, unmapped.
  * {@code --default-only} leaves out the hinted run. Ends with a line per setting: how many traces are
- * at or below a ratio of 1.05, and which are above.
+ * at or below a ratio of 1.05, the mean and highest ratio, the modelled driver us/op summed over the
+ * traces (a rule that moves single classes either way is judged on these), and which are above.
  * Usage: {@code scripts/run-test-class.sh dev.vmmkit.bench.PolicyFrontier [--default-only] TRACE... [-- SETTINGS...]}.
  */
 public final class PolicyFrontier {
@@ -50,7 +51,11 @@ public final class PolicyFrontier {
         }
         System.out.printf("%-36s %-34s %7s %8s %7s %7s %7s%n", "trace", "settings", "ratio", "us/op", "create", "map", "unmap");
         Map<String, List<String>> above = new LinkedHashMap<>();
-        for (String s : settings) above.put(s, new ArrayList<>());
+        Map<String, double[]> totals = new HashMap<>(); // per setting: sum of ratios, highest ratio, sum of modelled us/op
+        for (String s : settings) {
+            above.put(s, new ArrayList<>());
+            totals.put(s, new double[3]);
+        }
         for (Path file : traces) {
             AllocationTrace trace = TraceReader.read(file);
             for (String s : settings) {
@@ -64,12 +69,18 @@ public final class PolicyFrontier {
                 System.out.printf("%-36s %-34s %7.4f %8.2f %7d %7d %7d%n", trace.name(), s.isEmpty() ? "default" : s,
                         r.fragmentationRatio(), r.modelledDriverUsPerOp(), h.create(), h.map(), h.unmap());
                 if (r.fragmentationRatio() > GOAL) above.get(s).add(String.format("%s %.4f", trace.name(), r.fragmentationRatio()));
+                double[] t = totals.get(s);
+                t[0] += r.fragmentationRatio();
+                t[1] = Math.max(t[1], r.fragmentationRatio());
+                t[2] += r.modelledDriverUsPerOp();
             }
         }
         // The summary the goal is read from: how many classes pass it under each setting.
         for (var e : above.entrySet()) {
-            System.out.printf("%s: %d of %d at or below %.2f%s%n", e.getKey().isEmpty() ? "default" : e.getKey(),
-                    traces.size() - e.getValue().size(), traces.size(), GOAL,
+            double[] t = totals.get(e.getKey());
+            System.out.printf("%s: %d of %d at or below %.2f (mean %.4f, highest %.4f, modelled driver %.2f us/op in sum)%s%n",
+                    e.getKey().isEmpty() ? "default" : e.getKey(), traces.size() - e.getValue().size(), traces.size(), GOAL,
+                    t[0] / Math.max(1, traces.size()), t[1], t[2],
                     e.getValue().isEmpty() ? "" : "; above: " + String.join(", ", e.getValue()));
         }
     }
