@@ -1,7 +1,5 @@
 package dev.vmmkit.core;
 
-import java.util.concurrent.atomic.AtomicInteger;
-
 /**
  * How large the handles are that a region creates: each new handle covers as much of the run of
  * unbacked pages it fills as the cap allows. Fewer, larger handles cost less (setAccess and unmap
@@ -14,19 +12,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * is 1/64 of the peak of live bytes reached, or half the peak hint if more
  * ({@link PhysicalBudget#handlePeak}; so a stranded handle is a small share of the
  * working set: about 8 MiB for a 700 MiB inference, 128-256 MiB for a 13 GiB training run), a power
- * of two between one page and 1 GiB, halved at most {@value #MOST_HALVINGS} times over the region's
- * life, once each time moving pages fell short of the budget for a request that is not large
- * ({@link #movingFellShort}). Such a shortfall means whole free pages sat in partly live handles
- * where no move could take them, and a program that strands pages once does it again at every
- * step of its loop: a decoding loop's caches, copied a token longer per step, pinned 16 MiB
- * handles of a 1.1 GiB program (1.145). Over 80 random generate() programs
- * ({@code GenerationPopulation}, two seeds) the halvings took the runs at or below 1.05 from 59 to
- * 67 and the mean ratio from 1.0426 to 1.0347, at 25 % more modelled driver time over the trace
- * classes, on first runs only (runs with a peak hint never moved). A large request's shortfall
- * does not count: those are a varying-shape inference's page moves, and with them a warm BERT pass
- * made twice the driver calls (0.121 a request against 0.06). Unbounded halving made moves dearer
- * for no gain; more than two halvings gained nothing on the population (docs/allocator.md, "Random
- * programs, and a cap halved where moving fell short").
+ * of two between one page and 1 GiB. An earlier version halved it whenever moving pages fell short
+ * of the budget; since the region trims back to the budget after such a shortfall, the halving only
+ * made moves dearer (BERT trace: 2.09 against 1.72 modelled us/op at the same ratio).
  *
  * <p>Two kinds of request are sized apart from the cap, split at {@value #LARGE_REQUEST_PAGES}
  * pages ({@link #isLarge}):
@@ -48,20 +36,16 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       from as many handles, each a setAccess and an unmap more.
  * </ul>
  *
- * <p>Its one piece of state, the halvings, only grows and is read and written atomically, so any
- * thread may ask.
+ * <p>Stateless apart from its settings, so any thread may ask.
  */
 final class HandleSizer {
     static final int PEAK_SHARE = 64;
     /** A request of more pages than this is large ({@link #isLarge}). */
     static final int LARGE_REQUEST_PAGES = 16;
     static final long LARGEST = 1L << 30;
-    /** How many times shortfalls may halve the adaptive cap. */
-    static final int MOST_HALVINGS = 2;
 
     private final long pageBytes;
     private final long fixedCap;
-    private final AtomicInteger halvings = new AtomicInteger();
 
     HandleSizer(long pageBytes, long fixedCap) {
         this.pageBytes = pageBytes;
@@ -71,17 +55,8 @@ final class HandleSizer {
     /** The largest handle to create now, given a peak of live bytes. */
     long cap(long peakLiveBytes) {
         if (fixedCap != 0) return fixedCap;
-        long target = Math.min(LARGEST, Long.highestOneBit(Math.max(1, peakLiveBytes / PEAK_SHARE)));
-        return Math.max(pageBytes, target >> halvings.get());
-    }
-
-    /**
-     * Moving pages fell short of the budget for a request of {@code requestedBytes}: halves the
-     * adaptive cap, up to {@value #MOST_HALVINGS} times, unless the request is large.
-     */
-    void movingFellShort(long requestedBytes) {
-        if (isLarge(requestedBytes) || halvings.get() >= MOST_HALVINGS) return;
-        halvings.getAndUpdate(h -> Math.min(MOST_HALVINGS, h + 1));
+        long target = Math.max(pageBytes, Long.highestOneBit(Math.max(1, peakLiveBytes / PEAK_SHARE)));
+        return Math.min(LARGEST, target);
     }
 
     /** Whether a request of {@code bytes} is large: more than {@value #LARGE_REQUEST_PAGES} pages. */
