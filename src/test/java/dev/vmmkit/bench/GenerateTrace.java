@@ -24,13 +24,13 @@ final class GenerateTrace {
     private static final long INT64 = Decoder.INT64;
     private static final long BOOL = Decoder.BOOL;
     /** cuBLAS's workspace, made at the first matrix product and kept (the H100 recording of {@code gen_llama_b8}). */
-    private static final long[] BLAS_WORKSPACE = {32L << 20};
+    static final long[] BLAS_WORKSPACE = {32L << 20};
     /**
      * The library workspaces the H200 recordings ({@code gen_llama_b24} ... {@code gen_llama_b64},
      * {@code gen_qwen2_b32}) show at the first matrix product, kept for the run: one of 64 MiB, then
      * cuBLAS's 32 MiB.
      */
-    private static final long[] H200_WORKSPACES = {64L << 20, 32L << 20};
+    static final long[] H200_WORKSPACES = {64L << 20, 32L << 20};
 
     /**
      * A model and its {@code generate()} calls: batch sizes, prompt length and new tokens per call

@@ -14,9 +14,6 @@ import java.util.SplittableRandom;
  * ({@code scripts/trace-population.sh} writes it and replays it under each setting).
  */
 public final class GenerationPopulation {
-    private static final long[] LIBRARY_WORKSPACES_ONE_MACHINE = {32L << 20};
-    private static final long[] LIBRARY_WORKSPACES_OTHER_MACHINE = {64L << 20, 32L << 20};
-
     public static void main(String[] args) throws IOException {
         Path dir = Path.of(args[0]);
         int count = Integer.parseInt(args[1]);
@@ -52,7 +49,7 @@ public final class GenerationPopulation {
         int newTokens = Math.max(32, Math.min(480, 700_000 / (calls * layers * 40)));
         newTokens = 32 + rng.nextInt(newTokens - 31);
         boolean sampled = rng.nextInt(3) == 0;
-        long[] workspaces = rng.nextBoolean() ? LIBRARY_WORKSPACES_ONE_MACHINE : LIBRARY_WORKSPACES_OTHER_MACHINE;
+        long[] workspaces = rng.nextBoolean() ? GenerateTrace.BLAS_WORKSPACE : GenerateTrace.H200_WORKSPACES;
         boolean gpt2 = kvHeads == heads && rng.nextInt(3) == 0;
         return new GenerateTrace.Shape(name, hidden, layers, heads, kvHeads, intermediate, vocab, batches, prompt,
                 newTokens, sampled, workspaces, gpt2);
