@@ -114,6 +114,8 @@ final class HandleSupply {
      * so a neighbour never pins the large one. When memory is recycled instead (pages must move, or
      * the request keeps live bytes within their peak: {@link PhysicalBudget#recycles}), the new
      * handles of a request that is not large are one page each ({@link HandleSizer#nextHandleBytes}).
+     * Where the pages that must move are more than the whole free handles, the cap may be halved
+     * first ({@link HandleSizer#movingFellShort}), for this request's handles and every later one.
      *
      * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
      * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request,
@@ -140,6 +142,7 @@ final class HandleSupply {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
                     if (stillToMove > 0) others.takeFreeHandles(region, stillToMove, out);
+                    if (runBytes - room - out.totalBytes() > 0) sizer.movingFellShort(requested, budget.handlePeak(requested));
                 }
             }
             while (out.totalBytes() < runBytes) {

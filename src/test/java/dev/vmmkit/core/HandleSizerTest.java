@@ -7,7 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * Handle sizes: the run, capped; the cap fixed or adapting to the peak; one handle for a large
+ * Handle sizes: the run, capped; the cap fixed or adapting to the peak (and halved where moving
+ * fell short for a request that is not large, while above a page); one handle for a large
  * loading request; one-page handles for a request that is not large while memory is recycled.
  */
 class HandleSizerTest {
@@ -28,6 +29,39 @@ class HandleSizerTest {
         assertEquals(8 * MIB, sizer.cap(710 * MIB), "1/64 of the peak, a power of two");
         assertEquals(128 * MIB, sizer.cap(13L << 30));
         assertEquals(1L << 30, sizer.cap(1L << 40), "at most 1 GiB");
+    }
+
+    @Test
+    void eachShortfallOfARequestThatIsNotLargeHalvesTheAdaptiveCapTwiceAtMost() {
+        HandleSizer sizer = new HandleSizer(2 * MIB, 0);
+        long peak = 1100 * MIB; // 1/64 is 17 MiB: a cap of 16 MiB
+        assertEquals(16 * MIB, sizer.cap(peak));
+        sizer.movingFellShort(40 * MIB, peak);
+        assertEquals(16 * MIB, sizer.cap(peak), "a large request's shortfall does not count");
+        sizer.movingFellShort(12 * MIB, peak);
+        assertEquals(8 * MIB, sizer.cap(peak));
+        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, peak, 100 * MIB, false), "the next handles are smaller");
+        sizer.movingFellShort(12 * MIB, peak);
+        assertEquals(4 * MIB, sizer.cap(peak));
+        sizer.movingFellShort(12 * MIB, peak);
+        assertEquals(4 * MIB, sizer.cap(peak), "two halvings at most");
+        assertEquals(2 * MIB, sizer.cap(10 * MIB), "still at least a page");
+        assertEquals(256 * MIB, sizer.cap(1L << 40), "halved from the largest, 1 GiB");
+    }
+
+    @Test
+    void aShortfallWhileTheCapIsOnePageHalvesNothingLater() {
+        HandleSizer sizer = new HandleSizer(2 * MIB, 0);
+        sizer.movingFellShort(6 * MIB, 20 * MIB); // a program's first requests: the cap is one page
+        sizer.movingFellShort(6 * MIB, 60 * MIB);
+        assertEquals(16 * MIB, sizer.cap(1100 * MIB), "no halving was taken");
+    }
+
+    @Test
+    void aShortfallLeavesAFixedCapAlone() {
+        HandleSizer sizer = new HandleSizer(2 * MIB, 8 * MIB);
+        sizer.movingFellShort(12 * MIB, 1L << 40);
+        assertEquals(8 * MIB, sizer.cap(1L << 40));
     }
 
     @Test

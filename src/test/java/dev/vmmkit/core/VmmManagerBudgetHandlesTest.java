@@ -7,6 +7,7 @@ import dev.vmmkit.driver.FaultInjectingDriver;
 import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -51,6 +52,30 @@ class VmmManagerBudgetHandlesTest {
             fill(host, e, pages * PAGE, 5);
             assertFullyIntact(host, e, pages * PAGE, 5, "the request");
             m.deallocate(e, 0);
+        });
+    }
+
+    /**
+     * The 14-page request falls short (the holes' 14 pages cannot move) and is not large, so the cap
+     * halves: a large request after it, which gets capped handles (2 pages for this peak, as the
+     * test above shows), now gets one-page handles.
+     */
+    @Test
+    void aShortfallOfARequestThatIsNotLargeHalvesTheCapForLaterRequests() {
+        inScene((host, m) -> {
+            long e1 = m.allocate(14 * PAGE, 0);
+            long handlesBefore = created(m);
+            long physicalBefore = m.stats().reservedBytes();
+            long e2 = m.allocate(20 * PAGE, 0);
+            long newHandles = created(m) - handlesBefore;
+            long newPages = (m.stats().reservedBytes() - physicalBefore) / PAGE;
+            assertTrue(newPages > 1, newPages + " new pages");
+            assertEquals(newPages, newHandles, "one handle per new page");
+            fill(host, e2, 20 * PAGE, 6);
+            fill(host, e1, 14 * PAGE, 5);
+            assertFullyIntact(host, e2, 20 * PAGE, 6, "the large request");
+            m.deallocate(e2, 0);
+            m.deallocate(e1, 0);
         });
     }
 
