@@ -141,8 +141,10 @@ final class HandleSupply {
                 if (atBudget && movingPagesIsWorthIt(requested)) {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
                     long stillToMove = runBytes - room - out.totalBytes();
-                    if (stillToMove > 0) others.takeFreeHandles(region, stillToMove, out);
-                    if (runBytes - room - out.totalBytes() > 0) sizer.movingFellShort(requested, budget.handlePeak(requested));
+                    if (stillToMove > 0) {
+                        others.takeFreeHandles(region, stillToMove, out);
+                        if (out.totalBytes() < runBytes - room) sizer.movingFellShort(requested, budget.handlePeak(requested));
+                    }
                 }
             }
             while (out.totalBytes() < runBytes) {
