@@ -115,7 +115,9 @@ final class HandleSupply {
      * the request keeps live bytes within their peak: {@link PhysicalBudget#recycles}), the new
      * handles of a request that is not large are one page each ({@link HandleSizer#nextHandleBytes}).
      * Where the pages that must move are more than the whole free handles, the cap may be halved
-     * first ({@link HandleSizer#movingFellShort}), for this request's handles and every later one.
+     * first ({@link HandleSizer#movingFellShort}), for this request's handles and every later one;
+     * where they fell far short under a peak hint ({@link HandleSizer#fellFarShort}), this
+     * request's new handles are one page each, large or not.
      *
      * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
      * handles, each as large as the driver allows (VMM_HANDLE_CAP still holds), so one per request,
@@ -132,6 +134,7 @@ final class HandleSupply {
             long missing = runBytes - out.totalBytes();
             boolean fromNothing = out.count() == 0; // no pooled handle
             boolean recycled = false;
+            boolean fellFarShort = false;
             if (missing > 0 && !servesTag) {
                 long room = budget.room(requested);
                 long mustMove = missing - room;
@@ -143,7 +146,11 @@ final class HandleSupply {
                     long stillToMove = runBytes - room - out.totalBytes();
                     if (stillToMove > 0) {
                         others.takeFreeHandles(region, stillToMove, out);
-                        if (out.totalBytes() < runBytes - room) sizer.movingFellShort(requested, budget.handlePeak(requested));
+                        if (out.totalBytes() < runBytes - room) {
+                            sizer.movingFellShort(requested, budget.handlePeak(requested));
+                            fellFarShort = config.peakHintBytes() > 0
+                                    && HandleSizer.fellFarShort(out.totalBytes(), runBytes - room);
+                        }
                     }
                 }
             }
@@ -156,7 +163,8 @@ final class HandleSupply {
                     bytes = sizer.firstBackingBytes(oneHandleBytes);
                 } else {
                     long upTo = have < neededBytes ? neededBytes : runBytes;
-                    bytes = sizer.nextHandleBytes(upTo - have, budget.handlePeak(requested), requested, recycled);
+                    bytes = sizer.nextHandleBytes(upTo - have, budget.handlePeak(requested), requested, recycled,
+                            fellFarShort);
                 }
                 out.add(driver.create(bytes, exportable()), bytes);
                 accounting.physicalCreated(bytes);

@@ -9,7 +9,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * Handle sizes: the run, capped; the cap fixed or adapting to the peak (and halved where moving
  * fell short for a request that is not large, while above a page); one handle for a large
- * loading request; one-page handles for a request that is not large while memory is recycled.
+ * loading request; one-page handles for a request that is not large while memory is recycled,
+ * and for any request whose moves fell far short (under a hint: its caller's rule).
  */
 class HandleSizerTest {
     private static final long MIB = 1L << 20;
@@ -17,9 +18,9 @@ class HandleSizerTest {
     @Test
     void aFixedCapIsKept() {
         HandleSizer sizer = new HandleSizer(2 * MIB, 8 * MIB);
-        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40, 100 * MIB, false));
-        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, 0, 6 * MIB, false), "never more than the run");
-        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40, 4 * MIB, true), "sizes every handle, at the budget too");
+        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40, 100 * MIB, false, false));
+        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, 0, 6 * MIB, false, false), "never more than the run");
+        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, 1L << 40, 4 * MIB, true, false), "sizes every handle, at the budget too");
     }
 
     @Test
@@ -40,7 +41,7 @@ class HandleSizerTest {
         assertEquals(16 * MIB, sizer.cap(peak), "a large request's shortfall does not count");
         sizer.movingFellShort(12 * MIB, peak);
         assertEquals(8 * MIB, sizer.cap(peak));
-        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, peak, 100 * MIB, false), "the next handles are smaller");
+        assertEquals(8 * MIB, sizer.nextHandleBytes(100 * MIB, peak, 100 * MIB, false, false), "the next handles are smaller");
         sizer.movingFellShort(12 * MIB, peak);
         assertEquals(4 * MIB, sizer.cap(peak));
         sizer.movingFellShort(12 * MIB, peak);
@@ -78,9 +79,28 @@ class HandleSizerTest {
     void recycledMemoryForARequestThatIsNotLargeGetsOnePageHandles() {
         HandleSizer sizer = new HandleSizer(2 * MIB, 0);
         long peak = 710 * MIB; // a cap of 8 MiB
-        assertEquals(2 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, true));
-        assertEquals(2 * MIB, sizer.nextHandleBytes(32 * MIB, peak, 32 * MIB, true));
-        assertEquals(8 * MIB, sizer.nextHandleBytes(40 * MIB, peak, 40 * MIB, true), "a large request: capped");
-        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, false), "a program growing: capped");
+        assertEquals(2 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, true, false));
+        assertEquals(2 * MIB, sizer.nextHandleBytes(32 * MIB, peak, 32 * MIB, true, false));
+        assertEquals(8 * MIB, sizer.nextHandleBytes(40 * MIB, peak, 40 * MIB, true, false), "a large request: capped");
+        assertEquals(6 * MIB, sizer.nextHandleBytes(6 * MIB, peak, 6 * MIB, false, false), "a program growing: capped");
+    }
+
+    @Test
+    void movesThatCoverLessThanHalfFellFarShort() {
+        assertTrue(HandleSizer.fellFarShort(0, 34 * MIB), "nothing could move");
+        assertTrue(HandleSizer.fellFarShort(14 * MIB, 30 * MIB), "14 of 30 is under half");
+        assertFalse(HandleSizer.fellFarShort(16 * MIB, 32 * MIB), "exactly half");
+        assertFalse(HandleSizer.fellFarShort(58 * MIB, 60 * MIB), "a page short: rounding");
+    }
+
+    @Test
+    void aRequestWhoseMovesFellFarShortGetsOnePageHandlesLargeOrNot() {
+        HandleSizer sizer = new HandleSizer(2 * MIB, 0);
+        long peak = 1100 * MIB; // a cap of 16 MiB
+        assertEquals(2 * MIB, sizer.nextHandleBytes(40 * MIB, peak, 50 * MIB, true, true), "large");
+        assertEquals(2 * MIB, sizer.nextHandleBytes(12 * MIB, peak, 12 * MIB, false, true), "not large");
+        assertEquals(16 * MIB, sizer.nextHandleBytes(40 * MIB, peak, 50 * MIB, true, false), "moves that did not fall far short");
+        HandleSizer fixed = new HandleSizer(2 * MIB, 8 * MIB);
+        assertEquals(8 * MIB, fixed.nextHandleBytes(40 * MIB, peak, 50 * MIB, true, true), "a fixed cap still sizes every handle");
     }
 }

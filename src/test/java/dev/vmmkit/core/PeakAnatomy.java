@@ -14,7 +14,8 @@ import java.util.TreeMap;
  * with the settings of the environment ({@code VMM_*}): per region, live bytes, free bytes in pages
  * and in handles that also hold live bytes, and whole free pages and handles (the only free memory
  * that can move). The trace is replayed twice: once to find the operation at the peak, once to stop
- * there. Usage: {@code scripts/run-test-class.sh dev.vmmkit.core.PeakAnatomy TRACE [--blocks]};
+ * there, or at operation {@code --at OP} instead (to watch a layout form on the way to the peak).
+ * Usage: {@code scripts/run-test-class.sh dev.vmmkit.core.PeakAnatomy TRACE [--blocks] [--at OP]};
  * {@code --blocks} lists every block too.
  */
 public final class PeakAnatomy {
@@ -22,7 +23,9 @@ public final class PeakAnatomy {
 
     public static void main(String[] args) throws Exception {
         AllocationTrace trace = TraceReader.read(Path.of(args[0]));
-        boolean listBlocks = args.length > 1 && args[1].equals("--blocks");
+        boolean listBlocks = List.of(args).contains("--blocks");
+        int atIndex = List.of(args).indexOf("--at");
+        int stopAt = atIndex > 0 && atIndex + 1 < args.length ? Integer.parseInt(args[atIndex + 1]) : -1;
         VmmConfig config = VmmConfig.from(System.getenv());
         int peakOp = -1;
         long peak = 0;
@@ -41,6 +44,7 @@ public final class PeakAnatomy {
         }
         System.out.printf("peak physical %.1f MiB at op %d of %d; peak live %.1f MiB%n",
                 peak / MIB, peakOp, trace.ops(), trace.peakLiveBytes() / MIB);
+        if (stopAt >= 0) peakOp = Math.min(stopAt, trace.ops() - 1);
         try (HostDriver driver = HostDriver.open()) {
             VmmManager m = new VmmManager(driver, config);
             Long2LongHashMap addresses = new Long2LongHashMap(-1);

@@ -10,7 +10,6 @@ import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.junit.jupiter.params.provider.EnumSource;
 
 import java.util.HashMap;
 import java.util.Map;
@@ -51,6 +50,24 @@ class VmmManagerBudgetHandlesTest {
             assertEquals(before + newHandles, created(m), pages - 4 + " new pages");
             fill(host, e, pages * PAGE, 5);
             assertFullyIntact(host, e, pages * PAGE, 5, "the request");
+            m.deallocate(e, 0);
+        });
+    }
+
+    /**
+     * Under a peak hint (the scene's own peak), the 20-page request's moves fall far short: none of
+     * the 16 pages that must come from free memory can move (the holes lie in a partly live
+     * handle). Its new pages are then one handle each, though it is large: 16 handles, against the
+     * 8 capped ones of the test above, without the hint.
+     */
+    @Test
+    void underAHintALargeRequestWhoseMovesFellFarShortGetsOnePageHandles() {
+        inScene(null, Map.of("VMM_PEAK_HINT", Long.toString(128 * PAGE)), (host, m) -> {
+            long before = created(m);
+            long e = m.allocate(20 * PAGE, 0);
+            assertEquals(before + 16, created(m), "16 new pages, a handle each");
+            fill(host, e, 20 * PAGE, 6);
+            assertFullyIntact(host, e, 20 * PAGE, 6, "the request");
             m.deallocate(e, 0);
         });
     }
@@ -110,32 +127,35 @@ class VmmManagerBudgetHandlesTest {
     }
 
     /**
-     * One failure at the Nth create, map or setAccess of the mid-sized request's one-page handles:
-     * the request may fail, but the figures stay equal to the driver's, the scene's live block stays
+     * One failure at the Nth create, map or setAccess of a request's one-page handles (the
+     * mid-sized request at the budget; the large one whose moves fell far short under a hint): the
+     * request may fail, but the figures stay equal to the driver's, the scene's live block stays
      * intact, the same request succeeds once the faults stop, and nothing leaks.
      */
-    @ParameterizedTest(name = "{0} fails at the budget")
-    @EnumSource(value = DriverCall.class, names = {"CREATE", "MAP", "SET_ACCESS", "UNMAP"})
-    void aFaultAmongTheOnePageHandlesLeavesTheAllocatorConsistent(DriverCall kind) {
+    @ParameterizedTest(name = "{0} fails at the budget, {1} pages, hint {2} pages")
+    @CsvSource({"CREATE, 14, 0", "MAP, 14, 0", "SET_ACCESS, 14, 0", "UNMAP, 14, 0",
+            "CREATE, 20, 128", "MAP, 20, 128", "SET_ACCESS, 20, 128", "UNMAP, 20, 128"})
+    void aFaultAmongTheOnePageHandlesLeavesTheAllocatorConsistent(DriverCall kind, int pages, int hintPages) {
+        Map<String, String> settings = hintPages == 0 ? Map.of() : Map.of("VMM_PEAK_HINT", Long.toString(hintPages * PAGE));
         long failed = 0;
         for (int n = 1; n <= 6; n++) {
             String note = kind + " #" + n;
             FaultPlan plan = new FaultPlan();
             int nth = n;
-            inScene(plan, Map.of(), (host, m) -> {
+            inScene(plan, settings, (host, m) -> {
                 plan.failNth(kind, nth, CudaResult.INVALID_VALUE);
                 try {
-                    long e = m.allocate(14 * PAGE, 0);
-                    fill(host, e, 14 * PAGE, 5);
+                    long e = m.allocate(pages * PAGE, 0);
+                    fill(host, e, pages * PAGE, 5);
                     m.deallocate(e, 0);
                 } catch (DriverException expected) {
                     // the planned fault
                 }
                 assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note);
                 plan.clear();
-                long e = m.allocate(14 * PAGE, 0);
-                fill(host, e, 14 * PAGE, 7);
-                assertFullyIntact(host, e, 14 * PAGE, 7, note);
+                long e = m.allocate(pages * PAGE, 0);
+                fill(host, e, pages * PAGE, 7);
+                assertFullyIntact(host, e, pages * PAGE, 7, note);
                 m.deallocate(e, 0);
             });
             failed += plan.injected(kind);
