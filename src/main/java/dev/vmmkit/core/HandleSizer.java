@@ -108,24 +108,24 @@ final class HandleSizer {
     }
 
     /**
-     * Whether moving pages fell far short: the handles in hand ({@code inHandBytes}, pooled and
-     * moved) cover less than half of the {@code mustComeFromFreeBytes} that had to come from free
-     * memory, the budget having no room for them. Then most free pages sit in partly live handles,
-     * and capped handles made now strand pages the same way once their request is freed and
-     * smaller blocks recycle them. The caller asks only under a peak hint, where the budget has
-     * held the program's remembered peak from the start, so a shortfall is stranding and never
-     * the budget catching up with a program still growing; the request's new handles are then one
-     * page each, large or not ({@link #nextHandleBytes}). A decoding step's growing ~50 MiB
-     * request, short by 10-44 MiB at every step, had pinned 122 MiB in 16 MiB handles of a 1.1 GiB
-     * program (1.131 hinted; 1.050 with the rule). Over 120 random generate() programs the hinted
-     * runs at or below 1.05 went from 95 to 98 and the worst from 1.131 to 1.081; runs without a
-     * hint kept every figure, and so did the hinted trace classes. A shortfall of a page or two in sixty
-     * is rounding (BERT's varying shapes), where capped handles stay cheaper; without the hint the
-     * same rule added a quarter to a warm BERT pass's driver calls (docs/allocator.md, "Moves that
-     * fell far short under a hint: one-page handles").
+     * Whether moving pages fell far short: under a peak hint ({@code peakHinted}), the handles in
+     * hand ({@code inHandBytes}, pooled and moved) cover less than half of the
+     * {@code mustComeFromFreeBytes} that had to come from free memory, the budget having no room for
+     * them. Then most free pages sit in partly live handles, and capped handles made now strand
+     * pages the same way once their request is freed and smaller blocks recycle them. Only under a
+     * hint: there the budget has held the program's remembered peak from the start, so a shortfall
+     * is stranding and never the budget catching up with a program still growing. The request's
+     * new handles are then one page each, large or not ({@link #nextHandleBytes}). A decoding
+     * step's growing ~50 MiB request, short by 10-44 MiB at every step, had pinned 122 MiB in 16 MiB
+     * handles of a 1.1 GiB program (1.131 hinted; 1.050 with the rule). Over 120 random generate()
+     * programs the hinted runs at or below 1.05 went from 95 to 98 and the worst from 1.131 to
+     * 1.081; runs without a hint kept every figure, and so did the hinted trace classes. A shortfall
+     * of a page or two in sixty is rounding (BERT's varying shapes), where capped handles stay
+     * cheaper; without the hint the same rule added a quarter to a warm BERT pass's driver calls
+     * (docs/allocator.md, "Moves that fell far short under a hint: one-page handles").
      */
-    static boolean fellFarShort(long inHandBytes, long mustComeFromFreeBytes) {
-        return inHandBytes * 2 < mustComeFromFreeBytes;
+    static boolean fellFarShort(long inHandBytes, long mustComeFromFreeBytes, boolean peakHinted) {
+        return peakHinted && inHandBytes * 2 < mustComeFromFreeBytes;
     }
 
     /**

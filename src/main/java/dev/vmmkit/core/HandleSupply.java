@@ -116,7 +116,7 @@ final class HandleSupply {
      * handles of a request that is not large are one page each ({@link HandleSizer#nextHandleBytes}).
      * Where the pages that must move are more than the whole free handles, the cap may be halved
      * first ({@link HandleSizer#movingFellShort}), for this request's handles and every later one;
-     * where they fell far short under a peak hint ({@link HandleSizer#fellFarShort}), this
+     * where they fell far short, under a peak hint ({@link HandleSizer#fellFarShort}), this
      * request's new handles are one page each, large or not.
      *
      * <p>A memory tag's region ({@link #servesTag}) takes no pooled or moved handle: its run is new
@@ -143,13 +143,13 @@ final class HandleSupply {
                 if (atBudget) fromNothing = false; // pages move: the budget has no room
                 if (atBudget && movingPagesIsWorthIt(requested)) {
                     region.reclaimer.reclaimFreeHandles(mustMove, out, true);
-                    long stillToMove = runBytes - room - out.totalBytes();
-                    if (stillToMove > 0) {
-                        others.takeFreeHandles(region, stillToMove, out);
-                        if (out.totalBytes() < runBytes - room) {
+                    long mustComeFromFree = runBytes - room; // pooled handles count as free memory
+                    if (out.totalBytes() < mustComeFromFree) {
+                        others.takeFreeHandles(region, mustComeFromFree - out.totalBytes(), out);
+                        if (out.totalBytes() < mustComeFromFree) {
                             sizer.movingFellShort(requested, budget.handlePeak(requested));
-                            fellFarShort = config.peakHintBytes() > 0
-                                    && HandleSizer.fellFarShort(out.totalBytes(), runBytes - room);
+                            fellFarShort = HandleSizer.fellFarShort(out.totalBytes(), mustComeFromFree,
+                                    config.peakHintBytes() > 0);
                         }
                     }
                 }

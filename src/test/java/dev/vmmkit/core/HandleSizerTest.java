@@ -86,11 +86,12 @@ class HandleSizerTest {
     }
 
     @Test
-    void movesThatCoverLessThanHalfFellFarShort() {
-        assertTrue(HandleSizer.fellFarShort(0, 34 * MIB), "nothing could move");
-        assertTrue(HandleSizer.fellFarShort(14 * MIB, 30 * MIB), "14 of 30 is under half");
-        assertFalse(HandleSizer.fellFarShort(16 * MIB, 32 * MIB), "exactly half");
-        assertFalse(HandleSizer.fellFarShort(58 * MIB, 60 * MIB), "a page short: rounding");
+    void movesThatCoverLessThanHalfFellFarShortUnderAHint() {
+        assertTrue(HandleSizer.fellFarShort(0, 34 * MIB, true), "nothing could move");
+        assertTrue(HandleSizer.fellFarShort(14 * MIB, 30 * MIB, true), "14 of 30 is under half");
+        assertFalse(HandleSizer.fellFarShort(16 * MIB, 32 * MIB, true), "exactly half");
+        assertFalse(HandleSizer.fellFarShort(58 * MIB, 60 * MIB, true), "a page short: rounding");
+        assertFalse(HandleSizer.fellFarShort(0, 34 * MIB, false), "no peak hint: the budget may still be growing");
     }
 
     @Test

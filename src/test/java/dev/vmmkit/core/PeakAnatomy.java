@@ -23,8 +23,9 @@ public final class PeakAnatomy {
 
     public static void main(String[] args) throws Exception {
         AllocationTrace trace = TraceReader.read(Path.of(args[0]));
-        boolean listBlocks = List.of(args).contains("--blocks");
-        int atIndex = List.of(args).indexOf("--at");
+        List<String> options = List.of(args);
+        boolean listBlocks = options.contains("--blocks");
+        int atIndex = options.indexOf("--at");
         int stopAt = atIndex > 0 && atIndex + 1 < args.length ? Integer.parseInt(args[atIndex + 1]) : -1;
         VmmConfig config = VmmConfig.from(System.getenv());
         int peakOp = -1;
@@ -44,16 +45,16 @@ public final class PeakAnatomy {
         }
         System.out.printf("peak physical %.1f MiB at op %d of %d; peak live %.1f MiB%n",
                 peak / MIB, peakOp, trace.ops(), trace.peakLiveBytes() / MIB);
-        if (stopAt >= 0) peakOp = Math.min(stopAt, trace.ops() - 1);
+        int stopOp = stopAt >= 0 ? Math.min(stopAt, trace.ops() - 1) : peakOp;
         try (HostDriver driver = HostDriver.open()) {
             VmmManager m = new VmmManager(driver, config);
             Long2LongHashMap addresses = new Long2LongHashMap(-1);
             Long2LongHashMap allocatedAt = new Long2LongHashMap(-1); // address -> op that allocated it
-            for (int i = 0; i <= peakOp; i++) {
+            for (int i = 0; i <= stopOp; i++) {
                 step(m, trace, i, addresses);
                 if (trace.kind(i) == AllocationTrace.ALLOC) allocatedAt.put(addresses.get(trace.key(i)), i);
             }
-            Long2LongHashMap freedAt = freeOps(trace, peakOp, addresses, allocatedAt);
+            Long2LongHashMap freedAt = freeOps(trace, stopOp, addresses, allocatedAt);
             RegionHeap[] heaps = m.regionsForTest();
             List<BlockMap.Region> regions = m.blockMap().regions();
             for (int k = 0; k < heaps.length; k++) {
@@ -124,11 +125,11 @@ public final class PeakAnatomy {
                 handles.size(), handleSizes, wholeFreeHandles / MIB, freeInLiveHandles / MIB);
     }
 
-    /** For each allocation live after {@code peakOp}: the op that frees it (-1: never), by address. */
-    private static Long2LongHashMap freeOps(AllocationTrace t, int peakOp, Long2LongHashMap addresses,
+    /** For each allocation live after {@code stopOp}: the op that frees it (-1: never), by address. */
+    private static Long2LongHashMap freeOps(AllocationTrace t, int stopOp, Long2LongHashMap addresses,
                                             Long2LongHashMap allocatedAt) {
         Long2LongHashMap freed = new Long2LongHashMap(-1);
-        for (int i = peakOp + 1; i < t.ops(); i++) {
+        for (int i = stopOp + 1; i < t.ops(); i++) {
             if (t.kind(i) == AllocationTrace.ALLOC) continue;
             long address = addresses.get(t.key(i));
             if (address != -1 && allocatedAt.get(address) != -1 && freed.get(address) == -1) freed.put(address, i);
