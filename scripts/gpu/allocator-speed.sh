@@ -9,13 +9,14 @@
 #   2. replay     each trace with --backend vmm --driver cuda and --backend cuda-malloc-async, same run:
 #                 fragmentation ratio, wall us/op, driver calls and handles, modelled driver us/op; and
 #                 vmmkit again with the first replay's peak as --peak-hint (what a second run under
-#                 `vmmkit run` gets from its peak profile)
+#                 `vmmkit run` gets from its peak profile); with SLACKS="1.1 1.3", vmmkit again at each
+#                 VMM_RESERVE_SLACK (memory traded for time)
 #   3. pair       bench_pair.c: one cudaMalloc+cudaFree pair of 4 KiB natively and under `vmmkit run`,
 #                 and the first call (JVM start)
 #   4. torch      torch.empty+del pair: PyTorch's caching allocator vs vmmkit as pluggable allocator
 # Prints a table of numbers; exits non-zero if a step failed. Knobs: PYTHON (python3), VMM_CUDART
 # (path of libcudart when not found), DRIVER (cuda; host replays on the emulation, skipping 2b-4,
-# to test this script without a GPU).
+# to test this script without a GPU), SLACKS (budget slacks to replay vmmkit at, after step 2b).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" allocator-speed
 driver="${DRIVER:-cuda}"
@@ -58,7 +59,10 @@ echo "libcudart: ${VMM_CUDART:-not found}"
 ensure_aot_cache allocator-speed
 
 # 2. Replays, vmmkit then cudaMallocAsync, in the same run, trace by trace.
-table=("trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | with profile: ratio | us/op | cudaMallocAsync ratio | cudaMallocAsync us/op")
+slacks=(${SLACKS:-})
+header="trace | vmmkit ratio | vmmkit us/op | modelled driver us/op | setAccess handles | with profile: ratio | us/op"
+for slack in "${slacks[@]}"; do header="$header | slack $slack: ratio | us/op | setAccess handles"; done
+table=("$header | cudaMallocAsync ratio | cudaMallocAsync us/op")
 for trace in "${traces[@]}"; do
   name="$(basename "$trace" .csv.gz)"
   step "replay-vmm-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-vmm-$name.json"
@@ -67,6 +71,10 @@ for trace in "${traces[@]}"; do
   peak="$(json "$out/replay-vmm-$name.json" peak_live_bytes)"
   step "replay-profile-$name" 120 ./vmmkit replay "$trace" --driver "$driver" --backend vmm --peak-hint "$peak" --json "$out/replay-profile-$name.json"
   row="$row | $(json "$out/replay-profile-$name.json" fragmentation_ratio) | $(us "$out/replay-profile-$name.json")"
+  for slack in "${slacks[@]}"; do
+    step "replay-slack-$slack-$name" 120 env VMM_RESERVE_SLACK="$slack" ./vmmkit replay "$trace" --driver "$driver" --backend vmm --json "$out/replay-slack-$slack-$name.json"
+    row="$row | $(json "$out/replay-slack-$slack-$name.json" fragmentation_ratio) | $(us "$out/replay-slack-$slack-$name.json") | $(json "$out/replay-slack-$slack-$name.json" driver_handles.set_access)"
+  done
   if [ "$driver" = cuda ]; then
     step "replay-async-$name" 120 ./vmmkit replay "$trace" --backend cuda-malloc-async --json "$out/replay-async-$name.json"
     row="$row | $(json "$out/replay-async-$name.json" fragmentation_ratio) | $(us "$out/replay-async-$name.json")"
