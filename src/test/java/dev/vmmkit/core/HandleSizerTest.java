@@ -10,7 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Handle sizes: the run, capped; the cap fixed or adapting to the peak (and halved where moving
  * fell short for a request that is not large, while above a page); one handle for a large
  * loading request; one-page handles for a request that is not large while memory is recycled,
- * and for any request whose moves fell far short (under a hint: its caller's rule).
+ * and for any request whose moves fell far short under a peak hint.
  */
 class HandleSizerTest {
     private static final long MIB = 1L << 20;
