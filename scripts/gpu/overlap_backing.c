@@ -45,7 +45,9 @@ static void *helper(void *arg) {
         int n;
         if (helper_parks) {
             pthread_mutex_lock(&lock);
-            while ((n = atomic_load(&job_pieces)) == 0 || atomic_load(&job_taken)) pthread_cond_wait(&wake, &lock);
+            while ((n = atomic_load(&job_pieces)) == 0 || atomic_load(&job_taken)) {
+                pthread_cond_wait(&wake, &lock);
+            }
             pthread_mutex_unlock(&lock);
         } else {
             while ((n = atomic_load(&job_pieces)) == 0 || atomic_load(&job_taken)) { }
@@ -111,7 +113,10 @@ int main(int argc, char **argv) {
     }
     if (uses_helper && uses_wake) {
         for (int m = 4; m < argc; m++) {
-            if (strncmp(argv[m], "pipe-", 5) == 0) { fprintf(stderr, "overlap_backing: pipe and wake modes in separate runs\n"); return 2; }
+            if (strncmp(argv[m], "pipe-", 5) == 0) {
+                fprintf(stderr, "overlap_backing: pipe and wake modes in separate runs\n");
+                return 2;
+            }
         }
     }
     helper_parks = uses_wake;
