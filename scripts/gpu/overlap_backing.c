@@ -91,8 +91,7 @@ static void back(const char *mode, int n, int cycle) {
     fflush(stdout);
 }
 
-static void pause_range(const char *mode, int n) {
-    (void)mode;
+static void pause_range(int n) {
     check("cuCtxSynchronize", cuCtxSynchronize());
     check("cuMemUnmap", cuMemUnmap(base, total_bytes));
     for (int i = 0; i < n; i++) check("cuMemRelease", cuMemRelease(handles[i]));
@@ -123,7 +122,7 @@ int main(int argc, char **argv) {
     if (uses_helper) pthread_create(&tid, NULL, helper, NULL);
     /* A first backing and pause outside the measurement: the process's first create is slower. */
     back("one", 1, 0);
-    pause_range("one", 1);
+    pause_range(1);
     for (int cycle = 1; cycle <= cycles; cycle++) {
         for (int m = 4; m < argc; m++) {
             char mode[16];
@@ -134,7 +133,7 @@ int main(int argc, char **argv) {
             }
             usleep(gap_ms * 1000);
             back(strcmp(mode, "one") == 0 ? "one" : mode, n, cycle);
-            pause_range(mode, n);
+            pause_range(n);
         }
     }
     if (uses_helper) {
