@@ -93,6 +93,11 @@ public abstract class ForwardingDriver implements DriverAdaptor {
     }
 
     @Override
+    public OtherProcesses otherProcesses() {
+        return delegate.otherProcesses();
+    }
+
+    @Override
     public StreamEvents events() {
         return delegate.events();
     }

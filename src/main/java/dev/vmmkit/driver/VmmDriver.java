@@ -122,6 +122,16 @@ public interface VmmDriver extends AutoCloseable {
     /** Free and total device memory as the driver reports them. */
     MemoryInfo memoryInfo();
 
+    /**
+     * Device memory that other processes hold on {@link #device()} now, so that this process's own
+     * share of {@link #memoryInfo()}'s memory in use can be told from theirs when jobs share a GPU.
+     * {@link OtherProcesses#NONE} when the driver cannot list them. Not for the hot path: it may
+     * ask a management library (CUDA: NVML).
+     */
+    default OtherProcesses otherProcesses() {
+        return OtherProcesses.NONE;
+    }
+
     /** Events for stream-ordered reuse. Kept apart because the hot path never calls them. */
     StreamEvents events();
 

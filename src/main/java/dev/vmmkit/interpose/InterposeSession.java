@@ -115,7 +115,7 @@ final class InterposeSession {
                 NotServedWatch.Peak peak = notServed.peak(device);
                 if (peak == null) continue;
                 if (clues == null) clues = NotServedMemory.Clues.ofThisProcess();
-                NotServedMemory.lines(device, peak.outsideBytes(), peak.usedBytes(), clues).forEach(System.err::println);
+                NotServedMemory.lines(device, peak, clues).forEach(System.err::println);
             }
         } catch (Throwable e) {
             InterposeLog.warnOnce("not-served", "cannot tell what vmmkit did not serve", e);

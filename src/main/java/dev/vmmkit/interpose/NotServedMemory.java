@@ -82,17 +82,19 @@ final class NotServedMemory {
     static final String JAX_SETTINGS = FrameworkSettings.jaxAdvice();
 
     /**
-     * The lines to print at exit for one device ({@code outsideBytes}: the highest device memory in
-     * use beyond vmmkit's; {@code usedBytes}: the device memory in use at that moment); empty when
-     * vmmkit served what there was to serve.
+     * The lines to print at exit for one device, from the watch's {@code peak} (the highest device
+     * memory in use beyond vmmkit's, other processes' memory left out where it could be told);
+     * empty when vmmkit served what there was to serve.
      */
-    static List<String> lines(int device, long outsideBytes, long usedBytes, Clues clues) {
+    static List<String> lines(int device, NotServedWatch.Peak peak, Clues clues) {
         List<String> lines = new ArrayList<>();
-        if (significant(outsideBytes, usedBytes)) {
+        long outsideBytes = peak.outsideBytes();
+        if (significant(outsideBytes, peak.usedBytes())) {
             lines.add("vmmkit: device " + device + ": " + ByteSize.formatOneDecimal(outsideBytes) + " of the "
-                    + ByteSize.formatOneDecimal(usedBytes) + " of device memory in use did not come from vmmkit; "
-                    + knownCause(clues).orElse("it came from calls vmmkit does not serve (cuMemCreate, managed memory, a "
-                    + "memory pool of the program's own, or an allocator that reserved it before vmmkit started)"));
+                    + ByteSize.formatOneDecimal(peak.usedBytes()) + " of device memory in use did not come from vmmkit; "
+                    + (peak.unattributedProcesses() > 0 ? sharedDevice(peak.unattributedProcesses())
+                    : knownCause(clues).orElse("it came from calls vmmkit does not serve (cuMemCreate, managed memory, a "
+                    + "memory pool of the program's own, or an allocator that reserved it before vmmkit started)")));
         } else if (clues.jaxKeptFromVmmkit()) {
             lines.add("vmmkit: " + clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS + " to let vmmkit manage every buffer");
         }
@@ -106,6 +108,13 @@ final class NotServedMemory {
      */
     static List<String> linesWithoutDevices(Clues clues) {
         return knownCause(clues).map(why -> List.of("vmmkit: no device memory came from vmmkit; " + why)).orElse(List.of());
+    }
+
+    /** Why the figure may be other processes' memory, where NVML listed them under PIDs this process cannot match. */
+    private static String sharedDevice(int others) {
+        return others + (others == 1 ? " other process" : " other processes") + " used the device then, and their memory "
+                + "could not be told from this program's (NVML lists them under process ids of another PID namespace), "
+                + "so part or all of it may be theirs";
     }
 
     /** What the clues say kept memory from vmmkit, with the settings that would give it to vmmkit. */

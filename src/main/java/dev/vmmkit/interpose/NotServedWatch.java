@@ -3,6 +3,7 @@ package dev.vmmkit.interpose;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.OtherProcesses;
 import dev.vmmkit.driver.VmmDriver;
 
 import java.util.List;
@@ -19,7 +20,10 @@ import java.util.function.IntFunction;
  * each device vmmkit serves: a daemon thread per device (a driver answers for the context current
  * on the calling thread) reads the driver's free memory (cuMemGetInfo) and the allocator's reserved
  * bytes every {@link #PERIOD_MS} ms and keeps the highest difference, and takes one more sample
- * when stopped at exit. A framework's pool is persistent, so a period this long does not miss it,
+ * when stopped at exit. Where the difference could be worth a line, it also asks what other
+ * processes on the device hold (NVML, on CUDA) and leaves that out, so a job sharing the GPU is not
+ * reported as memory vmmkit did not serve; the peak says how many of them could not be told from
+ * this program. A framework's pool is persistent, so a period this long does not miss it,
  * and the program's calls never wait for a sample. Those threads are started by one of the watch's
  * own, made at vmmkit's start ({@link #startEarly}), not by the allocation that opened the device: a
  * thread's start took 1.6-2.4 ms inside a program's first allocation on an H200.
@@ -32,21 +36,34 @@ final class NotServedWatch {
      */
     static final long PERIOD_MS = Math.max(0, Long.getLong("vmmkit.notServed.periodMs", 100));
     private static final long STOP_WAIT_MS = 2000;
+    /**
+     * Other processes are asked about only when the memory beyond vmmkit's could be worth a line:
+     * NVML's first use takes tens of milliseconds and calls into the kernel driver, which should not
+     * run beside a program's first allocations when nothing else uses the device.
+     */
+    static final long ASK_OTHERS_FROM_BYTES = NotServedMemory.SIGNIFICANT_BYTES;
 
-    /** One device's figures: the highest outside vmmkit, the device memory in use then. */
-    record Peak(long outsideBytes, long usedBytes) {
+    /**
+     * One device's figures: the highest outside vmmkit, the device memory in use then, and how many
+     * other processes used the device then whose memory could not be told from this program's.
+     */
+    record Peak(long outsideBytes, long usedBytes, int unattributedProcesses) {
     }
 
     private final class Device {
         final int ordinal;
         final IntFunction<VmmDriver.MemoryInfo> memory;
+        final IntFunction<OtherProcesses> others;
         final ManagedMemoryResource allocator;
         long outside = Long.MIN_VALUE, used; // guarded by this
+        int unattributed; // guarded by this
         volatile Thread sampler;
 
-        Device(int ordinal, IntFunction<VmmDriver.MemoryInfo> memory, ManagedMemoryResource allocator) {
+        Device(int ordinal, IntFunction<VmmDriver.MemoryInfo> memory, IntFunction<OtherProcesses> others,
+               ManagedMemoryResource allocator) {
             this.ordinal = ordinal;
             this.memory = memory;
+            this.others = others;
             this.allocator = allocator;
         }
 
@@ -65,12 +82,16 @@ final class NotServedWatch {
         void sample() {
             try {
                 VmmDriver.MemoryInfo info = memory.apply(ordinal);
+                long reserved = allocator.stats().reservedBytes();
                 long inUse = info.totalBytes() - info.freeBytes();
-                long beyond = inUse - allocator.stats().reservedBytes();
+                OtherProcesses elsewhere = inUse - reserved >= ASK_OTHERS_FROM_BYTES ? others.apply(ordinal) : OtherProcesses.NONE;
+                inUse -= elsewhere.bytes();
+                long beyond = inUse - reserved;
                 synchronized (this) {
                     if (beyond > outside) {
                         outside = beyond;
                         used = inUse;
+                        unattributed = elsewhere.unattributed();
                     }
                 }
             } catch (DriverException e) {
@@ -86,7 +107,7 @@ final class NotServedWatch {
         }
 
         synchronized Peak peak() {
-            return outside == Long.MIN_VALUE ? null : new Peak(Math.max(0, outside), used);
+            return outside == Long.MIN_VALUE ? null : new Peak(Math.max(0, outside), used, unattributed);
         }
     }
 
@@ -101,9 +122,13 @@ final class NotServedWatch {
         if (PERIOD_MS > 0 && !stopped) starter.prestartCoreThread();
     }
 
-    /** Watches {@code device}: {@code memory} reads the driver's free and total bytes, {@code allocator} holds vmmkit's. */
-    void watch(int device, IntFunction<VmmDriver.MemoryInfo> memory, ManagedMemoryResource allocator) {
-        Device d = new Device(device, memory, allocator);
+    /**
+     * Watches {@code device}: {@code memory} reads the driver's free and total bytes, {@code others}
+     * what other processes hold on the device, {@code allocator} holds vmmkit's.
+     */
+    void watch(int device, IntFunction<VmmDriver.MemoryInfo> memory, IntFunction<OtherProcesses> others,
+               ManagedMemoryResource allocator) {
+        Device d = new Device(device, memory, others, allocator);
         if (devices.putIfAbsent(device, d) != null || stopped || PERIOD_MS == 0) return;
         try {
             starter.execute(d::startSampler);

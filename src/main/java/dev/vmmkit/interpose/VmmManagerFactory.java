@@ -78,7 +78,7 @@ public final class VmmManagerFactory implements ResourceFactory {
             if ("1".equals(env.get("VMM_ZERO_COPY"))) manager.useWholePagesFrom(0);
             manager.usePinAhead(PinAheadSetting.limitBytes(env));
             steps.done("pin-ahead limit");
-            if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), manager);
+            if (notServed != null) notServed.watch(device, ignored -> driver.memoryInfo(), ignored -> driver.otherProcesses(), manager);
             steps.done("not-served watch");
             if (VmmLog.isInfo()) {
                 InterposeLog.info(new StringBuilder("device ").append(device).append(": allocator opened in ")

@@ -5,6 +5,7 @@ import dev.vmmkit.core.VmmManager;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
 import dev.vmmkit.driver.DriverKind;
+import dev.vmmkit.driver.OtherProcesses;
 import dev.vmmkit.driver.Drivers;
 import dev.vmmkit.driver.VmmDriver;
 import org.junit.jupiter.api.Test;
@@ -28,46 +29,51 @@ class NotServedMemoryTest {
     private static final String CUDA_ASYNC = "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async and XLA_PYTHON_CLIENT_PREALLOCATE=false";
     private static final String JAX_MAPS = "7f00-7f01 r-xp 0 0:0 0 /usr/lib/python3/site-packages/jaxlib/xla_extension.so\n";
 
+    /** The watch's peak with no other process on the device. */
+    private static NotServedWatch.Peak peak(long outsideBytes, long usedBytes) {
+        return new NotServedWatch.Peak(outsideBytes, usedBytes, 0);
+    }
+
     @Test
     void cudasOwnMemoryIsNotWorthALine() {
         // A context with library workspaces: under a gibibyte, or a small share of a large run.
-        assertEquals(List.of(), NotServedMemory.lines(0, 700L << 20, 900L << 20, NotServedMemory.Clues.NONE));
-        assertEquals(List.of(), NotServedMemory.lines(0, 2 * GIB, 70 * GIB, NotServedMemory.Clues.NONE));
+        assertEquals(List.of(), NotServedMemory.lines(0, peak(700L << 20, 900L << 20), NotServedMemory.Clues.NONE));
+        assertEquals(List.of(), NotServedMemory.lines(0, peak(2 * GIB, 70 * GIB), NotServedMemory.Clues.NONE));
     }
 
     @Test
     void aLargeShareFromElsewhereIsOneLineNamingTheFiguresAndTheKnownCauses() {
-        List<String> plain = NotServedMemory.lines(1, 20 * GIB, 30 * GIB, NotServedMemory.Clues.NONE);
+        List<String> plain = NotServedMemory.lines(1, peak(20 * GIB, 30 * GIB), NotServedMemory.Clues.NONE);
         assertEquals(1, plain.size(), plain::toString);
         assertTrue(plain.getFirst().startsWith("vmmkit: device 1: 20.0 GiB of the 30.0 GiB"), plain::toString);
         assertTrue(plain.getFirst().contains("cuMemCreate"), plain::toString);
 
         NotServedMemory.Clues jax = NotServedMemory.Clues.of(Map.of(), JAX_MAPS);
-        List<String> bfc = NotServedMemory.lines(0, 60 * GIB, 62 * GIB, jax);
+        List<String> bfc = NotServedMemory.lines(0, peak(60 * GIB, 62 * GIB), jax);
         assertEquals(1, bfc.size(), bfc::toString);
         assertTrue(bfc.getFirst().contains("preallocates") && bfc.getFirst().contains(CUDA_ASYNC), bfc::toString);
         NotServedMemory.Clues noPrealloc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
-        assertTrue(!NotServedMemory.lines(0, 60 * GIB, 62 * GIB, noPrealloc).getFirst().contains("preallocates"));
+        assertTrue(!NotServedMemory.lines(0, peak(60 * GIB, 62 * GIB), noPrealloc).getFirst().contains("preallocates"));
         // Current JAX's platform allocator makes each buffer with cuMemCreate: the line names it.
         NotServedMemory.Clues platform = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"), JAX_MAPS);
-        List<String> own = NotServedMemory.lines(0, 12 * GIB, 13 * GIB, platform);
+        List<String> own = NotServedMemory.lines(0, peak(12 * GIB, 13 * GIB), platform);
         assertTrue(own.getFirst().contains("cuMemCreate") && own.getFirst().contains(CUDA_ASYNC), own::toString);
     }
 
     @Test
     void jaxsAllocatorIsNamedUnlessVmmkitServesEachBuffer() {
         NotServedMemory.Clues bfc = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
-        List<String> lines = NotServedMemory.lines(0, 300L << 20, 40 * GIB, bfc);
+        List<String> lines = NotServedMemory.lines(0, peak(300L << 20, 40 * GIB), bfc);
         assertEquals(1, lines.size(), lines::toString);
         assertTrue(lines.getFirst().contains(CUDA_ASYNC), lines::toString);
         // cuda_async with preallocation: served, but one buffer of most of the device comes first.
         NotServedMemory.Clues preallocating = NotServedMemory.Clues.of(Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async"), JAX_MAPS);
-        assertTrue(NotServedMemory.lines(0, 300L << 20, 40 * GIB, preallocating).getFirst().contains("PREALLOCATE=false"));
+        assertTrue(NotServedMemory.lines(0, peak(300L << 20, 40 * GIB), preallocating).getFirst().contains("PREALLOCATE=false"));
         NotServedMemory.Clues served = NotServedMemory.Clues.of(
                 Map.of("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE", "false"), JAX_MAPS);
-        assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 40 * GIB, served));
+        assertEquals(List.of(), NotServedMemory.lines(0, peak(300L << 20, 40 * GIB), served));
         // Memory from elsewhere in a program whose JAX buffers vmmkit serves: the general line, no JAX advice.
-        List<String> elsewhere = NotServedMemory.lines(0, 20 * GIB, 30 * GIB, served);
+        List<String> elsewhere = NotServedMemory.lines(0, peak(20 * GIB, 30 * GIB), served);
         assertTrue(!elsewhere.getFirst().contains("JAX") && elsewhere.getFirst().contains("cuMemCreate"), elsewhere::toString);
     }
 
@@ -76,7 +82,7 @@ class NotServedMemoryTest {
         String torchMaps = "7f00-7f01 r-xp 0 0:0 0 /opt/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so\n";
         NotServedMemory.Clues expandable = NotServedMemory.Clues.of(
                 Map.of("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True"), torchMaps);
-        List<String> lines = NotServedMemory.lines(0, 20 * GIB, 21 * GIB, expandable);
+        List<String> lines = NotServedMemory.lines(0, peak(20 * GIB, 21 * GIB), expandable);
         assertTrue(lines.getFirst().contains("expandable segments") && lines.getFirst().contains("PYTORCH_NO_CUDA_MEMORY_CACHING=1"),
                 lines::toString);
         assertTrue(NotServedMemory.Clues.of(Map.of("PYTORCH_ALLOC_CONF", "expandable_segments:true"), torchMaps)
@@ -87,7 +93,7 @@ class NotServedMemoryTest {
         assertTrue(!NotServedMemory.Clues.of(Map.of("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"), "")
                 .torchExpandableSegments());
         // Nothing significant from elsewhere: nothing said.
-        assertEquals(List.of(), NotServedMemory.lines(0, 300L << 20, 21 * GIB, expandable));
+        assertEquals(List.of(), NotServedMemory.lines(0, peak(300L << 20, 21 * GIB), expandable));
         // Every segment expandable: vmmkit never opened the device, and still says why.
         List<String> none = NotServedMemory.linesWithoutDevices(expandable);
         assertTrue(none.getFirst().startsWith("vmmkit: no device memory came from vmmkit; PyTorch's expandable segments"),
@@ -117,7 +123,7 @@ class NotServedMemoryTest {
             watch.watch(0, device -> {
                 VmmDriver.MemoryInfo info = driver.memoryInfo();
                 return new VmmDriver.MemoryInfo(info.freeBytes() - elsewhere.get(), info.totalBytes());
-            }, manager);
+            }, device -> OtherProcesses.NONE, manager);
             long a = manager.allocate(64L << 20, 0); // vmmkit's own: not counted
             elsewhere.set(100L << 20);
             watch.sampleNow(0);
@@ -129,6 +135,52 @@ class NotServedMemoryTest {
             assertTrue(peak.usedBytes() >= peak.outsideBytes(), peak::toString);
             assertNull(watch.peak(1));
         }
+    }
+
+    /**
+     * Another job on the same device (NVML lists it beside this process): its memory is the
+     * device's figure but not this program's, so it is left out and nothing is said; where NVML's
+     * process ids cannot be matched to this process, the line says the memory may be the other
+     * processes'.
+     */
+    @Test
+    void anotherProcessOnTheDeviceIsNotMemoryVmmkitFailedToServe() {
+        try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
+             VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
+            AtomicLong otherJob = new AtomicLong(100L << 20);
+            AtomicReference<OtherProcesses> others = new AtomicReference<>(new OtherProcesses(otherJob.get(), 0));
+            AtomicLong asked = new AtomicLong();
+            NotServedWatch watch = new NotServedWatch();
+            watch.watch(0, device -> {
+                VmmDriver.MemoryInfo info = driver.memoryInfo(); // a larger device, of which the other job holds part
+                return new VmmDriver.MemoryInfo(info.freeBytes(), info.totalBytes() + otherJob.get());
+            }, device -> {
+                asked.incrementAndGet();
+                return others.get();
+            }, manager);
+            long a = manager.allocate(64L << 20, 0);
+            watch.sampleNow(0); // 100 MiB beyond vmmkit's is not worth a line: NVML is not asked
+            assertEquals(0, asked.get());
+            assertEquals(100L << 20, watch.peak(0).outsideBytes());
+
+            otherJob.set(3 * GIB);
+            others.set(new OtherProcesses(3 * GIB, 0));
+            watch.sampleNow(0);
+            assertEquals(1, asked.get());
+            assertEquals(100L << 20, watch.peak(0).outsideBytes(), watch.peak(0)::toString);
+
+            others.set(new OtherProcesses(0, 1)); // the same job, listed under a process id this process cannot match
+            watch.sampleNow(0);
+            manager.deallocate(a, 0);
+            watch.stop();
+            NotServedWatch.Peak peak = watch.peak(0);
+            assertEquals(3 * GIB, peak.outsideBytes(), peak::toString);
+            assertEquals(1, peak.unattributedProcesses());
+        }
+        List<String> shared = NotServedMemory.lines(0, new NotServedWatch.Peak(20 * GIB, 30 * GIB, 2), NotServedMemory.Clues.NONE);
+        assertEquals(1, shared.size(), shared::toString);
+        assertTrue(shared.getFirst().contains("2 other processes used the device"), shared::toString);
+        assertTrue(!shared.getFirst().contains("cuMemCreate"), shared::toString);
     }
 
     /** Started early, the watch's own thread starts the device's sampler, which samples without being asked. */
@@ -148,7 +200,7 @@ class NotServedMemoryTest {
                 }
                 VmmDriver.MemoryInfo info = driver.memoryInfo();
                 return new VmmDriver.MemoryInfo(info.freeBytes() - (8L << 20), info.totalBytes());
-            }, manager);
+            }, device -> OtherProcesses.NONE, manager);
             sampled.await();
             watch.stop();
             assertEquals("vmmkit-not-served-0", sampler.get());
@@ -168,7 +220,7 @@ class NotServedMemoryTest {
                 if (shutDown.get()) throw DriverException.of(CudaResult.DEINITIALIZED, "cuMemGetInfo_v2()");
                 VmmDriver.MemoryInfo info = driver.memoryInfo();
                 return new VmmDriver.MemoryInfo(info.freeBytes() - elsewhere.get(), info.totalBytes());
-            }, manager);
+            }, device -> OtherProcesses.NONE, manager);
             watch.sampleNow(0);
             shutDown.set(true);
             PrintStream err = System.err;
@@ -187,7 +239,7 @@ class NotServedMemoryTest {
     @Test
     void theStatsFileSaysWhatWasNotServedPerDevice() {
         String json = StatsWriter.vmmJson(List.of(new StatsWriter.DeviceFigures(0, manager0Stats(), 0)), 0,
-                PeakProfileUse.NONE, device -> new NotServedWatch.Peak(5 * GIB, 6 * GIB));
+                PeakProfileUse.NONE, device -> peak(5 * GIB, 6 * GIB));
         assertTrue(json.contains("\"not_served_bytes\":" + 5 * GIB), json);
     }
 

@@ -102,6 +102,7 @@ final class CudaApi {
         static final MethodHandle cuMemImportFromShareableHandle =
                 bind("cuMemImportFromShareableHandle", ADDRESS, JAVA_LONG, JAVA_INT);
         static final MethodHandle cuDeviceGetAttribute = bind("cuDeviceGetAttribute", ADDRESS, JAVA_INT, JAVA_INT);
+        static final MethodHandle cuDeviceGetPCIBusId = bind("cuDeviceGetPCIBusId", ADDRESS, JAVA_INT, JAVA_INT);
         static final MethodHandle cuMemGetAllocationGranularity =
                 bind("cuMemGetAllocationGranularity", ADDRESS, ADDRESS, JAVA_INT);
 
@@ -169,6 +170,15 @@ final class CudaApi {
             return (int) Calls.cuDeviceGet.invokeExact(device, ordinal);
         } catch (Throwable t) {
             throw unexpected("cuDeviceGet", t);
+        }
+    }
+
+    /** The device's PCI bus id ("0000:3b:00.0"), NUL-terminated, in at most {@code length} bytes of {@code id}. */
+    static int cuDeviceGetPCIBusId(MemorySegment id, int length, int device) {
+        try {
+            return (int) Calls.cuDeviceGetPCIBusId.invokeExact(id, length, device);
+        } catch (Throwable t) {
+            throw unexpected("cuDeviceGetPCIBusId", t);
         }
     }
 

@@ -12,6 +12,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import dev.vmmkit.driver.CallText;
 import dev.vmmkit.driver.CudaResult;
 import dev.vmmkit.driver.DriverException;
+import dev.vmmkit.driver.OtherProcesses;
 import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.DeviceBytes;
@@ -51,6 +52,9 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     /** Code that keeps resources in the context (kernel modules, cuBLAS); closed before the context goes. */
     private final List<AutoCloseable> contextUsers = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
+    /** The device's processes as NVML lists them: an {@link NvmlProcesses}, {@link #NO_NVML}, or null before the first ask. */
+    private volatile Object nvmlProcesses;
+    private static final Object NO_NVML = new Object();
 
     /**
      * Whether handles are made exportable (POSIX descriptors, for CUDA IPC) where the device can;
@@ -294,6 +298,26 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         if (result != CudaResult.SUCCESS) {
             throw failure(result, CallText.unmap(va, size));
         }
+    }
+
+    /**
+     * Through NVML, opened at the first call ({@link NvmlProcesses}); {@link OtherProcesses#NONE}
+     * without it.
+     */
+    @Override
+    public OtherProcesses otherProcesses() {
+        Object processes = nvmlProcesses;
+        if (processes == null) {
+            synchronized (this) {
+                processes = nvmlProcesses;
+                if (processes == null) {
+                    NvmlProcesses opened = NvmlProcesses.forDevice(cuDevice);
+                    processes = opened != null ? opened : NO_NVML;
+                    nvmlProcesses = processes;
+                }
+            }
+        }
+        return processes instanceof NvmlProcesses nvml ? nvml.read() : OtherProcesses.NONE;
     }
 
     @Override
