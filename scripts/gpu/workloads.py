@@ -61,6 +61,22 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, att
         cfg = tf.Qwen2Config(vocab_size=32000, hidden_size=896, intermediate_size=4864, num_hidden_layers=12,
                              num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096)
         model = tf.Qwen2ForCausalLM(cfg)
+    elif arch == "llama_large":  # a larger model: its weights (1.7 GiB) make each page a smaller share of the peak
+        cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=16,
+                             num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096)
+        model = tf.LlamaForCausalLM(cfg)
+    elif arch == "neox":  # rotary embeddings on a quarter of each head, attention and MLP side by side
+        cfg = tf.GPTNeoXConfig(vocab_size=50432, hidden_size=1024, num_hidden_layers=12, num_attention_heads=16,
+                               intermediate_size=4096, max_position_embeddings=2048)
+        model = tf.GPTNeoXForCausalLM(cfg)
+    elif arch == "bloom":  # ALiBi: a position bias made for the whole sequence at every step, no rotary cache
+        cfg = tf.BloomConfig(vocab_size=50176, hidden_size=1024, n_layer=12, n_head=16)
+        model = tf.BloomForCausalLM(cfg)
+    elif arch == "falcon":  # one key-value head shared by every query head (multi-query attention)
+        cfg = tf.FalconConfig(vocab_size=50304, hidden_size=1024, num_hidden_layers=12, num_attention_heads=16,
+                              multi_query=True, parallel_attn=True, new_decoder_architecture=False, alibi=False,
+                              max_position_embeddings=2048)
+        model = tf.FalconForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown architecture {arch}")
     if attention:
@@ -88,14 +104,25 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, att
     return total
 
 
-def seq2seq(batch, prompt, new_tokens, seed=0):
-    """T5-style encoder-decoder generate(): the cross-attention cache is made once per call, the
-    decoder's self-attention cache grows by a token a step."""
+def seq2seq(batch, prompt, new_tokens, seed=0, arch="t5"):
+    """Encoder-decoder generate(): the cross-attention cache is made once per call, the decoder's
+    self-attention cache grows by a token a step. arch: "t5" (relative position buckets) or "bart"
+    (learned positions)."""
     import transformers as tf
     torch.manual_seed(seed)
-    cfg = tf.T5Config(vocab_size=32128, d_model=768, d_kv=64, d_ff=2048, num_layers=8, num_decoder_layers=8,
-                      num_heads=12, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    model = tf.T5ForConditionalGeneration(cfg).to("cuda", dtype=torch.bfloat16).eval()
+    if arch == "t5":
+        cfg = tf.T5Config(vocab_size=32128, d_model=768, d_kv=64, d_ff=2048, num_layers=8, num_decoder_layers=8,
+                          num_heads=12, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        model = tf.T5ForConditionalGeneration(cfg)
+    elif arch == "bart":
+        cfg = tf.BartConfig(vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
+                            encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
+                            decoder_ffn_dim=3072, max_position_embeddings=1024, pad_token_id=0, bos_token_id=1,
+                            eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None)
+        model = tf.BartForConditionalGeneration(cfg)
+    else:
+        raise SystemExit(f"unknown architecture {arch}")
+    model = model.to("cuda", dtype=torch.bfloat16).eval()
     g = torch.Generator().manual_seed(seed)
     total = 0
     with torch.no_grad():
@@ -278,6 +305,25 @@ def vision_varying(rounds=60):
     return total
 
 
+def vit_varying(rounds=60):
+    """A vision transformer's inference over varying batch sizes and image sizes (its position
+    embeddings interpolated to each size), in half precision."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.ViTConfig(image_size=224, patch_size=16, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                       intermediate_size=3072, num_labels=1000)
+    model = tf.ViTForImageClassification(cfg).cuda().half().eval()
+    g = torch.Generator().manual_seed(5)
+    total = 0.0
+    with torch.no_grad():
+        for r in range(rounds):
+            b = int(torch.randint(1, 65, (1,), generator=g))
+            res = [160, 224, 256, 320][r % 4]
+            x = torch.randn(b, 3, res, res, generator=g).cuda().half()
+            total += float(model(pixel_values=x, interpolate_pos_encoding=True).logits.float().sum().item())
+    return total
+
+
 WORKLOADS = {
     "gen_llama_b1": lambda: generate("llama", [1, 1], 64, 128),
     "gen_llama_b8": lambda: generate("llama", [8, 4], 128, 96),
@@ -322,6 +368,15 @@ WORKLOADS = {
     "gen_llama_b32_static": lambda: generate("llama", [32, 24], 64, 200, cache="static"),
     "gen_llama_b24_eager": lambda: generate("llama", [24, 16], 96, 200, attention="eager"),
     "train_llama_checkpointed": lambda: train_llama_varlen(checkpointing=True),
+    # Six more kinds, recorded after every rule: three architectures of their own (GPT-NeoX, ALiBi in
+    # BLOOM, multi-query attention in Falcon), an encoder-decoder with learned positions (BART), a
+    # larger Llama-style model, and a vision transformer over varying shapes.
+    "gen_neox_b32": lambda: generate("neox", [32, 24], 64, 160),
+    "gen_bloom_b24": lambda: generate("bloom", [24, 16], 64, 160),
+    "gen_falcon_b32": lambda: generate("falcon", [32, 24], 64, 160),
+    "gen_bart_b32": lambda: seq2seq([32, 24], 96, 120, arch="bart"),
+    "gen_llama_large_b16": lambda: generate("llama_large", [16, 12], 128, 200),
+    "vit_varying": vit_varying,
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

@@ -69,7 +69,8 @@ class RecordedTracesTest {
             "gen_phi3_b32.csv.gz", "gen_llama_beam4.csv.gz", "gen_mixtral_b16.csv.gz", "gen_t5_b32.csv.gz",
             "train_llama_varlen.csv.gz", "jax_generate.csv.gz", "jax_encode_varying.csv.gz", "jax_train_gpt.csv.gz",
             "cupy_loop_nopool.csv.gz", "gen_llama_b32_static.csv.gz", "gen_llama_b24_eager.csv.gz",
-            "train_llama_checkpointed.csv.gz", "snapshots/gen_llama_b8.pickle.gz"})
+            "train_llama_checkpointed.csv.gz", "gen_neox_b32.csv.gz", "gen_bloom_b24.csv.gz", "gen_falcon_b32.csv.gz",
+            "gen_bart_b32.csv.gz", "gen_llama_large_b16.csv.gz", "vit_varying.csv.gz", "snapshots/gen_llama_b8.pickle.gz"})
     void everyShippedTraceReplaysThroughVmmkitWithTheTracesOwnPeak(String name) throws IOException {
         AllocationTrace trace = TraceFiles.read(Path.of("traces").resolve(name), OptionalInt.empty()).getFirst();
 
