@@ -64,7 +64,7 @@ public final class StatsWriter {
 
     /**
      * That, with each device's {@code not_served_bytes}: the highest device memory in use beyond
-     * vmmkit's ({@link NotServedWatch}), null where it was not measured.
+     * vmmkit's and other processes' ({@link NotServedWatch}), null where it was not measured.
      */
     static String vmmJson(List<DeviceFigures> devices, long passthroughCalls, PeakProfileUse profile,
                           IntFunction<NotServedWatch.Peak> notServed) {
