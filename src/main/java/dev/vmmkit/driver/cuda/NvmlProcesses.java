@@ -38,6 +38,9 @@ final class NvmlProcesses {
             JAVA_INT.withName("gpuInstanceId"), JAVA_INT.withName("computeInstanceId"));
     private static final long PID_OFFSET = 0;
     private static final long USED_OFFSET = 8;
+    private static final long GPU_INSTANCE_OFFSET = 16;
+    /** nvmlProcessInfo_t's gpuInstanceId where MIG is off. */
+    private static final int NO_GPU_INSTANCE = 0xFFFFFFFF;
 
     private final MemorySegment device;
     private final long selfPid = ProcessHandle.current().pid();
@@ -89,7 +92,10 @@ final class NvmlProcesses {
             for (int i = 0; i < listed; i++) {
                 long offset = i * PROCESS_INFO.byteSize();
                 pids[i] = infos.get(JAVA_INT, offset + PID_OFFSET);
-                used[i] = infos.get(JAVA_LONG, offset + USED_OFFSET);
+                // Under MIG a process may hold another instance's memory, which this device's figure
+                // (the instance's) does not count: its share is unknown, not subtracted.
+                boolean mig = infos.get(JAVA_INT, offset + GPU_INSTANCE_OFFSET) != NO_GPU_INSTANCE;
+                used[i] = mig ? OtherProcesses.NOT_AVAILABLE : infos.get(JAVA_LONG, offset + USED_OFFSET);
             }
             return OtherProcesses.attribute(selfPid, listed, pids, used);
         } catch (Throwable unexpected) {
