@@ -8,7 +8,8 @@ package dev.vmmkit.driver;
  * @param bytes        what the other processes that could be told from this one hold
  * @param unattributed how many other processes use the device whose memory could not be told from
  *                     this process's (the management library lists processes by a PID this process
- *                     cannot match, as in a container with a PID namespace of its own, or gives no figure)
+ *                     cannot match, as in a container with a PID namespace of its own, or gives no
+ *                     figure of their own, as under MIG)
  */
 public record OtherProcesses(long bytes, int unattributed) {
     /** No other process known: none uses the device, or the driver cannot list them. */

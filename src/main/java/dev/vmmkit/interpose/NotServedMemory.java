@@ -110,11 +110,14 @@ final class NotServedMemory {
         return knownCause(clues).map(why -> List.of("vmmkit: no device memory came from vmmkit; " + why)).orElse(List.of());
     }
 
-    /** Why the figure may be other processes' memory, where NVML listed them under PIDs this process cannot match. */
+    /**
+     * Why the figure may be other processes' memory, where NVML listed them under PIDs this process
+     * cannot match, or gave no figure of their own (as under MIG).
+     */
     private static String sharedDevice(int others) {
         return others + (others == 1 ? " other process" : " other processes") + " used the device then, and their memory "
-                + "could not be told from this program's (NVML lists them under process ids of another PID namespace), "
-                + "so part or all of it may be theirs";
+                + "could not be told from this program's (NVML lists them under process ids of another PID namespace, or "
+                + "without a figure of their own, as under MIG), so part or all of it may be theirs";
     }
 
     /** What the clues say kept memory from vmmkit, with the settings that would give it to vmmkit. */
