@@ -92,9 +92,9 @@ final class NotServedMemory {
         if (significant(outsideBytes, peak.usedBytes())) {
             lines.add("vmmkit: device " + device + ": " + ByteSize.formatOneDecimal(outsideBytes) + " of the "
                     + ByteSize.formatOneDecimal(peak.usedBytes()) + " of device memory in use did not come from vmmkit; "
-                    + (peak.unattributedProcesses() > 0 ? sharedDevice(peak.unattributedProcesses())
-                    : knownCause(clues).orElse("it came from calls vmmkit does not serve (cuMemCreate, managed memory, a "
-                    + "memory pool of the program's own, or an allocator that reserved it before vmmkit started)")));
+                    + knownCause(clues).orElse(peak.unattributedProcesses() > 0 ? sharedDevice(peak.unattributedProcesses())
+                    : "it came from calls vmmkit does not serve (cuMemCreate, managed memory, a memory pool of the "
+                    + "program's own, or an allocator that reserved it before vmmkit started)"));
         } else if (clues.jaxKeptFromVmmkit()) {
             lines.add("vmmkit: " + clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS + " to let vmmkit manage every buffer");
         }

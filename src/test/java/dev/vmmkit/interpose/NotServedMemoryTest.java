@@ -181,6 +181,10 @@ class NotServedMemoryTest {
         assertEquals(1, shared.size(), shared::toString);
         assertTrue(shared.getFirst().contains("2 other processes used the device"), shared::toString);
         assertTrue(!shared.getFirst().contains("cuMemCreate"), shared::toString);
+        // A cause this process's own clues name still comes first.
+        List<String> jax = NotServedMemory.lines(0, new NotServedWatch.Peak(60 * GIB, 62 * GIB, 1),
+                NotServedMemory.Clues.of(Map.of(), JAX_MAPS));
+        assertTrue(jax.getFirst().contains("preallocates") && !jax.getFirst().contains("other process"), jax::toString);
     }
 
     /** Started early, the watch's own thread starts the device's sampler, which samples without being asked. */

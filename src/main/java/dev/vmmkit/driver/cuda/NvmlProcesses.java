@@ -55,11 +55,6 @@ final class NvmlProcesses {
         grow(INITIAL_CAPACITY);
     }
 
-    /** Why NVML is not available in this process, or null when it is. */
-    static String unavailableReason() {
-        return Nvml.FAILURE;
-    }
-
     /**
      * The processes of CUDA device {@code cuDevice} (its context need not be current), or null when
      * NVML is not available or does not know the device.
