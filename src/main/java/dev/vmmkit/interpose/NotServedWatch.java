@@ -20,10 +20,10 @@ import java.util.function.IntFunction;
  * each device vmmkit serves: a daemon thread per device (a driver answers for the context current
  * on the calling thread) reads the driver's free memory (cuMemGetInfo) and the allocator's reserved
  * bytes every {@link #PERIOD_MS} ms and keeps the highest difference, and takes one more sample
- * when stopped at exit. Where the difference could be worth a line, it also asks what other
- * processes on the device hold (NVML, on CUDA) and leaves that out, so a job sharing the GPU is not
- * reported as memory vmmkit did not serve; the peak says how many of them could not be told from
- * this program. A framework's pool is persistent, so a period this long does not miss it,
+ * when stopped at exit. A difference that could be worth a line counts only when two samples in a
+ * row read one (or at exit); then the watch also asks what other processes on the device hold (NVML,
+ * on CUDA) and leaves that out, so a job sharing the GPU is not reported as memory vmmkit did not
+ * serve; the peak says how many of them could not be told from this program. A framework's pool is persistent, so a period this long does not miss it,
  * and the program's calls never wait for a sample. Those threads are started by one of the watch's
  * own, made at vmmkit's start ({@link #startEarly}), not by the allocation that opened the device: a
  * thread's start took 1.6-2.4 ms inside a program's first allocation on an H200.
@@ -57,6 +57,8 @@ final class NotServedWatch {
         final ManagedMemoryResource allocator;
         long outside = Long.MIN_VALUE, used; // guarded by this
         int unattributed; // guarded by this
+        /** Whether the sample before read a figure worth a line (guarded by this). */
+        boolean largeBefore;
         volatile Thread sampler;
 
         Device(int ordinal, IntFunction<VmmDriver.MemoryInfo> memory, IntFunction<OtherProcesses> others,
@@ -79,20 +81,28 @@ final class NotServedWatch {
             sample();
         }
 
-        void sample() {
+        /** One sample; the whole of it under this device's lock, whose state includes {@link #largeBefore}. */
+        synchronized void sample() {
             try {
                 VmmDriver.MemoryInfo info = memory.apply(ordinal);
                 long reserved = allocator.stats().reservedBytes();
                 long inUse = info.totalBytes() - info.freeBytes();
-                OtherProcesses elsewhere = inUse - reserved >= ASK_OTHERS_FROM_BYTES ? others.apply(ordinal) : OtherProcesses.NONE;
+                boolean large = inUse - reserved >= ASK_OTHERS_FROM_BYTES;
+                // A figure worth a line counts only when the next sample reads one too (or at exit):
+                // while vmmkit creates a large handle the driver counts it a moment before vmmkit
+                // does, and asking NVML beside a program's first large allocation would slow it.
+                if (large && !largeBefore && !stopped) {
+                    largeBefore = true;
+                    return;
+                }
+                largeBefore = large;
+                OtherProcesses elsewhere = large ? others.apply(ordinal) : OtherProcesses.NONE;
                 inUse -= elsewhere.bytes();
                 long beyond = inUse - reserved;
-                synchronized (this) {
-                    if (beyond > outside) {
-                        outside = beyond;
-                        used = inUse;
-                        unattributed = elsewhere.unattributed();
-                    }
+                if (beyond > outside) {
+                    outside = beyond;
+                    used = inUse;
+                    unattributed = elsewhere.unattributed();
                 }
             } catch (DriverException e) {
                 // At exit CUDA may have shut down before vmmkit's last sample: the samples taken stand.
