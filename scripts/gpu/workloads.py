@@ -290,19 +290,25 @@ def encoder_varying(rounds=120):
     return total
 
 
+def image_rounds(rounds, seed, sizes, classify):
+    """Inference over varying shapes: each round a batch of 1-64 random images (on the host) at the
+    next of SIZES pixels, given to CLASSIFY, which returns a float; the sum of what it returned."""
+    g = torch.Generator().manual_seed(seed)
+    total = 0.0
+    for r in range(rounds):
+        b = int(torch.randint(1, 65, (1,), generator=g))
+        res = sizes[r % len(sizes)]
+        total += classify(torch.randn(b, 3, res, res, generator=g))
+    return total
+
+
 def vision_varying(rounds=60):
     import torchvision
     torch.manual_seed(0)
     model = torchvision.models.resnet50().cuda().eval().to(memory_format=torch.channels_last)
-    g = torch.Generator().manual_seed(3)
-    total = 0.0
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-        for r in range(rounds):
-            b = int(torch.randint(1, 65, (1,), generator=g))
-            res = [160, 224, 256, 288][r % 4]
-            x = torch.randn(b, 3, res, res, generator=g).cuda().to(memory_format=torch.channels_last)
-            total += float(model(x).float().sum().item())
-    return total
+        return image_rounds(rounds, 3, [160, 224, 256, 288], lambda x: float(
+            model(x.cuda().to(memory_format=torch.channels_last)).float().sum().item()))
 
 
 def vit_varying(rounds=60):
@@ -313,15 +319,9 @@ def vit_varying(rounds=60):
     cfg = tf.ViTConfig(image_size=224, patch_size=16, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                        intermediate_size=3072, num_labels=1000)
     model = tf.ViTForImageClassification(cfg).cuda().half().eval()
-    g = torch.Generator().manual_seed(5)
-    total = 0.0
     with torch.no_grad():
-        for r in range(rounds):
-            b = int(torch.randint(1, 65, (1,), generator=g))
-            res = [160, 224, 256, 320][r % 4]
-            x = torch.randn(b, 3, res, res, generator=g).cuda().half()
-            total += float(model(pixel_values=x, interpolate_pos_encoding=True).logits.float().sum().item())
-    return total
+        return image_rounds(rounds, 5, [160, 224, 256, 320], lambda x: float(
+            model(pixel_values=x.cuda().half(), interpolate_pos_encoding=True).logits.float().sum().item()))
 
 
 WORKLOADS = {
