@@ -34,11 +34,19 @@ class DeviceWideFenceTest {
         assertTimeoutPreemptively(TIMEOUT, fence::close);
     }
 
+    /** A started thread readies itself and parks: it synchronises nothing that nobody asked for. */
     @Test
-    void nothingRunsUntilATicketIsRequested() throws InterruptedException {
-        Thread.sleep(20);
-        assertEquals(0, fence.completedTicket());
-        assertEquals(0, gate.arrived(), "no synchronisation without a request");
+    void nothingRunsUntilATicketIsRequested() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            fence.start();
+            Set<Thread> serving = fenceThreadsSince(threadsBefore);
+            assertEquals(1, serving.size(), "start makes the fence's thread");
+            Thread thread = serving.iterator().next();
+            // Parked (or held at the gate, which the count below would show): its start is over.
+            while (thread.getState() != Thread.State.WAITING) Thread.onSpinWait();
+            assertEquals(0, fence.completedTicket());
+            assertEquals(0, gate.arrived(), "no synchronisation without a request");
+        });
     }
 
     @Test

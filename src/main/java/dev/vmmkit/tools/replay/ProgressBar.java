@@ -5,6 +5,7 @@ import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
+import java.util.function.LongSupplier;
 
 /**
  * A progress bar on standard error for long replays, redrawn in place: only when standard error is a
@@ -21,14 +22,22 @@ public final class ProgressBar implements ReplayListener {
     private final String label;
     private final int ops;
     private final int step;
-    private final long start = System.nanoTime();
+    private final LongSupplier nanoClock;
+    private final long start;
     private boolean shown;
 
     ProgressBar(PrintWriter err, String label, int ops) {
+        this(err, label, ops, System::nanoTime);
+    }
+
+    /** {@code nanoClock} is {@link System#nanoTime} but in tests, which move time themselves. */
+    ProgressBar(PrintWriter err, String label, int ops, LongSupplier nanoClock) {
         this.err = err;
         this.label = label;
         this.ops = ops;
         this.step = Math.max(1, ops / UPDATES);
+        this.nanoClock = nanoClock;
+        this.start = nanoClock.getAsLong();
     }
 
     /** A bar for a replay of {@code ops} operations, or null when standard error is not a terminal. */
@@ -59,7 +68,7 @@ public final class ProgressBar implements ReplayListener {
             err.flush();
             return -1;
         }
-        if (shown || (System.nanoTime() - start) / 1_000_000 >= QUIET_MILLIS) {
+        if (shown || (nanoClock.getAsLong() - start) / 1_000_000 >= QUIET_MILLIS) {
             err.print("\r" + line(op + 1));
             err.flush();
             shown = true;
