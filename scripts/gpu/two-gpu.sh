@@ -61,8 +61,9 @@ devices_of() {
   "$py" -c 'import json,sys
 s=json.load(open(sys.argv[1]))
 for d in s.get("devices", []):
-    print("  device %d: allocs %d, frees %d, peak live %d B, peak reserved %d B, peers %s" % (
-        d["device"], d["allocs"], d["frees"], d["peak_live_bytes"], d["peak_reserved_bytes"], d["peers"]))' "$1" \
+    print("  device %d%s: allocs %d, frees %d, peak live %d B, peak reserved %d B, peers %s" % (
+        d["device"], " (pid %d)" % d["pid"] if "pid" in d else "", d["allocs"], d["frees"], d["peak_live_bytes"],
+        d["peak_reserved_bytes"], d["peers"]))' "$1" \
     2>/dev/null || echo "  (no stats file $1)"
 }
 

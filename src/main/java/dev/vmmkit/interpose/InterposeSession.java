@@ -22,7 +22,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * In a process that lent its own allocators ({@link ProcessAllocators}: an engine worker) those
  * serve, and a device without one passes through. Otherwise settings come from the environment that {@code vmmkit run} sets: {@code VMM_STATS_FILE},
  * {@code VMM_TRACE_FILE}, {@code VMM_PROFILE} (and, for the allocators, {@code VMM_DRIVER}, {@code VMM_DEVICE_MEMORY},
- * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}).
+ * the {@code VMM_*} keys of {@link dev.vmmkit.core.VmmConfig}); under {@code vmmkit run} the stats
+ * file and the trace are this process's parts of the run's ({@link RunParts}).
  */
 final class InterposeSession {
     final boolean monitorMode;
@@ -71,10 +72,11 @@ final class InterposeSession {
         ResourceFactory factory = monitorMode ? device -> null
                 : lent ? ProcessAllocators::lent
                 : VmmManagerFactory.orSystemProperty(profile, notServed, firstCalls);
-        Path stats = path(env.get("VMM_STATS_FILE"));
+        long pid = ProcessHandle.current().pid();
+        Path stats = RunParts.pathFor(RunParts.Output.STATS, env, pid);
         if (stats != null) markUnfinished(stats, monitorMode);
-        return new InterposeSession(monitorMode, factory, recorder(path(env.get("VMM_TRACE_FILE")), monitorMode), stats,
-                profile, notServed, firstCalls);
+        Path trace = RunParts.pathFor(RunParts.Output.TRACE, env, pid);
+        return new InterposeSession(monitorMode, factory, recorder(trace, monitorMode), stats, profile, notServed, firstCalls);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
@@ -120,10 +122,6 @@ final class InterposeSession {
         } catch (Throwable e) {
             InterposeLog.warnOnce("not-served", "cannot tell what vmmkit did not serve", e);
         }
-    }
-
-    private static Path path(String value) {
-        return value == null || value.isBlank() ? null : Path.of(value);
     }
 
     /**

@@ -48,6 +48,9 @@ import java.util.function.IntFunction;
  * with every figure {@code null}, when the program ends without running its exit handlers (killed
  * by a signal, {@code _exit}, a crash). A program that never calls CUDA never starts vmmkit; then
  * {@code vmmkit run} writes the file itself, complete, with zero counts.
+ *
+ * <p>This is one process's file. Under {@code vmmkit run} each process of the program writes its
+ * own ({@link RunParts}), and {@code vmmkit run} puts them together when the program ends.
  */
 public final class StatsWriter {
 

@@ -6,6 +6,7 @@ import dev.vmmkit.interpose.FrameworkSettings;
 import dev.vmmkit.interpose.InterposeSettings;
 import dev.vmmkit.interpose.StatsWriter;
 import dev.vmmkit.tools.run.ProfileSummary;
+import dev.vmmkit.tools.run.RunOutputs;
 import dev.vmmkit.tools.run.SignalForwarding;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -26,7 +27,8 @@ import java.util.concurrent.Callable;
  * variable the shim reads; the variables can also be set directly. Returns the program's exit code
  * (128 + N when signal N ended it); SIGINT, SIGTERM and SIGHUP are forwarded to the program
  * ({@link SignalForwarding}). The stats and trace paths are checked before the program starts, and
- * a stats file is always written ({@link #finishStats}). In vmm mode one line on stderr says how the
+ * a stats file is always written ({@link #finishStats}); each of the program's processes writes its
+ * own parts, put together when it ends ({@link RunOutputs}). In vmm mode one line on stderr says how the
  * program's peak profile was used and whether it was saved ({@link ProfileSummary}).
  */
 @Command(name = "run",
@@ -114,8 +116,12 @@ public final class RunCommand implements Callable<Integer> {
             Files.delete(reportTrace); // so that its absence afterwards means "never finished"
             env.put("VMM_TRACE_FILE", reportTrace.toString());
         }
-        try {
+        try (RunOutputs outputsOfEachProcess = RunOutputs.forProgram(env)) {
             int status = runProgram(env);
+            if (summaryStats != null) outputsOfEachProcess.collectStats(summaryStats);
+            if (reportTrace != null) {
+                outputsOfEachProcess.collectTraces(reportTrace).forEach(line -> System.err.println("vmmkit run: " + line));
+            }
             if (statsFile != null) finishStats(statsFile, monitorMode, status);
             if (profileLine) {
                 ProfileSummary.of(summaryStats, status).ifPresent(line -> System.err.println("vmmkit run: " + line));

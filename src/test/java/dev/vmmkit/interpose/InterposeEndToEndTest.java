@@ -186,6 +186,53 @@ class InterposeEndToEndTest {
         assertEquals(s.get("allocs").asLong(), allocs, s::toString);
     }
 
+    /**
+     * A program of two CUDA processes (as torchrun's ranks): the stats file holds both processes'
+     * figures, each as the process alone would report them, and each process's requests are a
+     * trace of their own, none lost to the other's.
+     */
+    @Test
+    void twoProcessesOfOneProgramEachKeepTheirFiguresAndTheirTrace() throws Exception {
+        Map<String, Long> alone = new HashMap<>();
+        for (String scenario : List.of("basic", "threads")) {
+            Path stats = dir.resolve(scenario + ".json");
+            ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", "off", "--stats",
+                    stats.toString(), "--", ALLOC_TEST.toString(), scenario);
+            assertScenariosPassed(result, List.of(scenario));
+            alone.put(scenario, stats(stats).get("allocs").asLong());
+        }
+        Path stats = dir.resolve("stats.json"), trace = dir.resolve("trace.csv");
+        ProcessResult result = vmmkitRun(REAL, Map.of(), "--driver", "host", "--profile", "off", "--stats", stats.toString(),
+                "--trace", trace.toString(), "--", "sh", "-c", ALLOC_TEST + " basic & " + ALLOC_TEST + " threads; wait");
+        assertScenariosPassed(result, List.of("basic", "threads"));
+        JsonNode s = JSON.readTree(stats.toFile());
+        assertTrue(s.get("complete").asBoolean(), s::toString);
+        assertEquals(alone.get("basic") + alone.get("threads"), s.get("allocs").asLong(), s::toString);
+        JsonNode processes = s.get("processes");
+        assertEquals(2, processes.size(), s::toString);
+        Set<Long> pids = new TreeSet<>();
+        List<Long> allocs = new ArrayList<>();
+        for (JsonNode process : processes) {
+            pids.add(process.get("pid").asLong());
+            allocs.add(process.get("allocs").asLong());
+        }
+        assertEquals(2, pids.size(), s::toString);
+        assertEquals(new TreeSet<>(alone.values()), new TreeSet<>(allocs), "each process's own figures: " + s);
+        for (JsonNode device : s.get("devices")) assertTrue(pids.contains(device.get("pid").asLong()), s::toString);
+        // The process with more requests keeps the trace's path; the other's has its pid in the name.
+        long larger = Math.max(alone.get("basic"), alone.get("threads"));
+        long smaller = Math.min(alone.get("basic"), alone.get("threads"));
+        assertEquals(larger, checkTrace(trace));
+        List<Path> others;
+        try (Stream<Path> files = Files.list(dir)) {
+            others = files.filter(f -> f.getFileName().toString().matches("trace\\.\\d+\\.csv")).toList();
+        }
+        assertEquals(1, others.size(), others::toString);
+        assertTrue(pids.contains(Long.parseLong(others.getFirst().getFileName().toString().split("\\.")[1])), others::toString);
+        assertEquals(smaller, checkTrace(others.getFirst()));
+        assertTrue(result.stderr().contains("2 processes recorded requests"), result::toString);
+    }
+
     /** Threads on devices 0 and 1 freeing after cudaSetDevice to the other: each device's allocator serves its own. */
     @Test
     void eachDeviceHasItsOwnAllocatorAndFreesFindIt() throws Exception {
