@@ -31,8 +31,9 @@ final class NotServedMemory {
     }
 
     /** What the process has loaded and set that explains memory vmmkit does not manage. */
-    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate, boolean torchExpandableSegments) {
-        static final Clues NONE = new Clues(false, null, null, false);
+    record Clues(boolean jax, String jaxAllocator, String jaxPreallocate, boolean torchExpandableSegments,
+                 boolean ncclOwnHandles) {
+        static final Clues NONE = new Clues(false, null, null, false, false);
         private static final Pattern EXPANDABLE = Pattern.compile("(?i)(^|,)\\s*expandable_segments\\s*:\\s*true");
 
         /** From the environment and the libraries mapped into this process ({@code /proc/self/maps}). */
@@ -42,7 +43,20 @@ final class NotServedMemory {
             boolean expandable = torch && Stream.of("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
                     .map(env::get).anyMatch(conf -> conf != null && EXPANDABLE.matcher(conf).find());
             return new Clues(jax, env.get(FrameworkSettings.JAX_ALLOCATOR), env.get(FrameworkSettings.JAX_PREALLOCATE),
-                    expandable);
+                    expandable, ncclOwnHandles(env, loadedLibraries));
+        }
+
+        /**
+         * NCCL loaded in one rank of several (a launcher's WORLD_SIZE, or NCCL's shared-memory
+         * segments mapped) and left to make its buffers with cuMemCreate (its default, unless
+         * NCCL_CUMEM_ENABLE=0). PyTorch loads NCCL in every CUDA process, so the library alone
+         * says nothing.
+         */
+        private static boolean ncclOwnHandles(Map<String, String> env, String loadedLibraries) {
+            if (!loadedLibraries.contains("libnccl") || "0".equals(env.get(NCCL_CUMEM))) return false;
+            String worldSize = env.get("WORLD_SIZE");
+            boolean severalRanks = worldSize != null && worldSize.strip().matches("\\d{1,9}") && Integer.parseInt(worldSize.strip()) > 1;
+            return severalRanks || loadedLibraries.contains("/dev/shm/nccl-");
         }
 
         /** Of this process. */
@@ -78,6 +92,13 @@ final class NotServedMemory {
             + "expandable_segments out of PYTORCH_CUDA_ALLOC_CONF for vmmkit to serve the caching allocator's segments, "
             + "or set PYTORCH_NO_CUDA_MEMORY_CACHING=1 for it to manage every tensor";
 
+    /** NCCL's switch between buffers of its own handles (cuMemCreate) and cudaMalloc. */
+    static final String NCCL_CUMEM = "NCCL_CUMEM_ENABLE";
+
+    /** NCCL's communication buffers, made with cuMemCreate by default. */
+    static final String NCCL_BUFFERS = "NCCL, in this distributed program, makes its communication buffers with "
+            + "cuMemCreate: " + NCCL_CUMEM + "=0 makes them with cudaMalloc, which vmmkit serves";
+
     /** The settings that let vmmkit serve every buffer of a JAX program. */
     static final String JAX_SETTINGS = FrameworkSettings.jaxAdvice();
 
@@ -107,7 +128,7 @@ final class NotServedMemory {
      * a program that never used the device hears nothing.
      */
     static List<String> linesWithoutDevices(Clues clues) {
-        return knownCause(clues).map(why -> List.of("vmmkit: no device memory came from vmmkit; " + why)).orElse(List.of());
+        return allocatorOfItsOwn(clues).map(why -> List.of("vmmkit: no device memory came from vmmkit; " + why)).orElse(List.of());
     }
 
     /**
@@ -122,6 +143,11 @@ final class NotServedMemory {
 
     /** What the clues say kept memory from vmmkit, with the settings that would give it to vmmkit. */
     private static Optional<String> knownCause(Clues clues) {
+        return allocatorOfItsOwn(clues).or(() -> clues.ncclOwnHandles() ? Optional.of(NCCL_BUFFERS) : Optional.empty());
+    }
+
+    /** A framework's allocator that makes its own handles: it can keep all of a program's memory from vmmkit. */
+    private static Optional<String> allocatorOfItsOwn(Clues clues) {
         if (clues.jaxKeptFromVmmkit()) return Optional.of(clues.jaxAllocatorDoes() + ": " + JAX_SETTINGS);
         return clues.torchExpandableSegments() ? Optional.of(TORCH_EXPANDABLE) : Optional.empty();
     }

@@ -20,10 +20,11 @@ import java.util.function.IntFunction;
  * each device vmmkit serves: a daemon thread per device (a driver answers for the context current
  * on the calling thread) reads the driver's free memory (cuMemGetInfo) and the allocator's reserved
  * bytes every {@link #PERIOD_MS} ms and keeps the highest difference, and takes one more sample
- * when stopped at exit. A difference that could be worth a line counts only when two samples in a
- * row read one (or at exit); then the watch also asks what other processes on the device hold (NVML,
- * on CUDA) and leaves that out, so a job sharing the GPU is not reported as memory vmmkit did not
- * serve; the peak says how many of them could not be told from this program. A framework's pool is persistent, so a period this long does not miss it,
+ * when stopped at exit. Where the difference could be worth a line the watch also asks what other
+ * processes on the device hold (NVML, on CUDA) and leaves that out, so a job sharing the GPU is not
+ * reported as memory vmmkit did not serve; the peak says how many of them could not be told from
+ * this program. A figure worth a line counts once two samples in a row read at least it (at exit,
+ * once it holds for a moment). A framework's pool is persistent, so a period this long does not miss it,
  * and the program's calls never wait for a sample. Those threads are started by one of the watch's
  * own, made at vmmkit's start ({@link #startEarly}), not by the allocation that opened the device: a
  * thread's start took 1.6-2.4 ms inside a program's first allocation on an H200.
@@ -42,6 +43,10 @@ final class NotServedWatch {
      * run beside a program's first allocations when nothing else uses the device.
      */
     static final long ASK_OTHERS_FROM_BYTES = NotServedMemory.SIGNIFICANT_BYTES;
+    private static final long NONE_WORTH_A_LINE = Long.MIN_VALUE;
+    /** Reads at exit of a figure worth a line that the sample before did not read: 8 x 25 ms, twice the release measured. */
+    private static final int EXIT_REREADS = 8;
+    private static final long EXIT_REREAD_MS = 25;
 
     /**
      * One device's figures: the highest outside vmmkit, the device memory in use then, and how many
@@ -57,8 +62,10 @@ final class NotServedWatch {
         final ManagedMemoryResource allocator;
         long outside = Long.MIN_VALUE, used; // guarded by this
         int unattributed; // guarded by this
-        /** Whether the sample before read a figure worth a line (guarded by this). */
+        /** Whether the sample before read a figure worth asking NVML about (guarded by this). */
         boolean largeBefore;
+        /** The figure the sample before read beyond vmmkit's and other processes', when worth a line (guarded by this). */
+        long lineWorthyBefore = NONE_WORTH_A_LINE;
         volatile Thread sampler;
 
         Device(int ordinal, IntFunction<VmmDriver.MemoryInfo> memory, IntFunction<OtherProcesses> others,
@@ -76,40 +83,73 @@ final class NotServedWatch {
         void sampleUntilStopped() {
             while (!stopped) {
                 sample();
-                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(PERIOD_MS));
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(periodMs));
             }
             sample();
         }
 
-        /** One sample; the whole of it under this device's lock, whose state includes {@link #largeBefore}. */
+        /** One sample; the whole of it under this device's lock, whose state includes the sample before. */
         synchronized void sample() {
             try {
-                VmmDriver.MemoryInfo info = memory.apply(ordinal);
                 long reserved = allocator.stats().reservedBytes();
-                long inUse = info.totalBytes() - info.freeBytes();
+                long inUse = inUse();
                 boolean large = inUse - reserved >= ASK_OTHERS_FROM_BYTES;
-                // A figure worth a line counts only when the next sample reads one too (or at exit):
-                // while vmmkit creates a large handle the driver counts it a moment before vmmkit
-                // does, and asking NVML beside a program's first large allocation would slow it.
-                if (large && !largeBefore && !stopped) {
-                    largeBefore = true;
+                // NVML is asked from the second such reading in a row (or at exit): while vmmkit
+                // creates a large handle the driver counts it a moment before vmmkit does, and asking
+                // NVML beside a program's first large allocation would slow it.
+                OtherProcesses elsewhere = large && (largeBefore || stopped) ? others.apply(ordinal) : OtherProcesses.NONE;
+                largeBefore = large;
+                long beyond = inUse - elsewhere.bytes() - reserved;
+                if (beyond < ASK_OTHERS_FROM_BYTES) {
+                    keep(beyond, reserved, elsewhere.unattributed());
+                    lineWorthyBefore = NONE_WORTH_A_LINE;
                     return;
                 }
-                largeBefore = large;
-                OtherProcesses elsewhere = large ? others.apply(ordinal) : OtherProcesses.NONE;
-                inUse -= elsewhere.bytes();
-                long beyond = inUse - reserved;
-                if (beyond > outside) {
-                    outside = beyond;
-                    used = inUse;
-                    unattributed = elsewhere.unattributed();
+                // A figure worth a line counts once two samples in a row read at least it: a process
+                // that has just ended is gone from NVML's list while the driver still counts its
+                // memory, for up to about 100 ms (an H200: a torch.multiprocessing child's 0.6 GiB).
+                if (stopped && beyond > lineWorthyBefore) beyond = lowestAtExit(beyond, reserved);
+                else if (!stopped && lineWorthyBefore == NONE_WORTH_A_LINE) {
+                    lineWorthyBefore = beyond;
+                    return;
                 }
+                long counted = stopped ? beyond : Math.min(beyond, lineWorthyBefore);
+                lineWorthyBefore = beyond;
+                keep(counted, reserved, elsewhere.unattributed());
             } catch (DriverException e) {
                 // At exit CUDA may have shut down before vmmkit's last sample: the samples taken stand.
                 if (e.result() != CudaResult.DEINITIALIZED) warnCannotRead(e);
             } catch (Throwable e) {
                 warnCannotRead(e);
             }
+        }
+
+        /**
+         * The sample at exit read a figure worth a line that the sample before did not: reads again
+         * for a moment (a process that ended just before this one may still be counted) and returns
+         * the lowest figure read.
+         */
+        private long lowestAtExit(long first, long reserved) {
+            long lowest = first;
+            for (int i = 0; i < EXIT_REREADS && lowest >= ASK_OTHERS_FROM_BYTES; i++) {
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(EXIT_REREAD_MS));
+                long inUse = inUse();
+                lowest = Math.min(lowest, inUse - others.apply(ordinal).bytes() - reserved);
+            }
+            return lowest;
+        }
+
+        private long inUse() {
+            VmmDriver.MemoryInfo info = memory.apply(ordinal);
+            return info.totalBytes() - info.freeBytes();
+        }
+
+        /** Keeps {@code beyond} when it is the highest so far, with the memory in use it stands for. */
+        private void keep(long beyond, long reserved, int unattributedThen) {
+            if (beyond <= outside) return;
+            outside = beyond;
+            used = beyond + reserved;
+            unattributed = unattributedThen;
         }
 
         private void warnCannotRead(Throwable e) {
@@ -121,15 +161,26 @@ final class NotServedWatch {
         }
     }
 
+    private final long periodMs;
     private final ConcurrentHashMap<Integer, Device> devices = new ConcurrentHashMap<>();
     private volatile boolean stopped;
     /** Starts each device's sampler thread, so that the thread watching a device does not. */
     private final ThreadPoolExecutor starter = new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
             work -> Thread.ofPlatform().daemon().name("vmmkit-not-served-starter").unstarted(work));
 
+    /** A watch that samples every {@link #PERIOD_MS} ms. */
+    NotServedWatch() {
+        this(PERIOD_MS);
+    }
+
+    /** A watch that samples every {@code periodMs} ms; 0: only when asked ({@link #sampleNow}) and at exit. */
+    NotServedWatch(long periodMs) {
+        this.periodMs = periodMs;
+    }
+
     /** Starts the thread that starts the samplers now (at vmmkit's start), rather than at the first watch. */
     void startEarly() {
-        if (PERIOD_MS > 0 && !stopped) starter.prestartCoreThread();
+        if (periodMs > 0 && !stopped) starter.prestartCoreThread();
     }
 
     /**
@@ -139,7 +190,7 @@ final class NotServedWatch {
     void watch(int device, IntFunction<VmmDriver.MemoryInfo> memory, IntFunction<OtherProcesses> others,
                ManagedMemoryResource allocator) {
         Device d = new Device(device, memory, others, allocator);
-        if (devices.putIfAbsent(device, d) != null || stopped || PERIOD_MS == 0) return;
+        if (devices.putIfAbsent(device, d) != null || stopped || periodMs == 0) return;
         try {
             starter.execute(d::startSampler);
         } catch (RejectedExecutionException stoppedMeanwhile) {
