@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two-GPU acceptance of vmmkit: cross-device copies, peer access, torch.multiprocessing IPC and a
 # DDP training over NCCL, each natively and under `vmmkit run` with PyTorch's cache on and off
-# (PYTORCH_NO_CUDA_MEMORY_CACHING=1: vmmkit serves every tensor). From the repository root:
+# (PYTORCH_NO_CUDA_MEMORY_CACHING=1: vmmkit serves every tensor), and DDP with NCCL's buffers from
+# cudaMalloc too (NCCL_CUMEM_ENABLE=0). From the repository root:
 #
 #   bash scripts/gpu/two-gpu.sh                 # on a machine with 2 GPUs (exit 77 when fewer)
 #   bash scripts/gpu/two-gpu.sh --driver host   # no GPU: the same vmmkit paths on the host emulation
@@ -27,9 +28,10 @@ py="${PYTHON:-python3}"
 vmmkit="${VMMKIT:-./vmmkit}"
 failed=0
 summary=()
-# The whole run stays inside this many seconds (the GPU machine allows 4 minutes): a step that
-# would start later is reported as not run, and counts as a failure.
-deadline=$(( $(date +%s) + ${TWO_GPU_BUDGET_S:-220} ))
+# The whole run stays inside this many seconds (a command on the GPU machine may run 10 minutes;
+# the run took about 2 minutes on two H200s): a step that would start later is reported as not run,
+# and counts as a failure.
+deadline=$(( $(date +%s) + ${TWO_GPU_BUDGET_S:-480} ))
 informational=0
 
 # step NAME TIMEOUT_S CMD...: runs CMD under timeout (cut to the time left), output to the terminal
@@ -105,19 +107,27 @@ else
   done
   # torchrun, through the interpreter (the torchrun script may not be on PATH).
   torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
-  step ddp-native 120 "${torchrun[@]}" --result "$out/ddp-native.json"
-  for cache in on off; do
-    if [ "$cache" = on ]; then nocache=0; else nocache=1; fi
-    step "ddp-vmmkit-cache-$cache" 120 env PYTORCH_NO_CUDA_MEMORY_CACHING=$nocache \
-      $vmmkit run --driver cuda --stats "$out/ddp-vmmkit-cache-$cache-stats.json" -- \
-      "${torchrun[@]}" --result "$out/ddp-vmmkit-cache-$cache.json"
-    step "ddp-losses-cache-$cache" 30 "$py" -c 'import json,sys
+  # ddp NAME NATIVE_RESULT VARIABLE=VALUE...: the training under vmmkit with those variables, its
+  # losses compared with the native run's.
+  ddp() {
+    local name="$1" native="$2"; shift 2
+    step "ddp-vmmkit-$name" 120 env "$@" $vmmkit run --driver cuda --stats "$out/ddp-vmmkit-$name-stats.json" -- \
+      "${torchrun[@]}" --result "$out/ddp-vmmkit-$name.json"
+    devices_of "$out/ddp-vmmkit-$name-stats.json"
+    step "ddp-losses-$name" 30 "$py" -c 'import json,sys
 a=json.load(open(sys.argv[1]))["losses"]; b=json.load(open(sys.argv[2]))["losses"]
 diff=max(abs(x-y) for x,y in zip(a,b)) if len(a)==len(b) else float("inf")
 print("losses native ", ["%.6f" % x for x in a]); print("losses vmmkit ", ["%.6f" % x for x in b])
 print("max |native - vmmkit| = %g over %d steps" % (diff, len(a))); sys.exit(0 if diff <= 1e-5 else 1)' \
-      "$out/ddp-native.json" "$out/ddp-vmmkit-cache-$cache.json"
-  done
+      "$native" "$out/ddp-vmmkit-$name.json"
+  }
+  step ddp-native 120 "${torchrun[@]}" --result "$out/ddp-native.json"
+  ddp cache-on "$out/ddp-native.json" PYTORCH_NO_CUDA_MEMORY_CACHING=0
+  ddp cache-off "$out/ddp-native.json" PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  # NCCL's buffers from cudaMalloc, which vmmkit serves (by default NCCL makes them with cuMemCreate):
+  # its transport between the ranks then shares vmmkit's memory through CUDA IPC.
+  step ddp-native-nccl-cudamalloc 120 env NCCL_CUMEM_ENABLE=0 "${torchrun[@]}" --result "$out/ddp-native-nccl-cudamalloc.json"
+  ddp nccl-cudamalloc "$out/ddp-native-nccl-cudamalloc.json" NCCL_CUMEM_ENABLE=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1
 fi
 
 echo; echo "=== two-gpu summary (driver $driver, logs in $out)"
