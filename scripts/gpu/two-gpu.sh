@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Two-GPU acceptance of vmmkit: cross-device copies, peer access, torch.multiprocessing IPC and a
 # DDP training over NCCL, each natively and under `vmmkit run` with PyTorch's cache on and off
-# (PYTORCH_NO_CUDA_MEMORY_CACHING=1: vmmkit serves every tensor), and DDP with NCCL's buffers from
-# cudaMalloc too (NCCL_CUMEM_ENABLE=0). From the repository root:
+# (PYTORCH_NO_CUDA_MEMORY_CACHING=1: vmmkit serves every tensor), DDP with NCCL's buffers from
+# cudaMalloc too (NCCL_CUMEM_ENABLE=0), and JAX, CuPy and numba on both devices. From the repository root:
 #
 #   bash scripts/gpu/two-gpu.sh                 # on a machine with 2 GPUs (exit 77 when fewer)
 #   bash scripts/gpu/two-gpu.sh --driver host   # no GPU: the same vmmkit paths on the host emulation
@@ -74,7 +74,8 @@ if [ "$driver" = host ]; then
   if [ ! -x "$test_program" ]; then echo "two-gpu: $test_program missing (run ./vmmkit test first)" >&2; exit 2; fi
   step syntax 30 bash -n "$here/two-gpu.sh"
   step python-parses 60 "$py" -c 'import ast, sys
-for f in sys.argv[1:]: ast.parse(open(f).read(), f)' "$here/two_gpu_checks.py" "$here/two_gpu_ddp.py"
+for f in sys.argv[1:]: ast.parse(open(f).read(), f)' "$here/two_gpu_checks.py" "$here/two_gpu_ddp.py" \
+    "$here/two_gpu_frameworks.py"
   # Two emulated devices served by vmmkit: peer access, threads on both devices, IPC between two processes.
   step host-peer-ipc 120 env LD_LIBRARY_PATH="$root/target/test-native" $vmmkit run --driver host \
     --stats "$out/host-stats.json" -- "$test_program" peer device_threads ipc ipc_errors
@@ -105,6 +106,16 @@ else
       --native "$out/checks-native-cache-$cache.json"
     devices_of "$out/checks-vmmkit-cache-$cache-stats.json"
   done
+  # JAX (pmap with a psum across the devices, a jit over sharded operands), CuPy (arrays on each
+  # device, copied between them) and numba on both devices: the values under vmmkit must hash as the
+  # native run's.
+  xla_flags="--xla_gpu_deterministic_ops=true --xla_gpu_autotune_level=0"
+  informational=1
+  step frameworks-native 150 env XLA_FLAGS="$xla_flags" "$py" "$here/two_gpu_frameworks.py" --result "$out/frameworks-native.json"
+  informational=0
+  step frameworks-vmmkit 150 env XLA_FLAGS="$xla_flags" $vmmkit run --driver cuda --stats "$out/frameworks-vmmkit-stats.json" -- \
+    "$py" "$here/two_gpu_frameworks.py" --result "$out/frameworks-vmmkit.json" --native "$out/frameworks-native.json"
+  devices_of "$out/frameworks-vmmkit-stats.json"
   # torchrun, through the interpreter (the torchrun script may not be on PATH).
   torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
   # ddp NAME NATIVE_RESULT VARIABLE=VALUE...: the training under vmmkit with those variables, its

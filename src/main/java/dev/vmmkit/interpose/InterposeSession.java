@@ -109,14 +109,14 @@ final class InterposeSession {
             notServed.stop();
             List<Integer> devices = notServed.watchedDevices();
             if (devices.isEmpty()) {
-                NotServedMemory.linesWithoutDevices(NotServedMemory.Clues.ofThisProcess()).forEach(System.err::println);
+                NotServedMemory.linesWithoutDevices(NotServedMemory.Clues.ofThisProcess(0)).forEach(System.err::println);
                 return;
             }
             NotServedMemory.Clues clues = null;
             for (int device : devices) {
                 NotServedWatch.Peak peak = notServed.peak(device);
                 if (peak == null) continue;
-                if (clues == null) clues = NotServedMemory.Clues.ofThisProcess();
+                if (clues == null) clues = NotServedMemory.Clues.ofThisProcess(devices.size());
                 NotServedMemory.lines(device, peak, clues).forEach(System.err::println);
             }
         } catch (Throwable e) {

@@ -36,38 +36,43 @@ final class NotServedMemory {
         static final Clues NONE = new Clues(false, null, null, false, false);
         private static final Pattern EXPANDABLE = Pattern.compile("(?i)(^|,)\\s*expandable_segments\\s*:\\s*true");
 
-        /** From the environment and the libraries mapped into this process ({@code /proc/self/maps}). */
+        /** From the environment and the libraries mapped into this process ({@code /proc/self/maps}), one device used. */
         static Clues of(Map<String, String> env, String loadedLibraries) {
+            return of(env, loadedLibraries, 1);
+        }
+
+        /** That, for a process that used {@code devicesUsed} devices through vmmkit. */
+        static Clues of(Map<String, String> env, String loadedLibraries, int devicesUsed) {
             boolean jax = loadedLibraries.contains("jaxlib") || loadedLibraries.contains("xla_extension");
             boolean torch = loadedLibraries.contains("libc10_cuda");
             boolean expandable = torch && Stream.of("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
                     .map(env::get).anyMatch(conf -> conf != null && EXPANDABLE.matcher(conf).find());
             return new Clues(jax, env.get(FrameworkSettings.JAX_ALLOCATOR), env.get(FrameworkSettings.JAX_PREALLOCATE),
-                    expandable, ncclOwnHandles(env, loadedLibraries));
+                    expandable, ncclOwnHandles(env, loadedLibraries, devicesUsed));
         }
 
         /**
-         * NCCL loaded in one rank of several (a launcher's WORLD_SIZE, or NCCL's shared-memory
-         * segments mapped) and left to make its buffers with cuMemCreate (its default, unless
-         * NCCL_CUMEM_ENABLE=0). PyTorch loads NCCL in every CUDA process, so the library alone
-         * says nothing.
+         * NCCL loaded where it has GPUs to join: one rank of several (a launcher's WORLD_SIZE, or
+         * NCCL's shared-memory segments mapped) or a process on several devices (JAX's pmap), and
+         * left to make its buffers with cuMemCreate (its default, unless NCCL_CUMEM_ENABLE=0).
+         * PyTorch loads NCCL in every CUDA process, so the library alone says nothing.
          */
-        private static boolean ncclOwnHandles(Map<String, String> env, String loadedLibraries) {
+        private static boolean ncclOwnHandles(Map<String, String> env, String loadedLibraries, int devicesUsed) {
             if (!loadedLibraries.contains("libnccl") || "0".equals(env.get(NCCL_CUMEM))) return false;
             String worldSize = env.get("WORLD_SIZE");
             boolean severalRanks = worldSize != null && worldSize.strip().matches("\\d{1,9}") && Integer.parseInt(worldSize.strip()) > 1;
-            return severalRanks || loadedLibraries.contains("/dev/shm/nccl-");
+            return severalRanks || devicesUsed > 1 || loadedLibraries.contains("/dev/shm/nccl-");
         }
 
-        /** Of this process. */
-        static Clues ofThisProcess() {
+        /** Of this process, which used {@code devicesUsed} devices through vmmkit. */
+        static Clues ofThisProcess(int devicesUsed) {
             String maps;
             try {
                 maps = Files.readString(Path.of("/proc/self/maps"));
             } catch (IOException | RuntimeException e) {
                 maps = "";
             }
-            return of(System.getenv(), maps);
+            return of(System.getenv(), maps, devicesUsed);
         }
 
         /** JAX loaded without the settings that let vmmkit serve each buffer ({@link FrameworkSettings}). */
@@ -96,8 +101,8 @@ final class NotServedMemory {
     static final String NCCL_CUMEM = "NCCL_CUMEM_ENABLE";
 
     /** NCCL's communication buffers, made with cuMemCreate by default. */
-    static final String NCCL_BUFFERS = "NCCL, in this distributed program, makes its communication buffers with "
-            + "cuMemCreate: " + NCCL_CUMEM + "=0 makes them with cudaMalloc, which vmmkit serves";
+    static final String NCCL_BUFFERS = "most likely NCCL's communication buffers (NCCL is loaded and this program spans "
+            + "GPUs; it makes them with cuMemCreate): " + NCCL_CUMEM + "=0 makes them with cudaMalloc, which vmmkit serves";
 
     /** The settings that let vmmkit serve every buffer of a JAX program. */
     static final String JAX_SETTINGS = FrameworkSettings.jaxAdvice();

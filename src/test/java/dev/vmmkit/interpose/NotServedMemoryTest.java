@@ -102,7 +102,7 @@ class NotServedMemoryTest {
 
     /**
      * NCCL makes its buffers with cuMemCreate by default: a rank of a distributed program (torchrun's
-     * WORLD_SIZE, or NCCL's shared memory mapped) hears so, with the switch that gives them to
+     * WORLD_SIZE, or NCCL's shared memory mapped) or a process on several devices hears so, with the switch that gives them to
      * vmmkit (on two H200s, DDP's losses were the same with it under vmmkit). PyTorch loads NCCL in
      * every CUDA process, so the library alone names nothing, nor does NCCL told to use cudaMalloc.
      */
@@ -115,6 +115,8 @@ class NotServedMemoryTest {
         assertEquals(1, rank.size(), rank::toString);
         assertTrue(rank.getFirst().contains("NCCL_CUMEM_ENABLE=0") && !rank.getFirst().contains("managed memory"), rank::toString);
         assertTrue(NotServedMemory.lines(0, ddp, NotServedMemory.Clues.of(Map.of(), ncclMaps + sharedSegment))
+                .getFirst().contains("NCCL_CUMEM_ENABLE=0"));
+        assertTrue(NotServedMemory.lines(0, ddp, NotServedMemory.Clues.of(Map.of(), ncclMaps, 2)) // one process, two GPUs (JAX's pmap)
                 .getFirst().contains("NCCL_CUMEM_ENABLE=0"));
         for (NotServedMemory.Clues none : List.of(NotServedMemory.Clues.of(Map.of(), ncclMaps),
                 NotServedMemory.Clues.of(Map.of("WORLD_SIZE", "1"), ncclMaps),
