@@ -36,8 +36,8 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * Memory tags: give a group of allocations' device memory back and bring it again at the same
  * addresses, so pointers, tensors and captured CUDA graphs stay valid.
  *
- * vmmkit_region_begin: this thread's next allocations (on the current device) carry `tag` (1-256
- * bytes, NUL-terminated) until vmmkit_region_end; regions nest. A tag's allocations live in
+ * vmmkit_region_begin: this thread's next allocations, on every device, carry `tag` (1-256 bytes,
+ * NUL-terminated) until vmmkit_region_end; regions nest. A tag's allocations live in
  * address ranges and physical handles of their own. `keep_contents` is the tag's setting, shared
  * by its allocations from every region (the latest region opened sets it): when set, a pause
  * copies their bytes to pinned host memory and a resume copies them back; otherwise their

@@ -134,7 +134,7 @@ def _torch_pool(tag):
 
 @contextlib.contextmanager
 def region(tag, keep_contents=False):
-    """Allocations made in this block by this thread carry ``tag``.
+    """Allocations made in this block by this thread carry ``tag``, on every device.
 
     ``keep_contents``: a pause copies the tag's bytes to pinned host memory and a resume brings them
     back; otherwise their contents after a resume are undefined. The setting is the tag's, shared by
@@ -148,8 +148,13 @@ def region(tag, keep_contents=False):
         if pool is None:
             yield
         else:
+            # The region tags this thread's allocations on every device, so the tag's pool takes
+            # them on every device: a segment of the tag in a device's shared pool would also hold
+            # other tensors, which a pause would take with it.
             torch = sys.modules["torch"]
-            with torch.cuda.use_mem_pool(pool):
+            with contextlib.ExitStack() as routed:
+                for device in range(torch.cuda.device_count()):
+                    routed.enter_context(torch.cuda.use_mem_pool(pool, device=device))
                 yield
     finally:
         _check(lib.vmmkit_region_end(), "region_end", None)

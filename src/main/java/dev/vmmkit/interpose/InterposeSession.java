@@ -32,6 +32,8 @@ final class InterposeSession {
     final AllocationRecorder recorder;
     final IpcExports exports = new IpcExports();
     final IpcImports imports = new IpcImports();
+    /** The memory-tag regions each thread has open, over every device's allocator. */
+    final ThreadTagRegions tagRegions = new ThreadTagRegions();
     final PeakProfileUse profile;
     final NotServedWatch notServed;
     /** The breakdowns of the first large allocation, pause and resume ({@code VMM_LOG=info}), else null. */

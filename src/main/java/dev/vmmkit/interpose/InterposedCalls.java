@@ -80,6 +80,7 @@ public final class InterposedCalls {
             InterposeSession s = session;
             ManagedMemoryResource resource = s.managers.forDevice(device);
             if (resource == null) return PASS_THROUGH;
+            s.tagRegions.applyTo(device, resource.tagControl());
             try {
                 return resource.allocate(size, stream);
             } catch (OutOfDeviceMemoryException full) {

@@ -17,9 +17,8 @@ import java.util.List;
  * {@code vmmkit_pause}, {@code vmmkit_resume}), through FFM upcall stubs. As in
  * {@link InterposedCalls}, nothing throws: results are 0 or a negated CUDA runtime error.
  *
- * <p>A region applies to the allocator of the device current when it opens (the thread's
- * allocations on that device carry the tag). A pause or resume reaches every device's allocator
- * that knows the tag, or every allocator for a null tag.
+ * <p>A region tags the thread's allocations on every device ({@link ThreadTagRegions}). A pause or
+ * resume reaches every device's allocator that knows the tag, or every allocator for a null tag.
  */
 public final class TagCalls {
     private TagCalls() {
@@ -35,7 +34,7 @@ public final class TagCalls {
             String tag = cString(tagAddress, tagLength);
             MemoryTagControl tags = control(device);
             if (tags == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
-            tags.beginTagRegion(tag, keep != 0);
+            InterposedCalls.session().tagRegions.begin(tag, keep != 0, device, tags);
             return 0;
         } catch (IllegalArgumentException e) {
             InterposeLog.warnOnce("region-" + e.getMessage(), e.getMessage(), null);
@@ -46,15 +45,11 @@ public final class TagCalls {
         }
     }
 
-    /** Closes this thread's innermost region on {@code device}'s allocator. */
+    /** Closes this thread's innermost region, on every device's allocator it reached ({@code device}: the current one). */
     public static int regionEnd(int device) {
         try {
-            MemoryTagControl tags = control(device);
-            if (tags == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
-            tags.endTagRegion();
-            return 0;
-        } catch (IllegalStateException e) {
-            return -InterposedCalls.CUDA_ERROR_INVALID_VALUE; // no region open on this thread
+            boolean closed = InterposedCalls.session().tagRegions.end(TagCalls::control);
+            return closed ? 0 : -InterposedCalls.CUDA_ERROR_INVALID_VALUE; // else no region open on this thread
         } catch (Throwable e) {
             InterposeLog.warnOnce("region-end", "vmmkit_region_end failed inside vmmkit", e);
             return -InterposedCalls.CUDA_ERROR_UNKNOWN;

@@ -1,0 +1,111 @@
+package dev.vmmkit.interpose;
+
+import dev.vmmkit.core.TagStats;
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.DryDriver;
+import dev.vmmkit.trace.AllocationRecorder;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A region opened by vmmkit_region_begin tags the thread's allocations on every device, not only
+ * on the device current when it opened (seen on two H200s: a tagged tensor on the other device was
+ * not paused), with each device's regions nested as the thread's are.
+ */
+class TagRegionsAcrossDevicesTest {
+    private static final long MIB = 1L << 20;
+    private final Arena arena = Arena.ofConfined();
+    private VmmManager device0;
+    private VmmManager device1;
+
+    @BeforeEach
+    void install() {
+        device0 = new VmmManager(new DryDriver(2 * MIB, 1L << 30), VmmConfig.DEFAULTS);
+        device1 = new VmmManager(new DryDriver(2 * MIB, 1L << 30), VmmConfig.DEFAULTS);
+        InterposedCalls.install(new InterposeSession(false, device -> device == 0 ? device0 : device == 1 ? device1 : null,
+                AllocationRecorder.NONE, null));
+    }
+
+    @AfterEach
+    void uninstall() {
+        InterposedCalls.install(null);
+        device0.close();
+        device1.close();
+        arena.close();
+    }
+
+    private long name(String tag) {
+        return arena.allocateFrom(tag).address();
+    }
+
+    private static long paused(VmmManager manager, String tag) {
+        for (TagStats.Tag t : manager.stats().tags().tags()) if (t.name().equals(tag)) return t.pausedBytes();
+        return 0;
+    }
+
+    @Test
+    void aRegionOpenedOnOneDeviceTagsTheThreadsAllocationsOnAnother() {
+        long kv = name("kv");
+        assertEquals(0, TagCalls.regionBegin(kv, 2, 0, 0));       // device 0 current
+        long onOne = InterposedCalls.allocate(8 * MIB, 1, 0);
+        long onZero = InterposedCalls.allocate(4 * MIB, 0, 0);
+        assertEquals(0, TagCalls.regionEnd(0));
+        long untagged = InterposedCalls.allocate(6 * MIB, 1, 0);   // after the region: not the tag's
+        assertTrue(onOne > 0 && onZero > 0 && untagged > 0);
+
+        assertEquals(0, TagCalls.pause(kv, 2, 0));
+        assertEquals(8 * MIB, paused(device1, "kv"));
+        assertEquals(4 * MIB, paused(device0, "kv"));
+        assertEquals(8 * MIB, device1.stats().tags().pausedBytes(), "the untagged block stays");
+        assertEquals(0, TagCalls.resume(kv, 2, 0));
+        assertEquals(0, device1.stats().tags().pausedBytes());
+        assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.regionEnd(0), "no region is open any more");
+    }
+
+    @Test
+    void nestedRegionsNestOnEachDeviceAsOnTheThread() {
+        long outer = name("outer"), inner = name("inner");
+        assertEquals(0, TagCalls.regionBegin(outer, 5, 0, 1));    // device 1 current
+        assertEquals(0, TagCalls.regionBegin(inner, 5, 0, 0));    // then device 0
+        InterposedCalls.allocate(2 * MIB, 1, 0);                   // the innermost region's, on device 1 too
+        assertEquals(0, TagCalls.regionEnd(0));
+        InterposedCalls.allocate(6 * MIB, 1, 0);                   // the outer one's again
+        InterposedCalls.allocate(10 * MIB, 0, 0);                  // device 0 gets the outer region now
+        assertEquals(0, TagCalls.regionEnd(1));
+
+        assertEquals(0, TagCalls.pause(inner, 5, 0));
+        assertEquals(2 * MIB, paused(device1, "inner"));
+        assertEquals(0, TagCalls.pause(outer, 5, 0));
+        assertEquals(6 * MIB, paused(device1, "outer"));
+        assertEquals(10 * MIB, paused(device0, "outer"));
+        assertEquals(0, TagCalls.resume(0, 0, 0));                 // every tag
+    }
+
+    @Test
+    void eachThreadHasItsOwnRegions() throws InterruptedException {
+        long kv = name("kv");
+        assertEquals(0, TagCalls.regionBegin(kv, 2, 0, 0));
+        AtomicLong other = new AtomicLong();
+        CountDownLatch done = new CountDownLatch(1);
+        Thread.ofPlatform().start(() -> {
+            other.set(InterposedCalls.allocate(8 * MIB, 1, 0));  // another thread, in no region
+            done.countDown();
+        });
+        done.await();
+        InterposedCalls.allocate(2 * MIB, 1, 0);
+        assertEquals(0, TagCalls.regionEnd(0));
+        assertTrue(other.get() > 0);
+        assertEquals(0, TagCalls.pause(kv, 2, 0));
+        assertEquals(2 * MIB, paused(device1, "kv"));
+    }
+}
