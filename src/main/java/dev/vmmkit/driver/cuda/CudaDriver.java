@@ -322,13 +322,17 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
 
     @Override
     public MemoryInfo memoryInfo() {
-        prepare("cuMemGetInfo_v2");
-        CudaScratch scratch = CudaScratch.get();
-        int result = CudaApi.cuMemGetInfo(scratch.first, scratch.second);
-        if (result != CudaResult.SUCCESS) {
-            throw failure(result, CallText.memoryInfo());
+        long previous = enter("cuMemGetInfo_v2"); // the figures of the current context's device
+        try {
+            CudaScratch scratch = CudaScratch.get();
+            int result = CudaApi.cuMemGetInfo(scratch.first, scratch.second);
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, CallText.memoryInfo());
+            }
+            return new MemoryInfo(scratch.firstLong(), scratch.secondLong());
+        } finally {
+            leave(previous);
         }
-        return new MemoryInfo(scratch.firstLong(), scratch.secondLong());
     }
 
     @Override
@@ -390,10 +394,28 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
 
     /** Checks the driver is open and the thread has a context; {@code function} names the call refused. */
     void prepare(String function) {
+        checkOpen(function);
+        context.makeCurrentIfNone();
+    }
+
+    /**
+     * For a call bound to this device's context: checks as {@link #prepare} and makes the context
+     * current for the call; returns what {@link #leave} puts back after it ({@link PrimaryContext#enter}).
+     */
+    long enter(String function) {
+        checkOpen(function);
+        return context.enter();
+    }
+
+    /** Puts back the context current before {@link #enter}. */
+    void leave(long previous) {
+        context.leave(previous);
+    }
+
+    private void checkOpen(String function) {
         if (closed) {
             throw DriverException.of(CudaResult.DEINITIALIZED, function + ": driver for device " + ordinal + " is closed");
         }
-        context.makeCurrentIfNone();
     }
 
     /** CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED; false when the query fails. */

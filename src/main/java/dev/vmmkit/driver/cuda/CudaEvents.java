@@ -27,57 +27,77 @@ final class CudaEvents implements StreamEvents {
 
     @Override
     public long create() {
-        driver.prepare("cuEventCreate");
-        CudaScratch scratch = CudaScratch.get();
-        int result = CudaApi.cuEventCreate(scratch.first, CudaLayouts.CU_EVENT_DISABLE_TIMING);
-        if (result != CudaResult.SUCCESS) {
-            throw failure(result, CallText.eventCreate());
+        long previous = driver.enter("cuEventCreate");
+        try {
+            CudaScratch scratch = CudaScratch.get();
+            int result = CudaApi.cuEventCreate(scratch.first, CudaLayouts.CU_EVENT_DISABLE_TIMING);
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, CallText.eventCreate());
+            }
+            return scratch.firstLong();
+        } finally {
+            driver.leave(previous);
         }
-        return scratch.firstLong();
     }
 
     @Override
     public void record(long event, long stream) {
-        driver.prepare("cuEventRecord");
-        int result = CudaApi.cuEventRecord(event, stream);
-        if (result != CudaResult.SUCCESS) {
-            throw failure(result, CallText.eventRecord(event, stream));
+        long previous = driver.enter("cuEventRecord");
+        try {
+            int result = CudaApi.cuEventRecord(event, stream);
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, CallText.eventRecord(event, stream));
+            }
+        } finally {
+            driver.leave(previous);
         }
     }
 
     @Override
     public boolean isComplete(long event) {
-        driver.prepare("cuEventQuery");
-        int result = CudaApi.cuEventQuery(event);
-        if (result == CudaResult.SUCCESS) {
-            return true;
+        long previous = driver.enter("cuEventQuery");
+        try {
+            int result = CudaApi.cuEventQuery(event);
+            if (result == CudaResult.SUCCESS) {
+                return true;
+            }
+            if (result == CudaResult.NOT_READY) {
+                return false;
+            }
+            throw failure(result, CallText.eventQuery(event));
+        } finally {
+            driver.leave(previous);
         }
-        if (result == CudaResult.NOT_READY) {
-            return false;
-        }
-        throw failure(result, CallText.eventQuery(event));
     }
 
     @Override
     public void synchronize(long event) {
-        driver.prepare("cuEventSynchronize");
-        int result = CudaApi.cuEventSynchronize(event);
-        if (result != CudaResult.SUCCESS) {
-            throw failure(result, CallText.eventSynchronize(event));
+        long previous = driver.enter("cuEventSynchronize");
+        try {
+            int result = CudaApi.cuEventSynchronize(event);
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, CallText.eventSynchronize(event));
+            }
+        } finally {
+            driver.leave(previous);
         }
     }
 
     @Override
     public void synchronizeDevice() {
-        driver.prepare("cuCtxSynchronize");
-        int previousMode = exchangeCaptureMode(CudaLayouts.CU_STREAM_CAPTURE_MODE_RELAXED);
-        int synced = CudaApi.cuCtxSynchronize();
-        int restored = exchangeCaptureModeResult(previousMode);
-        if (synced != CudaResult.SUCCESS) {
-            throw failure(synced, CallText.deviceSynchronize());
-        }
-        if (restored != CudaResult.SUCCESS) {
-            throw failure(restored, CallText.exchangeCaptureMode(previousMode));
+        long previous = driver.enter("cuCtxSynchronize"); // this device's context: cuCtxSynchronize waits for the current one
+        try {
+            int previousMode = exchangeCaptureMode(CudaLayouts.CU_STREAM_CAPTURE_MODE_RELAXED);
+            int synced = CudaApi.cuCtxSynchronize();
+            int restored = exchangeCaptureModeResult(previousMode);
+            if (synced != CudaResult.SUCCESS) {
+                throw failure(synced, CallText.deviceSynchronize());
+            }
+            if (restored != CudaResult.SUCCESS) {
+                throw failure(restored, CallText.exchangeCaptureMode(previousMode));
+            }
+        } finally {
+            driver.leave(previous);
         }
     }
 
@@ -108,10 +128,14 @@ final class CudaEvents implements StreamEvents {
 
     @Override
     public void destroy(long event) {
-        driver.prepare("cuEventDestroy_v2");
-        int result = CudaApi.cuEventDestroy(event);
-        if (result != CudaResult.SUCCESS) {
-            throw failure(result, CallText.eventDestroy(event));
+        long previous = driver.enter("cuEventDestroy_v2");
+        try {
+            int result = CudaApi.cuEventDestroy(event);
+            if (result != CudaResult.SUCCESS) {
+                throw failure(result, CallText.eventDestroy(event));
+            }
+        } finally {
+            driver.leave(previous);
         }
     }
 }

@@ -79,37 +79,49 @@ final class CudaTransfers implements HostTransfers {
 
     @Override
     public long createStream() {
-        driver.prepare("cuStreamCreate");
-        return outValue(out -> (int) Calls.cuStreamCreate.invokeExact(out, CU_STREAM_NON_BLOCKING), CallText.streamCreate());
+        long previous = driver.enter("cuStreamCreate");
+        try {
+            return outValue(out -> (int) Calls.cuStreamCreate.invokeExact(out, CU_STREAM_NON_BLOCKING), CallText.streamCreate());
+        } finally {
+            driver.leave(previous);
+        }
     }
 
     @Override
     public void destroyStream(long stream) {
-        driver.prepare("cuStreamDestroy_v2");
-        int result = call(Calls.cuStreamDestroy, stream);
-        if (result != CudaResult.SUCCESS) throw failure(result, CallText.streamDestroy(stream));
+        long previous = driver.enter("cuStreamDestroy_v2");
+        try {
+            int result = call(Calls.cuStreamDestroy, stream);
+            if (result != CudaResult.SUCCESS) throw failure(result, CallText.streamDestroy(stream));
+        } finally {
+            driver.leave(previous);
+        }
     }
 
     @Override
     public void copyToHost(long host, long va, long bytes, long stream) {
-        driver.prepare("cuMemcpyDtoHAsync_v2");
+        long previous = driver.enter("cuMemcpyDtoHAsync_v2");
         int result;
         try {
             result = (int) Calls.cuMemcpyDtoHAsync.invokeExact(host, va, bytes, stream);
         } catch (Throwable t) {
             throw new IllegalStateException("cuMemcpyDtoHAsync_v2", t);
+        } finally {
+            driver.leave(previous);
         }
         if (result != CudaResult.SUCCESS) throw failure(result, CallText.copyToHostAsync(host, va, bytes, stream));
     }
 
     @Override
     public void copyToDevice(long va, long host, long bytes, long stream) {
-        driver.prepare("cuMemcpyHtoDAsync_v2");
+        long previous = driver.enter("cuMemcpyHtoDAsync_v2");
         int result;
         try {
             result = (int) Calls.cuMemcpyHtoDAsync.invokeExact(va, host, bytes, stream);
         } catch (Throwable t) {
             throw new IllegalStateException("cuMemcpyHtoDAsync_v2", t);
+        } finally {
+            driver.leave(previous);
         }
         if (result != CudaResult.SUCCESS) throw failure(result, CallText.copyToDeviceAsync(va, host, bytes, stream));
     }

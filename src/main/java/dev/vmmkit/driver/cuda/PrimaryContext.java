@@ -14,9 +14,15 @@ import static dev.vmmkit.driver.cuda.CudaErrors.failure;
  * one the CUDA runtime uses, so this matches what cudaMalloc would do on a fresh thread.
  *
  * <p>Memory calls name their device explicitly (CUmemAllocationProp and CUmemAccessDesc carry it),
- * so a current context for another device does not move allocations elsewhere.
+ * so a current context for another device does not move allocations elsewhere. Calls bound to a
+ * context (streams, events, synchronisation, copies on a stream) switch to this one for the call
+ * and back ({@link #enter}): a program pausing a memory tag with device 0 current also pauses the
+ * tag's memory on device 1 (on two H200s a backup copy of device 1's memory issued under device 0's
+ * context failed with CUDA_ERROR_INVALID_VALUE, and the synchronisation before it would have
+ * waited for device 0).
  */
 final class PrimaryContext {
+    private static final long NOTHING_TO_PUT_BACK = 0;
     private final int cuDevice;
     private final long handle;
 
@@ -58,6 +64,32 @@ final class PrimaryContext {
         int result = CudaApi.cuCtxSetCurrent(handle);
         if (result != 0) {
             throw failure(result, CallText.setCurrentContext(handle));
+        }
+    }
+
+    /**
+     * For a call bound to this context (a stream's or an event's, a synchronisation of the device,
+     * the device's free memory): makes it current when another context is, as on a program's
+     * thread whose current device is another one. Returns the context to put back after the call
+     * ({@link #leave}); none when this one was current already or none was (then this one stays
+     * current, as {@link #makeCurrentIfNone} leaves it).
+     */
+    long enter() {
+        long previous = current();
+        if (previous == handle) return NOTHING_TO_PUT_BACK;
+        int result = CudaApi.cuCtxSetCurrent(handle);
+        if (result != 0) {
+            throw failure(result, CallText.setCurrentContext(handle));
+        }
+        return previous;
+    }
+
+    /** Puts back the context {@link #enter} returned. */
+    void leave(long previous) {
+        if (previous == NOTHING_TO_PUT_BACK) return;
+        int result = CudaApi.cuCtxSetCurrent(previous);
+        if (result != 0) {
+            throw failure(result, CallText.setCurrentContext(previous));
         }
     }
 
