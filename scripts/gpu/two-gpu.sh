@@ -2,7 +2,8 @@
 # Two-GPU acceptance of vmmkit: cross-device copies, peer access, torch.multiprocessing IPC and a
 # DDP training over NCCL, each natively and under `vmmkit run` with PyTorch's cache on and off
 # (PYTORCH_NO_CUDA_MEMORY_CACHING=1: vmmkit serves every tensor), DDP with NCCL's buffers from
-# cudaMalloc too (NCCL_CUMEM_ENABLE=0), and JAX, CuPy and numba on both devices. From the repository root:
+# cudaMalloc too (NCCL_CUMEM_ENABLE=0), JAX, CuPy and numba on both devices, and memory tags over
+# both devices. From the repository root:
 #
 #   bash scripts/gpu/two-gpu.sh                 # on a machine with 2 GPUs (exit 77 when fewer)
 #   bash scripts/gpu/two-gpu.sh --driver host   # no GPU: the same vmmkit paths on the host emulation
@@ -75,7 +76,7 @@ if [ "$driver" = host ]; then
   step syntax 30 bash -n "$here/two-gpu.sh"
   step python-parses 60 "$py" -c 'import ast, sys
 for f in sys.argv[1:]: ast.parse(open(f).read(), f)' "$here/two_gpu_checks.py" "$here/two_gpu_ddp.py" \
-    "$here/two_gpu_frameworks.py"
+    "$here/two_gpu_frameworks.py" "$here/two_gpu_tags.py"
   # Two emulated devices served by vmmkit: peer access, threads on both devices, IPC between two processes.
   step host-peer-ipc 120 env LD_LIBRARY_PATH="$root/target/test-native" $vmmkit run --driver host \
     --stats "$out/host-stats.json" -- "$test_program" peer device_threads ipc ipc_errors
@@ -116,6 +117,13 @@ else
   step frameworks-vmmkit 150 env XLA_FLAGS="$xla_flags" $vmmkit run --driver cuda --stats "$out/frameworks-vmmkit-stats.json" -- \
     "$py" "$here/two_gpu_frameworks.py" --result "$out/frameworks-vmmkit.json" --native "$out/frameworks-native.json"
   devices_of "$out/frameworks-vmmkit-stats.json"
+  # Memory tags on both devices with cuda:0 current (vmmkit's own: nothing to run natively): a
+  # region tags the thread's tensors on each device, and a pause gives both back.
+  for mode in keep discard; do
+    step "tags-$mode" 90 env PYTHONPATH="$root/python" $vmmkit run --driver cuda -- "$py" "$here/two_gpu_tags.py" "$mode"
+  done
+  step tags-keep-pluggable 90 env PYTHONPATH="$root/python" VMMKIT_JAR="$root/target/vmmkit.jar" \
+    "$py" "$here/two_gpu_tags.py" keep --pluggable
   # torchrun, through the interpreter (the torchrun script may not be on PATH).
   torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
   # ddp NAME NATIVE_RESULT VARIABLE=VALUE...: the training under vmmkit with those variables, its
