@@ -4,10 +4,10 @@ vmmkit as PyTorch's pluggable allocator; PYTHONPATH must hold the repository's p
 
     python3 two_gpu_tags.py keep|discard [--pluggable]
 
-With cuda:0 current, one region makes a 64 MiB tensor on each device and a small one on cuda:1;
+With cuda:0 current, one region makes a 1 GiB tensor on each device and a small one on cuda:1;
 an untagged tensor on cuda:1 follows the region. A pause of the tag, still with cuda:0 current, must
 give back the tagged memory of both devices (the driver's free memory rises by at least 99 % of
-64 MiB on each); after the resume the untagged tensor is intact, and with keep_contents so are the
+1 GiB on each); after the resume the untagged tensor is intact, and with keep_contents so are the
 tagged ones. Exits 1 when something is not so.
 """
 import sys
@@ -28,8 +28,8 @@ def main():
     for d in (0, 1):
         torch.ones(1, device="cuda:%d" % d)
     with vmmkit.region("kv", keep_contents=keep):
-        a = torch.full((64 * MIB,), 3, dtype=torch.uint8, device="cuda:0")
-        b = torch.full((64 * MIB,), 5, dtype=torch.uint8, device="cuda:1")
+        a = torch.full((1024 * MIB,), 3, dtype=torch.uint8, device="cuda:0")
+        b = torch.full((1024 * MIB,), 5, dtype=torch.uint8, device="cuda:1")
         small = torch.full((1000,), 9.0, device="cuda:1")
     untagged = torch.full((1000,), 7.0, device="cuda:1")
     for d in (0, 1):
@@ -45,7 +45,7 @@ def main():
         "untagged_intact": bool((untagged == 7).all().item()),
         "shares_a_segment": small.data_ptr() >> 21 == untagged.data_ptr() >> 21,
     }
-    ok = all(r >= 0.99 * 64 for r in released) and results["untagged_intact"] and not results["shares_a_segment"]
+    ok = all(r >= 0.99 * 1024 for r in released) and results["untagged_intact"] and not results["shares_a_segment"]
     if keep:
         results["tagged_intact"] = [bool((a == 3).all().item()), bool((b == 5).all().item()),
                                     bool((small == 9).all().item())]
