@@ -17,8 +17,8 @@ it is loaded.
     vmmkit.resume()             # same addresses: tensors and captured CUDA graphs stay valid
 
 Under ``vmmkit run`` PyTorch caches memory it got from ``cudaMalloc``: a tag's tensors then come
-from a ``torch.cuda.MemPool`` of their own, so that its segments hold the tag's tensors only (and
-cached blocks of the tag are paused with it). With the pluggable allocator every tensor is an
+from a ``torch.cuda.MemPool`` of their own, on every device, so that its segments hold the tag's
+tensors only (and cached blocks of the tag are paused with it). With the pluggable allocator every tensor is an
 allocation of its own and no pool is needed.
 """
 
