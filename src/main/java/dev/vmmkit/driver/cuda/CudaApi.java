@@ -84,6 +84,7 @@ final class CudaApi {
         static final MethodHandle cuDevicePrimaryCtxRelease = bind("cuDevicePrimaryCtxRelease_v2", JAVA_INT);
         static final MethodHandle cuCtxGetCurrent = bind("cuCtxGetCurrent", ADDRESS);
         static final MethodHandle cuCtxSetCurrent = bind("cuCtxSetCurrent", JAVA_LONG);
+        static final MethodHandle cuCtxGetDevice = bind("cuCtxGetDevice", ADDRESS);
         static final MethodHandle cuMemGetInfo = bind("cuMemGetInfo_v2", ADDRESS, ADDRESS);
 
         // Virtual memory management.
@@ -203,6 +204,14 @@ final class CudaApi {
             return (int) Calls.cuCtxGetCurrent.invokeExact(context);
         } catch (Throwable t) {
             throw unexpected("cuCtxGetCurrent", t);
+        }
+    }
+
+    static int cuCtxGetDevice(MemorySegment device) {
+        try {
+            return (int) Calls.cuCtxGetDevice.invokeExact(device);
+        } catch (Throwable t) {
+            throw unexpected("cuCtxGetDevice", t);
         }
     }
 

@@ -56,6 +56,16 @@ final class PrimaryContext {
         return scratch.firstLong();
     }
 
+    /** The device of the context current on this thread. */
+    private static int deviceOfCurrent() {
+        CudaScratch scratch = CudaScratch.get();
+        int result = CudaApi.cuCtxGetDevice(scratch.first);
+        if (result != 0) {
+            throw failure(result, CallText.currentContext());
+        }
+        return scratch.firstInt();
+    }
+
     /** Makes the primary context current unless this thread already has a current context. */
     void makeCurrentIfNone() {
         if (current() != 0) {
@@ -68,15 +78,16 @@ final class PrimaryContext {
     }
 
     /**
-     * For a call bound to this context (a stream's or an event's, a synchronisation of the device,
-     * the device's free memory): makes it current when another context is, as on a program's
-     * thread whose current device is another one. Returns the context to put back after the call
-     * ({@link #leave}); none when this one was current already or none was (then this one stays
-     * current, as {@link #makeCurrentIfNone} leaves it).
+     * For a call bound to this device's context (a stream's or an event's, a synchronisation of the
+     * device, the device's free memory): makes this context current when a context of another
+     * device is, as on a program's thread whose current device is another one. Returns the context
+     * to put back after the call ({@link #leave}); none when a context of this device was current
+     * already (the program's own, whose streams and events are its) or none was (then this one
+     * stays current, as {@link #makeCurrentIfNone} leaves it).
      */
     long enter() {
         long previous = current();
-        if (previous == handle) return NOTHING_TO_PUT_BACK;
+        if (previous == handle || previous != 0 && deviceOfCurrent() == cuDevice) return NOTHING_TO_PUT_BACK;
         int result = CudaApi.cuCtxSetCurrent(handle);
         if (result != 0) {
             throw failure(result, CallText.setCurrentContext(handle));
