@@ -26,7 +26,9 @@ import dev.vmmkit.driver.DeviceCopies;
  * a driver for one device. Every call:
  * <ol>
  *   <li>fails with CUDA_ERROR_DEINITIALIZED once {@link #close()} ran;</li>
- *   <li>makes the device's primary context current if the thread has none (see {@link PrimaryContext});</li>
+ *   <li>makes the device's primary context current if the thread has none, and for a call bound to a
+ *       context (streams, events, synchronisation) while another device's is current, for that call
+ *       alone (see {@link PrimaryContext});</li>
  *   <li>passes out-parameters through per-thread scratch memory and the two structs prebuilt at
  *       open, so it allocates nothing on success;</li>
  *   <li>turns a non-zero CUresult into a {@link DriverException} naming the call and its arguments.</li>
@@ -48,13 +50,11 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private final long granularity;
     private volatile boolean handlesExportable;
     private final CudaEvents events;
+    private final NvmlProcesses.OnFirstRead otherProcesses;
     private final CudaTransfers transfers = new CudaTransfers(this);
     /** Code that keeps resources in the context (kernel modules, cuBLAS); closed before the context goes. */
     private final List<AutoCloseable> contextUsers = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
-    /** The device's processes as NVML lists them: an {@link NvmlProcesses}, {@link #NO_NVML}, or null before the first ask. */
-    private volatile Object nvmlProcesses;
-    private static final Object NO_NVML = new Object();
 
     /**
      * Whether handles are made exportable (POSIX descriptors, for CUDA IPC) where the device can;
@@ -67,6 +67,7 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
     private CudaDriver(int ordinal, int cuDevice, PrimaryContext context) {
         this.ordinal = ordinal;
         this.cuDevice = cuDevice;
+        this.otherProcesses = new NvmlProcesses.OnFirstRead(cuDevice);
         this.context = context;
         this.handlesExportable = EXPORTABLE_WANTED && queryPosixDescriptorSupport();
         this.plainProp = CudaLayouts.allocationProp(structs, ordinal, false);
@@ -300,24 +301,10 @@ public final class CudaDriver implements VmmDriver, DeviceBytesProvider, DeviceC
         }
     }
 
-    /**
-     * Through NVML, opened at the first call ({@link NvmlProcesses}); {@link OtherProcesses#NONE}
-     * without it.
-     */
+    /** Through NVML, opened at the first call; {@link OtherProcesses#NONE} without it. */
     @Override
     public OtherProcesses otherProcesses() {
-        Object processes = nvmlProcesses;
-        if (processes == null) {
-            synchronized (this) {
-                processes = nvmlProcesses;
-                if (processes == null) {
-                    NvmlProcesses opened = NvmlProcesses.forDevice(cuDevice);
-                    processes = opened != null ? opened : NO_NVML;
-                    nvmlProcesses = processes;
-                }
-            }
-        }
-        return processes instanceof NvmlProcesses nvml ? nvml.read() : OtherProcesses.NONE;
+        return otherProcesses.read();
     }
 
     @Override

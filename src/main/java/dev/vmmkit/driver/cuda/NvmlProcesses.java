@@ -56,6 +56,36 @@ final class NvmlProcesses {
     }
 
     /**
+     * One device's processes, with NVML opened at the first read rather than at the driver's open:
+     * a program alone on its GPU never asks ({@code interpose.NotServedWatch} asks only when the
+     * figure beyond vmmkit's is worth a line), so it never loads NVML.
+     */
+    static final class OnFirstRead {
+        private final int cuDevice;
+        private volatile NvmlProcesses opened;
+        private volatile boolean unavailable;
+
+        OnFirstRead(int cuDevice) {
+            this.cuDevice = cuDevice;
+        }
+
+        /** The other processes on the device now; {@link OtherProcesses#NONE} without NVML. */
+        OtherProcesses read() {
+            NvmlProcesses processes = opened;
+            if (processes == null && !unavailable) {
+                synchronized (this) {
+                    if (opened == null && !unavailable) {
+                        opened = forDevice(cuDevice);
+                        unavailable = opened == null;
+                    }
+                    processes = opened;
+                }
+            }
+            return processes == null ? OtherProcesses.NONE : processes.read();
+        }
+    }
+
+    /**
      * The processes of CUDA device {@code cuDevice} (its context need not be current), or null when
      * NVML is not available or does not know the device.
      */

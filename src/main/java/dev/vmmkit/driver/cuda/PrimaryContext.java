@@ -16,10 +16,10 @@ import static dev.vmmkit.driver.cuda.CudaErrors.failure;
  * <p>Memory calls name their device explicitly (CUmemAllocationProp and CUmemAccessDesc carry it),
  * so a current context for another device does not move allocations elsewhere. Calls bound to a
  * context (streams, events, synchronisation, copies on a stream) switch to this one for the call
- * and back when another device's context is current ({@link #enter}): a program pausing a memory tag with device 0 current also pauses the
- * tag's memory on device 1 (on two H200s a backup copy of device 1's memory issued under device 0's
- * context failed with CUDA_ERROR_INVALID_VALUE, and the synchronisation before it would have
- * waited for device 0).
+ * and back when another device's context is current ({@link #enter}), so a program pausing a
+ * memory tag with device 0 current also pauses the tag's memory on device 1 (on two H200s a backup
+ * copy of device 1's memory issued under device 0's context failed with CUDA_ERROR_INVALID_VALUE,
+ * and the synchronisation before it would have waited for device 0).
  */
 final class PrimaryContext {
     private static final long NOTHING_TO_PUT_BACK = 0;
