@@ -1,8 +1,11 @@
 package dev.vmmkit.trace;
 
+import java.io.BufferedReader;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -17,6 +20,23 @@ import java.util.zip.ZipException;
 public final class TraceFiles {
 
     private TraceFiles() {
+    }
+
+    /**
+     * Whether the vmmkit trace {@code file} (plain or gzipped) records any request: a line other than
+     * a comment. A file cut short is answered by what could be read of it.
+     */
+    public static boolean hasRequests(Path file) throws IOException {
+        try (InputStream raw = Files.newInputStream(file);
+             BufferedReader lines = new BufferedReader(new InputStreamReader(TraceReader.decompressed(raw),
+                     StandardCharsets.UTF_8))) {
+            for (String line = lines.readLine(); line != null; line = lines.readLine()) {
+                if (!line.isBlank() && !line.startsWith("#")) return true;
+            }
+            return false;
+        } catch (EOFException | ZipException cutShort) {
+            return Files.size(file) > 0; // a partial gzip with anything in it: kept for the user to look at
+        }
     }
 
     /**

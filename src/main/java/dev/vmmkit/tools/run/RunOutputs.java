@@ -4,12 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.vmmkit.interpose.RunParts;
 import dev.vmmkit.interpose.StatsWriter;
+import dev.vmmkit.trace.TraceFiles;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -18,7 +15,6 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
-import java.util.zip.GZIPInputStream;
 
 /**
  * The stats file and trace of a {@code vmmkit run} whose program may start several CUDA processes:
@@ -79,7 +75,7 @@ public final class RunOutputs implements AutoCloseable {
      */
     public List<String> collectTraces(Path target) throws IOException {
         List<Path> recorded = new ArrayList<>();
-        for (Path part : parts(RunParts.Output.TRACE, target)) if (hasRequests(part)) recorded.add(part);
+        for (Path part : parts(RunParts.Output.TRACE, target)) if (TraceFiles.hasRequests(part)) recorded.add(part);
         if (recorded.isEmpty()) return List.of();
         recorded.sort(Comparator.comparingLong(RunOutputs::size).reversed());
         List<String> names = new ArrayList<>();
@@ -119,20 +115,6 @@ public final class RunOutputs implements AutoCloseable {
         if (folder == null) return List.of();
         try (Stream<Path> all = Files.list(folder)) {
             return all.filter(path -> RunParts.pidOf(path, output, target).isPresent()).sorted().toList();
-        }
-    }
-
-    /** Whether a trace holds a line other than its header (gzipped when its name says so, as it was written). */
-    private static boolean hasRequests(Path trace) throws IOException {
-        try (InputStream raw = Files.newInputStream(trace);
-             InputStream in = String.valueOf(trace.getFileName()).endsWith(".gz") ? new GZIPInputStream(raw) : raw;
-             BufferedReader lines = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
-            for (String line = lines.readLine(); line != null; line = lines.readLine()) {
-                if (!line.isBlank() && !line.startsWith("#")) return true;
-            }
-            return false;
-        } catch (java.io.EOFException | java.util.zip.ZipException cutShort) {
-            return Files.size(trace) > 0; // kept for the user to look at, rather than lost
         }
     }
 
