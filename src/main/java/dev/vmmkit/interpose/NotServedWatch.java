@@ -43,6 +43,8 @@ final class NotServedWatch {
      * run beside a program's first allocations when nothing else uses the device.
      */
     static final long ASK_OTHERS_FROM_BYTES = NotServedMemory.SIGNIFICANT_BYTES;
+    /** A figure beyond vmmkit's and other processes' that may be worth a line at exit. */
+    private static final long WORTH_A_LINE_BYTES = NotServedMemory.SIGNIFICANT_BYTES;
     private static final long NONE_WORTH_A_LINE = Long.MIN_VALUE;
     /** Reads at exit of a figure worth a line that the sample before did not read: 8 x 25 ms, twice the release measured. */
     private static final int EXIT_REREADS = 8;
@@ -100,7 +102,7 @@ final class NotServedWatch {
                 OtherProcesses elsewhere = large && (largeBefore || stopped) ? others.apply(ordinal) : OtherProcesses.NONE;
                 largeBefore = large;
                 long beyond = inUse - elsewhere.bytes() - reserved;
-                if (beyond < ASK_OTHERS_FROM_BYTES) {
+                if (beyond < WORTH_A_LINE_BYTES) {
                     keep(beyond, reserved, elsewhere.unattributed());
                     lineWorthyBefore = NONE_WORTH_A_LINE;
                     return;
@@ -131,7 +133,7 @@ final class NotServedWatch {
          */
         private long lowestAtExit(long first, long reserved) {
             long lowest = first;
-            for (int i = 0; i < EXIT_REREADS && lowest >= ASK_OTHERS_FROM_BYTES; i++) {
+            for (int i = 0; i < EXIT_REREADS && lowest >= WORTH_A_LINE_BYTES; i++) {
                 LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(EXIT_REREAD_MS));
                 long inUse = inUse();
                 lowest = Math.min(lowest, inUse - others.apply(ordinal).bytes() - reserved);
