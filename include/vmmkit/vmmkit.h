@@ -57,6 +57,12 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * driver failure partway. After a failure the tag is consistent (each range mapped with its
  * contents, or released with its kept copy): call the same function again to finish, or the other
  * to go back. cudaErrorNotSupported when vmmkit serves no allocations in this process (monitor mode).
+ * cudaErrorStreamCaptureUnsupported while a stream capture (a CUDA graph being recorded) is under
+ * way on a device of the tag: a pause synchronises the device, which would invalidate the capture,
+ * so nothing is done on that device (devices reached before it are done); call again after the
+ * capture ends. A capture that begins during a pause or resume waits until it has returned.
+ * (vmmkit sees captures where the shim is preloaded, as under `vmmkit run`; loaded as PyTorch's
+ * pluggable allocator it sees none, and a pause during a capture invalidates it.)
  *
  * vmmkit_host_memory: the pinned host memory vmmkit holds for tags now (ready for the next pause,
  * holding paused tags' contents, or under a copy) in *pinned_bytes, and the part ready for the next

@@ -31,7 +31,7 @@ import threading
 __all__ = ["region", "pause", "resume", "use_as_torch_allocator", "release_torch_pool", "library", "VmmkitError"]
 
 _SHIM = "libvmmkit_preload.so"
-_SUCCESS, _INVALID_VALUE, _MEMORY_ALLOCATION, _NOT_SUPPORTED = 0, 1, 2, 801
+_SUCCESS, _INVALID_VALUE, _MEMORY_ALLOCATION, _NOT_SUPPORTED, _STREAM_CAPTURE_UNSUPPORTED = 0, 1, 2, 801, 900
 
 _lock = threading.Lock()
 _library = None
@@ -105,6 +105,9 @@ def _check(code, what, tag):
                           "once memory was given back", code)
     if code == _NOT_SUPPORTED:
         raise VmmkitError(where + ": vmmkit serves no allocations in this process (monitor mode?)", code)
+    if code == _STREAM_CAPTURE_UNSUPPORTED:
+        raise VmmkitError(where + ": a CUDA graph is being captured on the device; nothing was done, "
+                          "call it again once the capture has ended", code)
     raise VmmkitError(where + ": failed with CUDA error %d (vmmkit said why on stderr); the tag is "
                       "consistent, call it again" % code, code)
 

@@ -10,6 +10,10 @@
  *                                     weights are checked bit for bit at their old addresses.
  *                                     Also: allocations into a paused tag fail, frees of its
  *                                     pointers work, unknown tags and unbalanced regions are refused.
+ *   pause_test capture                a pause and a resume while a stream capture is under way are
+ *                                     refused with cudaErrorStreamCaptureUnsupported and do nothing;
+ *                                     after the capture's end both work (the stand-in runtime's
+ *                                     capture, on a made-up stream handle).
  * Prints "ok <scenario>" and exits 0, or exits 1 at the first failure.
  */
 #define _GNU_SOURCE
@@ -21,6 +25,9 @@
 
 #include "cuda_runtime_subset.h"
 #include "vmmkit/vmmkit.h"
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture(cudaStream_t, void **);
 
 static const char *scenario = "";
 #define CHECK(cond) do { if (!(cond)) { \
@@ -110,6 +117,34 @@ static void weights_kv(size_t total_mib) {
     printf("ok %s\n", scenario);
 }
 
+static void capture(void) {
+    scenario = "capture";
+    enum { STREAM_CAPTURE_UNSUPPORTED = 900 };
+    cudaStream_t stream = (cudaStream_t) 0x5100;
+    void *kv = NULL, *graph = NULL;
+    CHECK(region_begin("kv_cache", 0) == 0);
+    CHECK(cudaMalloc(&kv, 4 * MIB) == 0);
+    CHECK(region_end() == 0);
+    upload(kv, 4 * MIB, 3);
+
+    CHECK(cudaStreamBeginCapture(stream, 0) == 0);
+    CHECK(pause_tag("kv_cache") == STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(pause_tag(NULL) == STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(pause_tag("no such tag") == 1); /* an unknown tag is still the first thing said */
+    CHECK(cudaStreamEndCapture(stream, &graph) == 0);
+    check(kv, 4 * MIB, 3); /* the refused pause gave nothing back */
+
+    CHECK(pause_tag("kv_cache") == 0);
+    CHECK(cudaStreamBeginCapture(stream, 0) == 0);
+    CHECK(resume_tag("kv_cache") == STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(cudaStreamEndCapture(stream, &graph) == 0);
+    CHECK(resume_tag("kv_cache") == 0);
+    upload(kv, 4 * MIB, 4); /* usable again */
+    check(kv, 4 * MIB, 4);
+    CHECK(cudaFree(kv) == 0);
+    printf("ok %s\n", scenario);
+}
+
 int main(int argc, char **argv) {
     region_begin = (__typeof__(region_begin)) dlsym(RTLD_DEFAULT, "vmmkit_region_begin");
     region_end = (__typeof__(region_end)) dlsym(RTLD_DEFAULT, "vmmkit_region_end");
@@ -124,6 +159,10 @@ int main(int argc, char **argv) {
         weights_kv((size_t) atol(argv[2]));
         return 0;
     }
-    fprintf(stderr, "usage: pause_test weights-kv TOTAL_MIB\n");
+    if (argc == 2 && strcmp(argv[1], "capture") == 0) {
+        capture();
+        return 0;
+    }
+    fprintf(stderr, "usage: pause_test weights-kv TOTAL_MIB | capture\n");
     return 2;
 }

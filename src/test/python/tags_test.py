@@ -46,6 +46,16 @@ try:
 except vmmkit.VmmkitError as e:
     assert e.code == 1, e.code
 vmmkit.resume("kv_cache")
+# While a CUDA graph is being captured (the stand-in runtime's capture, any stream), nothing is done.
+stream = ctypes.c_void_p(0x5200)
+assert cudart.cudaStreamBeginCapture(stream, 0) == 0
+try:
+    vmmkit.resume("weights")
+    raise AssertionError("a resume during a stream capture was accepted")
+except vmmkit.VmmkitError as e:
+    assert e.code == 900 and "captured" in str(e), (e.code, str(e))  # cudaErrorStreamCaptureUnsupported
+graph = ctypes.c_void_p()
+assert cudart.cudaStreamEndCapture(stream, ctypes.byref(graph)) == 0
 vmmkit.resume("weights")
 assert download(w, len(weights)) == weights, "the weights came back changed"
 pinned, ready = vmmkit.host_memory()  # the copy's host memory, kept for the next pause

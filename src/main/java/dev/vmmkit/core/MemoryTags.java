@@ -30,12 +30,15 @@ final class MemoryTags {
     private final PinnedChunks pinned;
     /** Pins chunks in the background while tags that keep their contents grow (off until {@link #pinAhead}). */
     private final PinAhead pinAhead;
+    /** The stream captures under way on the device: no pause or resume runs beside one. */
+    private final StreamCaptures captures;
 
     MemoryTags(VmmDriver driver, MemoryTag.RegionMaker maker, Runnable releaseCachedMemory, StreamCaptures captures) {
         this.driver = driver;
         this.releaseCachedMemory = releaseCachedMemory;
         this.pinned = new PinnedChunks(driver.transfers());
         this.pinAhead = new PinAhead(pinned, this::bytesToKeepNow, captures);
+        this.captures = captures;
         this.maker = (tag, bytes) -> {
             RegionHeap region = maker.make(tag, bytes);
             synchronized (this) {
@@ -110,12 +113,32 @@ final class MemoryTags {
         List<MemoryTag> keeping = new ArrayList<>();
         for (MemoryTag t : named(tag)) (t.keepsContents() ? keeping : order).add(t);
         order.addAll(keeping);
-        for (MemoryTag t : order) t.pause(driver.transfers(), driver.events(), pinned);
+        outsideCaptures("pause", tag, () -> {
+            for (MemoryTag t : order) t.pause(driver.transfers(), driver.events(), pinned);
+        });
     }
 
     /** Resumes {@code tag}, or every tag when null. */
     void resume(String tag) {
-        for (MemoryTag t : named(tag)) t.resume(releaseCachedMemory);
+        List<MemoryTag> tags = named(tag);
+        outsideCaptures("resume", tag, () -> {
+            for (MemoryTag t : tags) t.resume(releaseCachedMemory);
+        });
+    }
+
+    /**
+     * Runs a pause or resume unless a stream capture is under way on the device; a capture that
+     * begins meanwhile waits until it has returned ({@link StreamCaptures}).
+     *
+     * @throws CaptureUnderwayException when a capture is under way: nothing was done
+     */
+    private void outsideCaptures(String call, String tag, Runnable transition) {
+        if (!captures.startUnlessCapturing()) throw new CaptureUnderwayException(call, tag, driver.device());
+        try {
+            transition.run();
+        } finally {
+            captures.finished();
+        }
     }
 
     private List<MemoryTag> named(String tag) {

@@ -8,9 +8,10 @@ import java.util.function.BooleanSupplier;
  * allocator's background driver calls that must not overlap them. A device synchronisation from
  * any thread while a stream of the device is capturing invalidates that capture, whatever its
  * capture mode, and the graph fails at its end; pinning host memory is among the calls CUDA counts
- * as unsafe beside a capture too. So the {@link DeviceWideFence} synchronises, and
- * {@link PinAhead} pins, only while no capture is under way ({@link #startUnlessCapturing}), and a
- * capture begins only once such a call in progress has returned. The shim reports each capture's
+ * as unsafe beside a capture too. So the {@link DeviceWideFence} synchronises, {@link PinAhead}
+ * pins, and a memory tag's pause or resume runs ({@link MemoryTags}; refused otherwise), only while
+ * no capture is under way ({@link #startUnlessCapturing}), and a capture begins only once such a
+ * call in progress has returned. The shim reports each capture's
  * begin and end (cudaStreamBeginCapture, cudaStreamEndCapture and their driver counterparts).
  *
  * <p>Memory freed device-wide before a capture is synchronised as the capture begins (the native

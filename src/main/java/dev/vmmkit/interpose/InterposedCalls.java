@@ -47,6 +47,7 @@ public final class InterposedCalls {
     static final int CUDA_ERROR_MEMORY_ALLOCATION = 2;
     static final int CUDA_ERROR_INVALID_DEVICE = 101;
     static final int CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
+    static final int CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
     static final int CUDA_ERROR_UNKNOWN = 999;
     private static final long IPC_HANDLE_BYTES = 64;
 

@@ -1,5 +1,6 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.CaptureUnderwayException;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.MemoryTagControl;
 import dev.vmmkit.core.TagPausedException;
@@ -97,6 +98,9 @@ public final class TagCalls {
         } catch (TagTransitionException e) {
             System.err.println("vmmkit: " + e.getMessage());
             return -(e.isOutOfMemory() ? InterposedCalls.CUDA_ERROR_MEMORY_ALLOCATION : InterposedCalls.CUDA_ERROR_UNKNOWN);
+        } catch (CaptureUnderwayException e) {
+            System.err.println("vmmkit: " + e.getMessage());
+            return -InterposedCalls.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         } catch (IllegalArgumentException e) {
             System.err.println("vmmkit: " + e.getMessage());
             return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;

@@ -327,6 +327,20 @@ class InterposeEndToEndTest {
      * both, lets another phase allocate most of the device, resumes, and finds the weights intact at
      * the same addresses; the stats file reports each tag's pause and resume.
      */
+    /**
+     * A pause and a resume while the program records a CUDA graph (a stream capture) are refused
+     * with cudaErrorStreamCaptureUnsupported, with nothing done and the reason on standard error;
+     * once the capture has ended both work.
+     */
+    @Test
+    void pauseAndResumeDuringAStreamCaptureAreRefusedAndWorkAfterIt() throws Exception {
+        ProcessResult result = vmmkitRun("real", Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
+                "--", PAUSE_TEST.toString(), "capture");
+        assertScenariosPassed(result, List.of("capture"));
+        assertTrue(result.stderr().contains("pause of memory tag 'kv_cache' on device 0 refused: a CUDA stream capture is under way"),
+                result.toString());
+    }
+
     @Test
     void pausedTagsGiveTheirMemoryToAnotherPhaseAndComeBackAtTheSameAddresses() throws Exception {
         Path stats = dir.resolve("stats.json");
