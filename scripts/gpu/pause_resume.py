@@ -204,7 +204,7 @@ def bench(impl, rows):
 def scenario():
     """Weights (kept) and a KV cache (discarded), a CUDA graph of a decode step captured over them,
     pause, another phase allocates most of the GPU, resume: graph replay and generation must give
-    bit-identical output."""
+    bit-identical output, and a pause tried during the capture must be refused without breaking it."""
     import vmmkit
     torch.manual_seed(0)
     d, vocab, layers = 2048, 32000, 8
@@ -253,6 +253,13 @@ def scenario():
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
+        # A pause here would synchronise the device and invalidate the capture: vmmkit refuses it
+        # (cudaErrorStreamCaptureUnsupported) and does nothing, and the capture goes on.
+        try:
+            vmmkit.pause()
+            refused = "no"
+        except vmmkit.VmmkitError as e:
+            refused = "yes" if e.code == 900 else "code %d" % e.code
         step()
     tokens_a, logits_a = generate(graph)
 
@@ -273,10 +280,14 @@ def scenario():
     tokens_b, logits_b = generate(graph)
     same = tokens_a == tokens_b and torch.equal(logits_a, logits_b)
     print("scenario graph-replay cache_gib=%.1f released_gib=%.2f other_phase_gib=%.1f pause_ms=%.1f resume_ms=%.1f "
-          "tokens=%s identical=%s" % (cache.numel() * 4 / GIB, released / GIB, other_gib, pause_ms, resume_ms,
-                                      ",".join(map(str, tokens_a[:8])), "yes" if same else "no"), flush=True)
+          "tokens=%s identical=%s pause_during_capture_refused=%s"
+          % (cache.numel() * 4 / GIB, released / GIB, other_gib, pause_ms, resume_ms,
+             ",".join(map(str, tokens_a[:8])), "yes" if same else "no", refused), flush=True)
     if not same:
         print("scenario: tokens before %s after %s" % (tokens_a, tokens_b), flush=True)
+        sys.exit(1)
+    if refused != "yes":
+        print("scenario: a pause during the graph's capture was not refused (%s)" % refused, flush=True)
         sys.exit(1)
 
 
