@@ -174,13 +174,16 @@ def pause(tag=None):
     """Gives the tag's GPU memory back to the driver, keeping its addresses (every tag when None).
 
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
-    new allocation into the tag fails.
+    new allocation into the tag fails. Raises ``VmmkitError`` (code 900) with nothing done while a
+    CUDA graph is being captured, since the wait would invalidate the capture (under ``vmmkit run``,
+    where vmmkit sees captures); call it before the capture or after it.
     """
     _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
 
 
 def resume(tag=None):
-    """Brings the tag's GPU memory back at the same addresses (every tag when None)."""
+    """Brings the tag's GPU memory back at the same addresses (every tag when None); refused, as
+    ``pause`` is, while a CUDA graph is being captured."""
     _check(library().vmmkit_resume(_encode(tag)), "resume", tag)
 
 
