@@ -106,8 +106,9 @@ def _check(code, what, tag):
     if code == _NOT_SUPPORTED:
         raise VmmkitError(where + ": vmmkit serves no allocations in this process (monitor mode?)", code)
     if code == _STREAM_CAPTURE_UNSUPPORTED:
-        raise VmmkitError(where + ": a CUDA graph is being captured on the device; nothing was done, "
-                          "call it again once the capture has ended", code)
+        raise VmmkitError(where + ": refused while a CUDA graph is being captured (devices reached before "
+                          "the refusal are done, vmmkit said which on stderr); call it again once the capture "
+                          "has ended", code)
     raise VmmkitError(where + ": failed with CUDA error %d (vmmkit said why on stderr); the tag is "
                       "consistent, call it again" % code, code)
 
@@ -174,9 +175,8 @@ def pause(tag=None):
     """Gives the tag's GPU memory back to the driver, keeping its addresses (every tag when None).
 
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
-    new allocation into the tag fails. Raises ``VmmkitError`` (code 900) with nothing done while a
-    CUDA graph is being captured, since the wait would invalidate the capture (under ``vmmkit run``,
-    where vmmkit sees captures); call it before the capture or after it.
+    new allocation into the tag fails. Refused (``VmmkitError``, code 900) while a CUDA graph is
+    being captured, under ``vmmkit run`` (include/vmmkit/vmmkit.h says why).
     """
     _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
 

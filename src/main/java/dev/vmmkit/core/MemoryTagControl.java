@@ -28,8 +28,7 @@ public interface MemoryTagControl {
      * {@link TagPausedException}. Pausing a paused tag does nothing.
      *
      * @throws IllegalArgumentException when no region of that name was ever opened
-     * @throws CaptureUnderwayException when a CUDA stream capture is under way on the device (the
-     *                                  device synchronisation would invalidate it): nothing was done
+     * @throws CaptureUnderwayException when a CUDA stream capture is under way: nothing was done
      * @throws TagTransitionException   when a driver call failed partway; the tag is consistent and
      *                                  the call may be repeated (or {@link #resume} goes back)
      */
@@ -40,8 +39,7 @@ public interface MemoryTagControl {
      * few large handles, and copies kept contents back. Resuming a running tag does nothing.
      *
      * @throws IllegalArgumentException when no region of that name was ever opened
-     * @throws CaptureUnderwayException when a CUDA stream capture is under way on the device: nothing
-     *                                  was done
+     * @throws CaptureUnderwayException when a CUDA stream capture is under way: nothing was done
      * @throws TagTransitionException   when a driver call failed partway (out of memory, say); the
      *                                  tag is consistent and the call may be repeated
      */

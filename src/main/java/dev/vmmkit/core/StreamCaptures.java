@@ -30,6 +30,8 @@ public final class StreamCaptures {
     private int running;
     /** Threads in {@link #awaitNone} (tests wait for a background thread to get there). */
     private int waiting;
+    /** Captures waiting in {@link #beginning} for calls under way to return (tests wait for one to get there). */
+    private int waitingToBegin;
 
     StreamCaptures(Runnable beforeBegin) {
         this.beforeBegin = beforeBegin;
@@ -46,6 +48,7 @@ public final class StreamCaptures {
 
     private synchronized void count() {
         boolean interrupted = false;
+        waitingToBegin++;
         while (running > 0) {
             try {
                 wait();
@@ -53,6 +56,7 @@ public final class StreamCaptures {
                 interrupted = true; // the capture must still wait; keep the flag for the caller
             }
         }
+        waitingToBegin--;
         underway++;
         if (interrupted) Thread.currentThread().interrupt();
     }
@@ -111,5 +115,10 @@ public final class StreamCaptures {
     /** Threads waiting for a capture's end now (tests). */
     synchronized int waiting() {
         return waiting;
+    }
+
+    /** Captures waiting to begin now, until the calls under way return (tests). */
+    synchronized int waitingToBegin() {
+        return waitingToBegin;
     }
 }

@@ -5,7 +5,6 @@ import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -41,7 +40,7 @@ class MemoryTagCaptureTest {
             long held = host.usage().aliveBytes();
             int syncsBefore = gate.arrived();
 
-            m.streamCaptures().beginning();
+            beginCapture(m);
             CaptureUnderwayException refused = assertThrows(CaptureUnderwayException.class, () -> m.pause("weights"));
             assertTrue(refused.getMessage().contains("memory tag 'weights'") && refused.getMessage().contains("stream capture"),
                     refused.getMessage());
@@ -59,7 +58,7 @@ class MemoryTagCaptureTest {
 
             m.pause("weights");
             assertTrue(host.usage().aliveBytes() < held, "once the capture ended, the pause gives the tag's memory back");
-            m.streamCaptures().beginning();
+            beginCapture(m);
             assertThrows(CaptureUnderwayException.class, () -> m.resume("weights"));
             assertTrue(m.stats().tags().tags().get(0).paused(), "a refused resume leaves the tag paused");
             m.beginTagRegion("weights", true);
@@ -78,6 +77,11 @@ class MemoryTagCaptureTest {
         }
     }
 
+    /** A capture begins: it must not wait, since no pause or resume runs (a leaked count would hold it). */
+    private static void beginCapture(VmmManager m) {
+        assertTimeoutPreemptively(Duration.ofSeconds(30), () -> m.streamCaptures().beginning());
+    }
+
     @Test
     void aCaptureThatBeginsDuringAPauseWaitsUntilThePauseHasReturned() throws Exception {
         HostDriver host = hostDriver(8 * MIB);
@@ -94,7 +98,7 @@ class MemoryTagCaptureTest {
                 gate.awaitArrivals(1); // the pause waits for the device's work, held at the gate
                 Thread capturing = new Thread(captures::beginning, "capturing");
                 capturing.start();
-                awaitWaitingIn(capturing, "count"); // the capture waits to be counted
+                while (captures.waitingToBegin() == 0) Thread.onSpinWait(); // the capture waits to be counted
                 assertFalse(captures.underway(), "no capture is under way while the pause runs");
                 gate.open();
                 pause.join();
@@ -105,14 +109,6 @@ class MemoryTagCaptureTest {
             });
         } finally {
             gate.openAndCloseCleanly(m, host, fencesBefore);
-        }
-    }
-
-    /** Waits until {@code thread} is parked in a method named {@code method} (the test's timeout bounds it). */
-    private static void awaitWaitingIn(Thread thread, String method) {
-        while (!(thread.getState() == Thread.State.WAITING
-                && Arrays.stream(thread.getStackTrace()).anyMatch(f -> f.getMethodName().equals(method)))) {
-            Thread.onSpinWait();
         }
     }
 }

@@ -323,11 +323,6 @@ class InterposeEndToEndTest {
     }
 
     /**
-     * A C program tags weights (kept) and a KV cache (discarded) on a 64 MiB emulated device, pauses
-     * both, lets another phase allocate most of the device, resumes, and finds the weights intact at
-     * the same addresses; the stats file reports each tag's pause and resume.
-     */
-    /**
      * A pause and a resume while the program records a CUDA graph (a stream capture) are refused
      * with cudaErrorStreamCaptureUnsupported, with nothing done and the reason on standard error;
      * once the capture has ended both work.
@@ -341,6 +336,11 @@ class InterposeEndToEndTest {
                 result.toString());
     }
 
+    /**
+     * A C program tags weights (kept) and a KV cache (discarded) on a 64 MiB emulated device, pauses
+     * both, lets another phase allocate most of the device, resumes, and finds the weights intact at
+     * the same addresses; the stats file reports each tag's pause and resume.
+     */
     @Test
     void pausedTagsGiveTheirMemoryToAnotherPhaseAndComeBackAtTheSameAddresses() throws Exception {
         Path stats = dir.resolve("stats.json");
