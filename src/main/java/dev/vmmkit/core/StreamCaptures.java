@@ -61,6 +61,14 @@ public final class StreamCaptures {
         if (interrupted) Thread.currentThread().interrupt();
     }
 
+    /**
+     * Counts {@code captures} already under way when this allocator was made: nothing to
+     * synchronise for (it has freed nothing), and no call of its runs yet.
+     */
+    public synchronized void adopt(int captures) {
+        underway += captures;
+    }
+
     /** A capture counted by {@link #beginning} ended, or failed to begin. */
     public synchronized void ended() {
         if (underway > 0 && --underway == 0) notifyAll();

@@ -1,6 +1,5 @@
 package dev.vmmkit.interpose;
 
-import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.StreamCaptures;
 
 /**
@@ -27,12 +26,7 @@ public final class CaptureCalls {
                 InterposeLog.info("a CUDA stream capture began: memory freed with cudaFree is synchronised"
                         + " before each capture and not during one");
             }
-            for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) {
-                StreamCaptures captures = r.streamCaptures();
-                if (captures == null) continue;
-                if (began != 0) captures.beginning();
-                else captures.ended();
-            }
+            InterposedCalls.session().managers.captureChanged(began != 0);
         } catch (Throwable e) {
             InterposeLog.warnOnce("capture", "a stream capture's " + (began != 0 ? "begin" : "end")
                     + " could not be told to vmmkit", e);

@@ -2,6 +2,7 @@ package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.PeerAccess;
+import dev.vmmkit.core.StreamCaptures;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -13,7 +14,8 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *
  * <p>Peer access is kept per owning device: {@link #enablePeer} grants the accessing device on the
  * owner's allocator, or, when the owner has none yet, remembers the grant and applies it when the
- * allocator is made.
+ * allocator is made. Stream captures are kept the same way: every allocator counts each capture
+ * under way, one made during a capture included.
  */
 final class DeviceManagers implements AutoCloseable {
     static final int MAX_DEVICES = 64;
@@ -23,6 +25,8 @@ final class DeviceManagers implements AutoCloseable {
     private final boolean[] failed = new boolean[MAX_DEVICES];
     /** Per owning device, the devices granted peer access (bit sets); guarded by this. */
     private final long[] peersOf = new long[MAX_DEVICES];
+    /** Stream captures under way in the process, as the shim reports them; guarded by this. */
+    private int capturesUnderway;
     /** One past the highest device that has an allocator: where a search by address, or over every allocator, stops. */
     private volatile int devicesOpened;
 
@@ -47,6 +51,8 @@ final class DeviceManagers implements AutoCloseable {
                 return null;
             }
             applyRememberedPeers(device, resource);
+            StreamCaptures captures = resource.streamCaptures();
+            if (captures != null) captures.adopt(capturesUnderway);
             byDevice.set(device, resource);
             devicesOpened = Math.max(devicesOpened, device + 1);
             InterposeLog.info("device " + device + ": allocator ready");
@@ -95,6 +101,22 @@ final class DeviceManagers implements AutoCloseable {
         }
         long bit = 1L << accessor;
         peersOf[owner] = enable ? peersOf[owner] | bit : peersOf[owner] & ~bit;
+    }
+
+    /**
+     * A stream capture is about to begin ({@code began}; returns once every allocator has counted it,
+     * {@link StreamCaptures#beginning}) or ended. Under this object's lock, so that an allocator made
+     * meanwhile counts it exactly once: here, or as it is made.
+     */
+    synchronized void captureChanged(boolean began) {
+        if (began) capturesUnderway++;
+        else if (capturesUnderway > 0) capturesUnderway--;
+        for (ManagedMemoryResource resource : existing()) {
+            StreamCaptures captures = resource.streamCaptures();
+            if (captures == null) continue;
+            if (began) captures.beginning();
+            else captures.ended();
+        }
     }
 
     private void applyRememberedPeers(int device, ManagedMemoryResource resource) {
