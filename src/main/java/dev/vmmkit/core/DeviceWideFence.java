@@ -212,7 +212,7 @@ final class DeviceWideFence implements AutoCloseable {
      */
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (frees.covered() >= sequence) return true;
-        if (captures.underway()) return false; // no synchronisation runs before the capture ends
+        if (captures.holdsCallsBack()) return false; // no synchronisation runs before the capture ends
         if (onCallingThread) {
             request();
             return frees.covered() >= sequence;

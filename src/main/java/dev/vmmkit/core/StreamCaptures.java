@@ -11,7 +11,8 @@ import java.util.function.BooleanSupplier;
  * as unsafe beside a capture too. So the {@link DeviceWideFence} synchronises, {@link PinAhead}
  * pins, and a memory tag's pause or resume runs ({@link MemoryTags}; refused otherwise), only while
  * no capture is under way ({@link #startUnlessCapturing}), and a capture begins only once such a
- * call in progress has returned. The shim reports each capture's
+ * call in progress has returned. No such call starts while a capture waits to begin, so calls that
+ * keep overlapping (pinning ahead chunk after chunk) cannot hold a capture back for long. The shim reports each capture's
  * begin and end (cudaStreamBeginCapture, cudaStreamEndCapture and their driver counterparts).
  *
  * <p>Memory freed device-wide before a capture is synchronised as the capture begins (the native
@@ -74,14 +75,19 @@ public final class StreamCaptures {
         if (underway > 0 && --underway == 0) notifyAll();
     }
 
-    /** True while a capture is under way. */
+    /** True while a capture is under way (counted). */
     public synchronized boolean underway() {
         return underway > 0;
     }
 
-    /** Starts a call that must not overlap a capture, unless one is under way (then false: it may not run). */
+    /** True while a capture is under way or waits to begin: no call that must not overlap one may start. */
+    synchronized boolean holdsCallsBack() {
+        return underway > 0 || waitingToBegin > 0;
+    }
+
+    /** Starts a call that must not overlap a capture, unless one is under way or waits to begin (then false: it may not run). */
     synchronized boolean startUnlessCapturing() {
-        if (underway > 0) return false;
+        if (holdsCallsBack()) return false;
         running++;
         return true;
     }
@@ -92,12 +98,12 @@ public final class StreamCaptures {
         notifyAll();
     }
 
-    /** Waits at most {@code nanos} until no capture is under way; true when none is. */
+    /** Waits at most {@code nanos} until no capture is under way or waits to begin; true when none is. */
     synchronized boolean awaitNone(long nanos) throws InterruptedException {
         long deadline = System.nanoTime() + nanos;
         waiting++;
         try {
-            while (underway > 0) {
+            while (holdsCallsBack()) {
                 long left = deadline - System.nanoTime();
                 if (left <= 0) return false;
                 TimeUnit.NANOSECONDS.timedWait(this, left);

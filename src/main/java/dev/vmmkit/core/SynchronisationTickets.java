@@ -164,7 +164,7 @@ final class SynchronisationTickets {
             while (completedTicket() < ticket) {
                 if (lastFailure != null && failedUpTo >= ticket) throw copyOf(lastFailure);
                 if (closed) throw new IllegalStateException("the device-wide fence is closed");
-                if (captures.underway()) return false;
+                if (captures.holdsCallsBack()) return false;
                 if (serveHere != null) {
                     serveHere.accept(issued.get());
                     continue;

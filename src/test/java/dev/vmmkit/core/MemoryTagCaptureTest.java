@@ -24,7 +24,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * A memory tag's pause and resume beside a CUDA stream capture: a pause synchronises the device,
  * which would invalidate the capture, so both are refused while one is under way, with nothing
- * done; and a capture that begins during a pause waits until the pause has returned.
+ * done; and a capture that begins during a pause waits until the pause has returned, while no
+ * other pause starts.
  */
 class MemoryTagCaptureTest {
 
@@ -92,6 +93,9 @@ class MemoryTagCaptureTest {
             m.beginTagRegion("kv_cache", false);
             m.allocate(2 * MIB, 0);
             m.endTagRegion();
+            m.beginTagRegion("other", false);
+            m.allocate(2 * MIB, 0);
+            m.endTagRegion();
             StreamCaptures captures = m.streamCaptures();
             assertTimeoutPreemptively(Duration.ofSeconds(30), () -> {
                 CompletableFuture<Void> pause = CompletableFuture.runAsync(() -> m.pause("kv_cache"));
@@ -100,12 +104,15 @@ class MemoryTagCaptureTest {
                 capturing.start();
                 while (captures.waitingToBegin() == 0) Thread.onSpinWait(); // the capture waits to be counted
                 assertFalse(captures.underway(), "no capture is under way while the pause runs");
+                // Nothing else starts before the waiting capture, so calls that keep overlapping cannot starve it.
+                assertThrows(CaptureUnderwayException.class, () -> m.pause("other"));
                 gate.open();
                 pause.join();
                 capturing.join();
                 assertTrue(captures.underway(), "the capture began once the pause had returned");
                 assertTrue(m.stats().tags().tags().get(0).paused());
                 captures.ended();
+                m.pause("other");
             });
         } finally {
             gate.openAndCloseCleanly(m, host, fencesBefore);

@@ -158,6 +158,39 @@ class MemoryTagPinAheadTest {
         }
     }
 
+    /**
+     * A capture that begins while pinning ahead is under way waits for the chunk being pinned, not
+     * for every chunk still to come: no chunk starts while a capture waits to begin.
+     */
+    @Test
+    void aCaptureWaitsForTheChunkBeingPinnedAheadOnly() throws Exception {
+        HostDriver host = hostDriver(64 * MIB);
+        WatchedDriver driver = new WatchedDriver(host);
+        try (VmmManager m = new VmmManager(driver, smallConfig(64 * MIB))) {
+            CountDownLatch release = new CountDownLatch(1);
+            driver.holdNextPin = release;
+            m.usePinAhead(UNLIMITED);
+            List<Block> weights = new ArrayList<>(allocateWeights(m, host, new long[]{1 * MIB}, 60));
+            driver.pinHeld.await(); // the first chunk is being pinned, held
+            weights.addAll(allocateWeights(m, host, new long[]{20 * MIB}, 61)); // more than that chunk holds
+            StreamCaptures captures = m.streamCaptures();
+            Thread capturing = new Thread(captures::beginning, "capturing");
+            capturing.start();
+            while (captures.waitingToBegin() == 0) Thread.onSpinWait();
+            release.countDown();
+            capturing.join();
+            assertTrue(captures.underway());
+            assertEquals(1, driver.pins.get(), "the capture began after the chunk in progress, before any other");
+            captures.ended();
+            m.awaitPinAhead();
+            assertTrue(driver.pins.get() >= 2 && m.stats().tags().hostBytesKept() >= keptBytes(weights),
+                    "pinned the rest once the capture ended: " + m.stats().tags());
+            m.pause("weights");
+            m.resume("weights");
+            assertIntact(host, weights, "weights");
+        }
+    }
+
     @Test
     void theLimitBoundsWhatIsPinnedAheadAndThePausePinsTheRest() throws Exception {
         HostDriver host = hostDriver(64 * MIB);
