@@ -107,8 +107,7 @@ def _check(code, what, tag):
         raise VmmkitError(where + ": vmmkit serves no allocations in this process (monitor mode?)", code)
     if code == _STREAM_CAPTURE_UNSUPPORTED:
         raise VmmkitError(where + ": refused while a CUDA graph is being captured (devices reached before "
-                          "the refusal are done, vmmkit said which on stderr); call it again once the capture "
-                          "has ended", code)
+                          "the refusal are done); call it again once the capture has ended", code)
     raise VmmkitError(where + ": failed with CUDA error %d (vmmkit said why on stderr); the tag is "
                       "consistent, call it again" % code, code)
 
@@ -171,19 +170,35 @@ def release_torch_pool(tag):
         _pools.pop(tag, None)
 
 
+def _refuse_during_torch_capture(what, tag):
+    """Refuses a pause or resume while this thread's current PyTorch stream captures a CUDA graph.
+    As PyTorch's pluggable allocator vmmkit sees no capture (the shim is not preloaded), so PyTorch
+    is asked; under ``vmmkit run`` the shim sees every capture itself."""
+    torch = sys.modules.get("torch")
+    try:
+        capturing = torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+    except Exception:  # a PyTorch without CUDA: nothing captures
+        capturing = False
+    if capturing:
+        _check(_STREAM_CAPTURE_UNSUPPORTED, what, tag)
+
+
 def pause(tag=None):
     """Gives the tag's GPU memory back to the driver, keeping its addresses (every tag when None).
 
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
     new allocation into the tag fails. Refused (``VmmkitError``, code 900) while a CUDA graph is
-    being captured, under ``vmmkit run`` (include/vmmkit/vmmkit.h says why).
+    being captured (include/vmmkit/vmmkit.h says why): any capture under ``vmmkit run``; with the
+    pluggable allocator, a PyTorch capture on this thread's current stream.
     """
+    _refuse_during_torch_capture("pause", tag)
     _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
 
 
 def resume(tag=None):
     """Brings the tag's GPU memory back at the same addresses (every tag when None); refused, as
     ``pause`` is, while a CUDA graph is being captured."""
+    _refuse_during_torch_capture("resume", tag)
     _check(library().vmmkit_resume(_encode(tag)), "resume", tag)
 
 

@@ -3,6 +3,7 @@ runtime (ctypes), tagged with vmmkit.region, paused and resumed. argv[1]: the li
 Prints "ok python-tags" and exits 0, or raises."""
 import ctypes
 import sys
+import types
 
 import vmmkit
 
@@ -56,6 +57,18 @@ except vmmkit.VmmkitError as e:
     assert e.code == 900 and "captured" in str(e), (e.code, str(e))  # cudaErrorStreamCaptureUnsupported
 graph = ctypes.c_void_p()
 assert cudart.cudaStreamEndCapture(stream, ctypes.byref(graph)) == 0
+# A capture PyTorch reports on this thread's current stream (what torch.cuda.graph makes) is refused
+# by the module itself, before vmmkit is asked: as PyTorch's pluggable allocator vmmkit sees none.
+fake_torch = types.ModuleType("torch")
+fake_torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, is_current_stream_capturing=lambda: True)
+sys.modules["torch"] = fake_torch
+try:
+    vmmkit.resume("weights")
+    raise AssertionError("a resume during PyTorch's capture was accepted")
+except vmmkit.VmmkitError as e:
+    assert e.code == 900, e.code
+finally:
+    del sys.modules["torch"]
 vmmkit.resume("weights")
 assert download(w, len(weights)) == weights, "the weights came back changed"
 pinned, ready = vmmkit.host_memory()  # the copy's host memory, kept for the next pause
