@@ -93,8 +93,11 @@ final class NotServedWatch {
         /** One sample; the whole of it under this device's lock, whose state includes the sample before. */
         synchronized void sample() {
             try {
-                long reserved = allocator.stats().reservedBytes();
+                // vmmkit's figure is read on both sides of the driver's and the larger kept: a handle the
+                // driver has made and vmmkit not yet counted is then in neither reading, not in one alone.
+                long reservedBefore = allocator.stats().reservedBytes();
                 long inUse = inUse();
+                long reserved = Math.max(reservedBefore, allocator.stats().reservedBytes());
                 boolean large = inUse - reserved >= ASK_OTHERS_FROM_BYTES;
                 // NVML is asked from the second such reading in a row (or at exit): while vmmkit
                 // creates a large handle the driver counts it a moment before vmmkit does, and asking

@@ -86,10 +86,11 @@ class DriverApiEndToEndTest {
         // Only the pool's allocation, the foreign frees and the thread without a context reach the stand-in.
         assertTrue(s.get("passthrough_calls").asLong() <= 8, s::toString);
         assertEquals(1, count(result.stderr(), "cuMemAllocFromPoolAsync"), result::toString);
-        // The host driver's memory is vmmkit's alone: at most a handle or two sampled between the driver's
-        // figure and vmmkit's (the two reads are not one atomic step), and no line about it.
+        // The host driver's memory is vmmkit's alone: at most a handle the driver had made and vmmkit
+        // not yet counted while a sample read both figures (the largest here: the capture scenario's
+        // 40 MiB), and no line about it.
         long notServed = s.get("devices").get(0).get("not_served_bytes").asLong();
-        assertTrue(notServed >= 0 && notServed <= 8L << 20, s::toString);
+        assertTrue(notServed >= 0 && notServed <= 42L << 20, s::toString);
         assertEquals(0, count(result.stderr(), "did not come from vmmkit"), result::toString);
     }
 
