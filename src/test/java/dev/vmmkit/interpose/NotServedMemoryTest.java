@@ -18,6 +18,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -149,11 +150,10 @@ class NotServedMemoryTest {
         try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
              VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
             AtomicLong elsewhere = new AtomicLong();
-            NotServedWatch watch = new NotServedWatch(0); // samples only when the test asks
-            watch.watch(0, device -> {
+            NotServedWatch watch = sampledWhenAsked(manager, () -> {
                 VmmDriver.MemoryInfo info = driver.memoryInfo();
                 return new VmmDriver.MemoryInfo(info.freeBytes() - elsewhere.get(), info.totalBytes());
-            }, device -> OtherProcesses.NONE, manager);
+            });
             long a = manager.allocate(64L << 20, 0); // vmmkit's own: not counted
             elsewhere.set(100L << 20);
             watch.sampleNow(0);
@@ -167,6 +167,13 @@ class NotServedMemoryTest {
         }
     }
 
+    /** A watch of device 0 of {@code manager} with no other process on it, sampled only when the test asks. */
+    private static NotServedWatch sampledWhenAsked(VmmManager manager, Supplier<VmmDriver.MemoryInfo> memory) {
+        NotServedWatch watch = new NotServedWatch(0);
+        watch.watch(0, device -> memory.get(), device -> OtherProcesses.NONE, manager);
+        return watch;
+    }
+
     /**
      * A handle vmmkit makes while a sample reads the figures (the driver counts it a moment before
      * vmmkit does) is not memory vmmkit failed to serve.
@@ -176,12 +183,11 @@ class NotServedMemoryTest {
         try (VmmDriver driver = Drivers.open(DriverKind.HOST, 0, 256L << 20);
              VmmManager manager = new VmmManager(driver, VmmConfig.DEFAULTS)) {
             AtomicLong made = new AtomicLong();
-            NotServedWatch watch = new NotServedWatch(0); // samples only when the test asks
-            watch.watch(0, device -> {
+            NotServedWatch watch = sampledWhenAsked(manager, () -> {
                 // vmmkit makes a 64 MiB handle after the sample read its figure, before the driver's is read
                 if (made.get() == 0) made.set(manager.allocate(64L << 20, 0));
                 return driver.memoryInfo();
-            }, device -> OtherProcesses.NONE, manager);
+            });
             watch.sampleNow(0);
             watch.stop();
             NotServedWatch.Peak peak = watch.peak(0);
