@@ -68,6 +68,11 @@ public abstract class ForwardingResource implements ManagedMemoryResource {
     }
 
     @Override
+    public long reservedBytes() {
+        return resource.reservedBytes();
+    }
+
+    @Override
     public AllocatorStats stats() {
         return resource.stats();
     }

@@ -29,6 +29,14 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
     AllocatorStats stats();
 
     /**
+     * The physical bytes held now ({@link AllocatorStats#reservedBytes}), for a sampler that reads
+     * it beside the driver's figure: {@link VmmManager} reads one counter, no snapshot of its regions.
+     */
+    default long reservedBytes() {
+        return stats().reservedBytes();
+    }
+
+    /**
      * Resizes a live allocation with realloc's semantics (see {@link VmmManager#reallocate});
      * returns its address afterwards.
      */

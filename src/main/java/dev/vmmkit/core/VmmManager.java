@@ -263,6 +263,11 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
                 resizing.stats(), tags.stats());
     }
 
+    @Override
+    public long reservedBytes() {
+        return accounting.physicalBytes();
+    }
+
     /** Each region's counters, small regions first. */
     java.util.List<RegionStats> regionStats() {
         java.util.List<RegionStats> all = new java.util.ArrayList<>();

@@ -95,9 +95,9 @@ final class NotServedWatch {
             try {
                 // vmmkit's figure is read on both sides of the driver's and the larger kept: a handle the
                 // driver has made and vmmkit not yet counted is then in neither reading, not in one alone.
-                long reservedBefore = allocator.stats().reservedBytes();
+                long reservedBefore = allocator.reservedBytes();
                 long inUse = inUse();
-                long reserved = Math.max(reservedBefore, allocator.stats().reservedBytes());
+                long reserved = Math.max(reservedBefore, allocator.reservedBytes());
                 boolean large = inUse - reserved >= ASK_OTHERS_FROM_BYTES;
                 // NVML is asked from the second such reading in a row (or at exit): while vmmkit
                 // creates a large handle the driver counts it a moment before vmmkit does, and asking
