@@ -61,8 +61,9 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * way on a device of the tag: a pause synchronises the device, which would invalidate the capture,
  * so nothing is done on that device (devices reached before it are done); call again after the
  * capture ends. A capture that begins during a pause or resume waits until it has returned.
- * (vmmkit sees captures where the shim is preloaded, as under `vmmkit run`; loaded as PyTorch's
- * pluggable allocator it sees none, and a pause during a capture invalidates it.)
+ * vmmkit sees every capture where the shim is preloaded, as under `vmmkit run`. Loaded as PyTorch's
+ * pluggable allocator it sees only the captures it is told of (vmmkit_capture_begin below); a
+ * pause during any other capture invalidates it.
  *
  * vmmkit_host_memory: the pinned host memory vmmkit holds for tags now (ready for the next pause,
  * holding paused tags' contents, or under a copy) in *pinned_bytes, and the part ready for the next
@@ -75,6 +76,20 @@ cudaError_t vmmkit_region_end(void);
 cudaError_t vmmkit_pause(const char *tag);
 cudaError_t vmmkit_resume(const char *tag);
 cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
+
+/*
+ * Stream captures vmmkit cannot see. Preloaded (`vmmkit run`), the shim sees every capture begin
+ * and end, and these are not needed. Loaded with dlopen, as PyTorch loads a pluggable allocator, it
+ * sees none: a program that captures CUDA graphs there calls vmmkit_capture_begin just before it
+ * begins a capture and vmmkit_capture_end once the capture has ended (successfully or not), from
+ * any thread. Between them no pause or resume runs (they get cudaErrorStreamCaptureUnsupported)
+ * and vmmkit synchronises no device; vmmkit_capture_begin waits for a pause, resume or
+ * synchronisation in progress to return. Calls nest as a count: every begin needs its end. The
+ * Python module does this for PyTorch's torch.cuda.CUDAGraph once vmmkit is PyTorch's allocator
+ * (vmmkit.use_as_torch_allocator). cudaErrorNotSupported when vmmkit serves no allocations.
+ */
+cudaError_t vmmkit_capture_begin(void);
+cudaError_t vmmkit_capture_end(void);
 
 #ifdef __cplusplus
 }

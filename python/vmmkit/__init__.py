@@ -85,7 +85,9 @@ def library():
                                ("vmmkit_region_end", []),
                                ("vmmkit_pause", [ctypes.c_char_p]),
                                ("vmmkit_resume", [ctypes.c_char_p]),
-                               ("vmmkit_host_memory", [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)])):
+                               ("vmmkit_host_memory", [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
+                               ("vmmkit_capture_begin", []),
+                               ("vmmkit_capture_end", [])):
             fn = getattr(lib, name)
             fn.argtypes = argtypes
             fn.restype = ctypes.c_int
@@ -172,8 +174,9 @@ def release_torch_pool(tag):
 
 def _refuse_during_torch_capture(what, tag):
     """Refuses a pause or resume while this thread's current PyTorch stream captures a CUDA graph.
-    As PyTorch's pluggable allocator vmmkit sees no capture (the shim is not preloaded), so PyTorch
-    is asked; under ``vmmkit run`` the shim sees every capture itself."""
+    As PyTorch's pluggable allocator vmmkit sees only the captures it is told of (``CUDAGraph``'s,
+    :func:`_tell_captures`), so PyTorch is asked too, for captures begun some other way on this
+    thread; under ``vmmkit run`` the shim sees every capture itself."""
     torch = sys.modules.get("torch")
     try:
         capturing = torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
@@ -189,7 +192,8 @@ def pause(tag=None):
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
     new allocation into the tag fails. Refused (``VmmkitError``, code 900) while a CUDA graph is
     being captured (include/vmmkit/vmmkit.h says why): any capture under ``vmmkit run``; with the
-    pluggable allocator, a PyTorch capture on this thread's current stream.
+    pluggable allocator, a capture through ``torch.cuda.CUDAGraph`` (``torch.cuda.graph``) on any
+    thread, or any PyTorch capture on this thread's current stream.
     """
     _refuse_during_torch_capture("pause", tag)
     _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
@@ -226,4 +230,59 @@ def use_as_torch_allocator(path=None):
     allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
     torch.cuda.memory.change_current_allocator(allocator)
     _pluggable = True
+    _tell_captures(torch.cuda.graphs.CUDAGraph, torch, library())
     return allocator
+
+
+def _tell_captures(graph_class, torch, lib):
+    """Wraps ``graph_class.capture_begin`` and ``capture_end`` so that vmmkit, loaded with dlopen and
+    seeing no capture call, is told of each capture (``vmmkit_capture_begin`` / ``_end``): no pause
+    or device synchronisation then runs beside it, from any thread. Once per class."""
+    begin, end = graph_class.capture_begin, graph_class.capture_end
+    if getattr(begin, "_vmmkit_told", False):
+        return
+
+    def capture_begin(graph, *args, **kwargs):
+        told = lib.vmmkit_capture_begin() == _SUCCESS  # waits for a pause in progress
+        graph._vmmkit_capture = (told, _current_stream(torch))
+        try:
+            return begin(graph, *args, **kwargs)
+        except BaseException:
+            graph._vmmkit_capture = None
+            if told:
+                lib.vmmkit_capture_end()
+            raise
+
+    def capture_end(graph, *args, **kwargs):
+        ended = False
+        try:
+            result = end(graph, *args, **kwargs)
+            ended = True
+            return result
+        finally:
+            told, stream = getattr(graph, "_vmmkit_capture", None) or (False, None)
+            if told and (ended or not _capture_goes_on(torch, stream)):
+                graph._vmmkit_capture = None
+                lib.vmmkit_capture_end()
+
+    capture_begin._vmmkit_told = True
+    graph_class.capture_begin, graph_class.capture_end = capture_begin, capture_end
+
+
+def _current_stream(torch):
+    try:
+        return torch.cuda.current_stream()
+    except Exception:
+        return None
+
+
+def _capture_goes_on(torch, stream):
+    """After a failed capture_end: whether the capture is still under way. PyTorch refuses an end on
+    another stream than the capture's before ending it; an end that reached CUDA ended the capture
+    unless its stream still captures (an end from the wrong thread)."""
+    if stream is not None and _current_stream(torch) != stream:
+        return True
+    try:
+        return torch.cuda.is_current_stream_capturing()
+    except Exception:
+        return False

@@ -19,7 +19,9 @@
 #      pins its own memory) and with VMM_PINNED_HOST=alloc (cuMemHostAlloc, not the default); two rows with vmmkit as PyTorch's
 #      pluggable allocator
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
-#      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
+#      another phase allocates most of the GPU, resume: graph replay and generation bit-identical;
+#      then scripts/gpu/pluggable_capture.py: a graph captured on one thread while another pauses,
+#      vmmkit as PyTorch's pluggable allocator (natively first, a synchronisation in the pause's place)
 # Rows (ROWS; default every size, contents and layout): SIZE_GIB:keep|discard:single|mixed;
 # "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
 # measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
@@ -31,7 +33,7 @@
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
 # Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
-# of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario", all by default; 0 none; also
+# of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario pluggable-capture", all by default; 0 none; also
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
 # process exportable for CUDA IPC (a tag's handles are plain anyway); "create-after-release": scripts/gpu/create_after_release.c, the driver
 # alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
@@ -74,7 +76,7 @@ run() {
     # interesting region") after printing every row: the anchor's figures stand, and it is said.
     echo "=== $name: the anchor exited $rc after its rows (its figures are kept)"
   elif [ $rc -ne 0 ]; then failed=1; echo "=== $name FAILED (exit $rc)"; fi
-  grep -E '^(row|pinned|pinning|copy|unpin|scenario) ' "$out/$name.log" >> "$results"
+  grep -E '^(row|pinned|pinning|copy|unpin|scenario|capture) ' "$out/$name.log" >> "$results"
   return 0
 }
 
@@ -118,8 +120,8 @@ for row in "${rows[@]}"; do
     IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
-extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable scenario}"
-[ "$extras" = 1 ] && extras="no-pin-ahead alloc pluggable scenario"
+extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable scenario pluggable-capture}"
+[ "$extras" = 1 ] && extras="no-pin-ahead alloc pluggable scenario pluggable-capture"
 extra() { [[ " $extras " == *" $1 "* ]]; }
 extra no-pin-ahead && run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
@@ -177,6 +179,12 @@ if extra copy-after-release; then
 fi
 # 4. The scenario.
 extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
+# A capture on one thread, a pause on another, vmmkit as the pluggable allocator; natively first, a
+# device synchronisation in the pause's place (what the pause would do without being told).
+if extra pluggable-capture; then
+  run pluggable-capture-native "$py" scripts/gpu/pluggable_capture.py native
+  run pluggable-capture env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py vmmkit
+fi
 
 echo
 echo "=== pause-resume: where each vmmkit row process's first pause and resume went (VMM_LOG=info)"

@@ -39,6 +39,7 @@ enum {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInitializationError = 3, /* returned only when no real runtime can be found */
+    cudaErrorNotSupported = 801,      /* vmmkit's own entry points, when vmmkit serves no allocation */
     cudaErrorUnknown = 999,
 };
 
@@ -120,6 +121,9 @@ extern int64_t passthrough_calls;  /* allocation calls served by the real runtim
 /* True when Java is up; starts it on the first call. Forked children and the thread starting
  * the JVM never wait for it. */
 int java_up(void);
+/* True when vmmkit serves allocations in this process (Java is up, not monitor mode): what its own
+ * exported functions (vmmkit_regions.c, stream_capture.c) need to take effect. */
+static inline int serving(void) { return java_up() && !monitor_mode; }
 /* The program is initialising CUDA (its runtime asks for the driver's functions, or it called
  * cudaFree(NULL)): starts the JVM on a thread of its own, once, and returns at once. The first
  * allocation, usually right after CUDA's initialisation (100-300 ms on an H200), then finds the

@@ -11,6 +11,10 @@
  * numba capture through the driver API) are both told; a driver call the runtime makes while it
  * serves one of ours (inside_runtime) was told already. cuStreamBeginCapture's first version
  * (CUDA 10.0, no mode) is not: it is asked for under versions before 10.1 only.
+ *
+ * Loaded as PyTorch's pluggable allocator (dlopen, not preloaded) the shim sees no capture call, so
+ * it exports vmmkit_capture_begin and vmmkit_capture_end (include/vmmkit/vmmkit.h): the program, or
+ * the Python module for PyTorch's CUDAGraph, tells vmmkit itself.
  */
 #include "shim.h"
 
@@ -112,6 +116,20 @@ EXPORT CUresult cuStreamEndCapture(CUstream stream, void **graph) {
 
 EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, void **graph) {
     END_DRIVER(stream, 1, DRIVER(cuStreamEndCapture_ptsz, stream, graph));
+}
+
+/* ---- Told by the program ------------------------------------------------------------------ */
+
+EXPORT cudaError_t vmmkit_capture_begin(void) {
+    if (!serving() || !java.capture_changed) return cudaErrorNotSupported;
+    java.capture_changed(1);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t vmmkit_capture_end(void) {
+    if (!serving() || !java.capture_changed) return cudaErrorNotSupported;
+    java.capture_changed(0);
+    return cudaSuccess;
 }
 
 /* ---- Lookups by handle --------------------------------------------------------------------- */

@@ -14,15 +14,10 @@
 #include "shim.h"
 
 #define MAX_TAG_LENGTH 256 /* mirrored by dev.vmmkit.core.MemoryTags.MAX_NAME_LENGTH */
-enum { cudaErrorNotSupported = 801 };
 
 /* Errors come back from Java negated; 0 is success. */
 static cudaError_t from_java(int32_t result) {
     return result == 0 ? cudaSuccess : (cudaError_t) -result;
-}
-
-static int serving(void) {
-    return java_up() && !monitor_mode;
 }
 
 /* The tag's length in bytes, or 0 when it is not a valid tag. Java gets the length, so that it copies

@@ -360,20 +360,6 @@ class InterposeEndToEndTest {
         assertEquals(0, cache.get("kept_bytes").asLong());
     }
 
-    /** The Python module (python/vmmkit) under vmmkit run: regions, pause, resume, its errors. */
-    @Test
-    void thePythonModulePausesAndResumesTags() throws Exception {
-        Path python = Stream.of("/usr/bin/python3", "/usr/local/bin/python3").map(Path::of).filter(Files::isExecutable)
-                .findFirst().orElse(null);
-        assumeTrue(python != null, "no python3 in /usr/bin or /usr/local/bin: the Python module is not checked");
-        Path project = Path.of("").toAbsolutePath();
-        ProcessResult result = vmmkitRun("real", Map.of("PYTHONPATH", project.resolve("python").toString()), "--driver", "host",
-                "--", python.toString(), project.resolve("src/test/python/tags_test.py").toString(),
-                NATIVE.resolve("libcudart.so").toString());
-        assertEquals(0, result.exitCode(), result.toString());
-        assertTrue(result.stdout().contains("ok python-tags"), result.toString());
-    }
-
     @Test
     void runReturnsTheProgramsExitCode() throws Exception {
         ProcessResult result = vmmkitRun(REAL, Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");
