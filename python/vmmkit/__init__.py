@@ -174,9 +174,9 @@ def release_torch_pool(tag):
 
 def _refuse_during_torch_capture(what, tag):
     """Refuses a pause or resume while this thread's current PyTorch stream captures a CUDA graph.
-    As PyTorch's pluggable allocator vmmkit sees only the captures it is told of (``CUDAGraph``'s,
-    :func:`_tell_captures`), so PyTorch is asked too, for captures begun some other way on this
-    thread; under ``vmmkit run`` the shim sees every capture itself."""
+    As PyTorch's pluggable allocator vmmkit sees no capture unless the program tells it
+    (``vmmkit_capture_begin``; ``CUDAGraph``'s captures are refused there, :func:`_refuse_captures`),
+    so PyTorch is asked; under ``vmmkit run`` the shim sees every capture itself."""
     torch = sys.modules.get("torch")
     try:
         capturing = torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
@@ -192,8 +192,9 @@ def pause(tag=None):
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
     new allocation into the tag fails. Refused (``VmmkitError``, code 900) while a CUDA graph is
     being captured (include/vmmkit/vmmkit.h says why): any capture under ``vmmkit run``; with the
-    pluggable allocator, a capture through ``torch.cuda.CUDAGraph`` (``torch.cuda.graph``) on any
-    thread, or any PyTorch capture on this thread's current stream.
+    pluggable allocator (where ``torch.cuda.graph`` is refused), a capture the program told vmmkit
+    of (``vmmkit_capture_begin``) on any thread, or any capture on this thread's current PyTorch
+    stream.
     """
     _refuse_during_torch_capture("pause", tag)
     _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
@@ -219,6 +220,10 @@ def host_memory():
 def use_as_torch_allocator(path=None):
     """Makes vmmkit PyTorch's CUDA allocator (before the first CUDA allocation).
 
+    CUDA graph capture (``torch.cuda.graph``, ``torch.cuda.CUDAGraph``) then raises ``VmmkitError``
+    (801) before anything is captured: PyTorch keeps a graph's memory only in its own caching
+    allocator. A program that captures CUDA graphs runs under ``vmmkit run`` instead.
+
     ``path``: the shim; by default the one loaded in this process, else ``VMMKIT_SHIM``, else this
     checkout's ``target/native/libvmmkit_preload.so``.
     """
@@ -230,59 +235,26 @@ def use_as_torch_allocator(path=None):
     allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
     torch.cuda.memory.change_current_allocator(allocator)
     _pluggable = True
-    _tell_captures(torch.cuda.graphs.CUDAGraph, torch, library())
+    _refuse_captures(torch.cuda.graphs.CUDAGraph)
     return allocator
 
 
-def _tell_captures(graph_class, torch, lib):
-    """Wraps ``graph_class.capture_begin`` and ``capture_end`` so that vmmkit, loaded with dlopen and
-    seeing no capture call, is told of each capture (``vmmkit_capture_begin`` / ``_end``): no pause
-    or device synchronisation then runs beside it, from any thread. Once per class."""
-    begin, end = graph_class.capture_begin, graph_class.capture_end
-    if getattr(begin, "_vmmkit_told", False):
+def _refuse_captures(graph_class):
+    """Makes ``graph_class`` refuse to be made, and ``capture_begin`` to run, before anything is
+    captured (refused at construction, ``torch.cuda.graph`` has not yet made its stream current).
+    A graph replays at the addresses its capture used, so the memory allocated during a capture
+    must stay the graph's while it lives: PyTorch's caching allocator keeps it in the graph's
+    private pool, but has no such call for a pluggable allocator set from Python, so with vmmkit as
+    the pluggable allocator a replay would write into memory handed out again since."""
+    if getattr(graph_class.capture_begin, "_vmmkit_refuses", False):
         return
 
-    def capture_begin(graph, *args, **kwargs):
-        told = lib.vmmkit_capture_begin() == _SUCCESS  # waits for a pause in progress
-        graph._vmmkit_capture = (told, _current_stream(torch))
-        try:
-            return begin(graph, *args, **kwargs)
-        except BaseException:
-            graph._vmmkit_capture = None
-            if told:
-                lib.vmmkit_capture_end()
-            raise
+    def refuse(graph, *args, **kwargs):
+        raise VmmkitError("CUDA graph capture is not supported with vmmkit as PyTorch's pluggable allocator: "
+                          "a replay would write into memory allocated during the capture and handed out again "
+                          "since. Run the program under `vmmkit run` instead, where PyTorch's caching allocator "
+                          "keeps each graph's memory and vmmkit serves its segments", _NOT_SUPPORTED)
 
-    def capture_end(graph, *args, **kwargs):
-        ended = False
-        try:
-            result = end(graph, *args, **kwargs)
-            ended = True
-            return result
-        finally:
-            told, stream = getattr(graph, "_vmmkit_capture", None) or (False, None)
-            if told and (ended or not _capture_goes_on(torch, stream)):
-                graph._vmmkit_capture = None
-                lib.vmmkit_capture_end()
-
-    capture_begin._vmmkit_told = True
-    graph_class.capture_begin, graph_class.capture_end = capture_begin, capture_end
-
-
-def _current_stream(torch):
-    try:
-        return torch.cuda.current_stream()
-    except Exception:
-        return None
-
-
-def _capture_goes_on(torch, stream):
-    """After a failed capture_end: whether the capture is still under way. PyTorch refuses an end on
-    another stream than the capture's before ending it; an end that reached CUDA ended the capture
-    unless its stream still captures (an end from the wrong thread)."""
-    if stream is not None and _current_stream(torch) != stream:
-        return True
-    try:
-        return torch.cuda.is_current_stream_capturing()
-    except Exception:
-        return False
+    refuse._vmmkit_refuses = True
+    graph_class.__init__ = refuse
+    graph_class.capture_begin = refuse

@@ -20,8 +20,9 @@
 #      pluggable allocator
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical;
-#      then scripts/gpu/pluggable_capture.py: a graph captured on one thread while another pauses,
-#      vmmkit as PyTorch's pluggable allocator (natively first, a synchronisation in the pause's place)
+#      then scripts/gpu/pluggable_capture.py, vmmkit as PyTorch's pluggable allocator: torch.cuda.graph
+#      refused; a capture through the runtime, told to vmmkit, on one thread while another pauses
+#      (natively first: torch.cuda.graph, and a synchronisation in the pause's place)
 # Rows (ROWS; default every size, contents and layout): SIZE_GIB:keep|discard:single|mixed;
 # "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
 # measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
@@ -179,8 +180,9 @@ if extra copy-after-release; then
 fi
 # 4. The scenario.
 extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
-# A capture on one thread, a pause on another, vmmkit as the pluggable allocator; natively first, a
-# device synchronisation in the pause's place (what the pause would do without being told).
+# vmmkit as the pluggable allocator: torch.cuda.graph refused, and a told capture on one thread
+# beside a pause on another; natively first, a device synchronisation in the pause's place (what
+# the pause would do without being told).
 if extra pluggable-capture; then
   run pluggable-capture-native "$py" scripts/gpu/pluggable_capture.py native
   run pluggable-capture env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py vmmkit

@@ -1,115 +1,183 @@
-"""A CUDA graph captured on one thread while another thread pauses, with vmmkit as PyTorch's
-pluggable allocator (the shim opened by PyTorch, not preloaded, so it sees no capture call itself).
+"""CUDA graph captures beside a pause, with vmmkit as PyTorch's pluggable allocator (the shim opened
+by PyTorch, not preloaded, so it sees no capture call itself).
 
-  python3 pluggable_capture.py native   # no vmmkit: the graph alone, then a device synchronisation
-                                        # from another thread during its capture
-  python3 pluggable_capture.py vmmkit   # vmmkit.pause() from another thread during the capture
+  python3 pluggable_capture.py native   # no vmmkit: torch.cuda.graph; a capture made through the
+                                        # runtime (in-place kernels, nothing allocated) alone, then
+                                        # with a device synchronisation from another thread during it
+  python3 pluggable_capture.py vmmkit   # torch.cuda.graph must be refused (801); the runtime capture,
+                                        # told to vmmkit (vmmkit_capture_begin / _end), with
+                                        # vmmkit.pause() from another thread during it: refused (900),
+                                        # the graph launches; then pause, resume, launch again
 
-Prints one line per check, "capture <name> ..." and exits 1 if a check the mode must pass fails.
+Prints one line per check, "capture <name> ...", and exits 1 if a check the mode must pass fails.
 """
+import ctypes
 import sys
 import threading
 
 import torch
 
-LAYERS, WIDTH, BATCH = 4, 4096, 64
+N = 64 << 20  # floats: 256 MiB per tensor
 
 
-def build():
-    torch.manual_seed(0)
-    weights = [torch.randn(WIDTH, WIDTH, device="cuda") / WIDTH ** 0.5 for _ in range(LAYERS)]
-    x = torch.randn(BATCH, WIDTH, device="cuda")
-    return weights, x
+def runtime():
+    """The CUDA runtime PyTorch loaded (ctypes), for the capture calls PyTorch does not expose."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "/libcudart.so" in path:
+                lib = ctypes.CDLL(path)
+                break
+        else:
+            lib = ctypes.CDLL("libcudart.so")
+    for name in ("cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaGraphInstantiate", "cudaGraphLaunch"):
+        getattr(lib, name).restype = ctypes.c_int
+    lib.cudaStreamBeginCapture.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.cudaStreamEndCapture.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.cudaGraphInstantiate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong]
+    lib.cudaGraphLaunch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return lib
 
 
-def forward(weights, x):
-    for w in weights:
-        x = torch.relu(x @ w)
-    return x
+def body(out, x, w):
+    """In-place kernels only: nothing is allocated while they are captured."""
+    out.copy_(x)
+    out.mul_(w)
+    out.add_(w)
+    out.relu_()
 
 
-def capture_beside(weights, x, beside):
-    """Captures forward() with torch.cuda.graph on a thread of its own; once the capture has begun,
-    runs beside() on this thread. Returns (graph or None, the capture's error, beside()'s result or
-    error, the graph's static output)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture, as PyTorch's documentation asks
-        forward(weights, x)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    began, done, out = threading.Event(), threading.Event(), {}
+def capture_beside(rt, out, x, w, beside, tell=None):
+    """Captures body() through the runtime on a thread of its own (global mode), told to vmmkit
+    when ``tell`` is its library; once the capture has recorded it, runs beside() on this thread.
+    Returns (the launchable graph or None, the capture's result code, beside()'s result)."""
+    began, done, got = threading.Event(), threading.Event(), {}
+    stream = torch.cuda.Stream()
 
     def capture():
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
-                out["y"] = forward(weights, x)
-                began.set()
-                done.wait()
-            out["graph"] = graph
+            with torch.cuda.stream(stream):
+                body(out, x, w)  # warm-up outside the capture
+            torch.cuda.synchronize()
+            if tell is not None:
+                assert tell.vmmkit_capture_begin() == 0
+            handle = ctypes.c_void_p(stream.cuda_stream)
+            assert rt.cudaStreamBeginCapture(handle, 0) == 0
+            with torch.cuda.stream(stream):
+                body(out, x, w)
+            got["capturing"] = True
+            began.set()
+            done.wait()
+            graph = ctypes.c_void_p()
+            got["rc"] = rt.cudaStreamEndCapture(handle, ctypes.byref(graph))
+            if tell is not None:
+                tell.vmmkit_capture_end()
+            if got["rc"] == 0:
+                launchable = ctypes.c_void_p()
+                assert rt.cudaGraphInstantiate(ctypes.byref(launchable), graph, 0) == 0
+                got["graph"] = (launchable, handle)
         except BaseException as e:
-            out["error"] = e
+            got["error"] = e
+        finally:
             began.set()
 
     thread = threading.Thread(target=capture, daemon=True)
     thread.start()
     began.wait()
-    try:
-        result = beside()
-    except BaseException as e:
-        result = e
+    result = "not run"
+    if got.get("capturing"):
+        try:
+            result = beside()
+        except BaseException as e:
+            result = e
     done.set()
     thread.join()
-    return out.get("graph"), out.get("error"), result, out.get("y")
+    if "error" in got:
+        raise got["error"]
+    return got.get("graph"), got.get("rc"), result
 
 
-def replays_like(graph, y, eager):
+def launch(rt, graph, out):
+    out.zero_()
+    torch.cuda.synchronize()
+    launchable, stream = graph
+    assert rt.cudaGraphLaunch(launchable, stream) == 0
+    torch.cuda.synchronize()
+    return out.clone()
+
+
+def graph_api(mode):
+    """torch.cuda.graph over a small matrix product: natively it replays; under vmmkit's pluggable
+    allocator it must be refused before anything is captured."""
+    a = torch.randn(256, 256, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        a @ a
+    torch.cuda.synchronize()
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            b = a @ a
+    except Exception as e:
+        return e, torch.cuda.is_current_stream_capturing()
     graph.replay()
     torch.cuda.synchronize()
-    return torch.allclose(y, eager, rtol=1e-3, atol=1e-3)
+    return torch.allclose(b, a @ a), False
 
 
 def main():
     mode = sys.argv[1]
     failed = False
+    vmmkit = None
     if mode == "vmmkit":
         import vmmkit
         vmmkit.use_as_torch_allocator()
+    rt = runtime()
+    torch.manual_seed(0)
+    x = torch.randn(N, device="cuda")
+    out = torch.empty(N, device="cuda")
+    if vmmkit is not None:
         with vmmkit.region("weights", keep_contents=True):
-            weights, x = build()
+            w = torch.randn(N, device="cuda")
     else:
-        weights, x = build()
-    eager = forward(weights, x)
+        w = torch.randn(N, device="cuda")
+    expected = torch.relu(x * w + w)
     torch.cuda.synchronize()
 
+    result, still_capturing = graph_api(mode)
     if mode == "native":
-        graph, error, _, y = capture_beside(weights, x, lambda: None)
-        ok = error is None and replays_like(graph, y, eager)
-        print("capture alone: %s" % ("graph replayed, output as eager's" if ok else "FAILED: %r" % (error,)))
+        print("capture torch-graph: %s" % ("replayed as eager" if result is True else "FAILED: %r" % (result,)))
+        failed |= result is not True
+        graph, rc, _ = capture_beside(rt, out, x, w, lambda: None)
+        ok = rc == 0 and torch.equal(launch(rt, graph, out), expected)
+        print("capture alone: %s" % ("launched, output as eager's" if ok else "FAILED: end capture -> %r" % (rc,)))
         failed |= not ok
-        graph, error, result, _ = capture_beside(weights, x, torch.cuda.synchronize)
-        print("capture beside-synchronize: synchronize -> %s; capture -> %s" % (
-            "raised %s" % type(result).__name__ if isinstance(result, BaseException) else "returned",
-            "failed: %s" % str(error).splitlines()[0] if error else "succeeded"))
+        graph, rc, result = capture_beside(rt, out, x, w, torch.cuda.synchronize)
+        print("capture beside-synchronize: synchronize -> %s; end capture -> %d%s" % (
+            "raised %s" % type(result).__name__ if isinstance(result, BaseException) else result or "returned",
+            rc, " (the capture was invalidated)" if rc == 901 else ""))
     else:
-        import vmmkit
-        graph, error, result, y = capture_beside(weights, x, vmmkit.pause)
-        refused = isinstance(result, vmmkit.VmmkitError) and result.code == 900
-        print("capture beside-pause: pause -> %s" % ("refused (900)" if refused else "%r" % (result,)))
-        ok = refused and error is None and replays_like(graph, y, eager)
-        print("capture beside-pause: capture -> %s" % (
-            "graph replayed, output as eager's" if ok else "FAILED: %r" % (error,)))
+        refused = isinstance(result, vmmkit.VmmkitError) and result.code == 801
+        print("capture torch-graph: %s" % (
+            "refused (801) before capturing; stream capturing after: %s" % still_capturing if refused
+            else "FAILED: %r" % (result,)))
+        failed |= not refused or still_capturing
+        graph, rc, result = capture_beside(rt, out, x, w, vmmkit.pause, tell=vmmkit.library())
+        pause_refused = isinstance(result, vmmkit.VmmkitError) and result.code == 900
+        print("capture beside-pause: pause -> %s" % ("refused (900)" if pause_refused else "%r" % (result,)))
+        first = launch(rt, graph, out) if rc == 0 else None
+        ok = pause_refused and first is not None and torch.equal(first, expected)
+        print("capture beside-pause: end capture -> %r; %s" % (
+            rc, "launched, output as eager's" if ok else "FAILED"))
         failed |= not ok
         if ok:
-            before = y.clone()
             free_before = torch.cuda.mem_get_info()[0]
             vmmkit.pause("weights")
             released = torch.cuda.mem_get_info()[0] - free_before
             vmmkit.resume("weights")
-            graph.replay()
-            same = torch.equal(y, before)
-            print("capture after-pause: released %.2f GiB; replay after resume %s" % (
+            same = torch.equal(launch(rt, graph, out), first)
+            print("capture after-pause: released %.2f GiB; launch after resume %s" % (
                 released / 2 ** 30, "bit-identical" if same else "DIFFERENT"))
             failed |= not same
     sys.exit(1 if failed else 0)

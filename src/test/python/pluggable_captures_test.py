@@ -1,10 +1,10 @@
-"""The Python module with vmmkit as PyTorch's pluggable allocator: the shim loaded with dlopen (no
-LD_PRELOAD), so it sees no capture call, and a stand-in ``torch`` module whose CUDAGraph captures
-through the stand-in runtime. A capture through CUDAGraph on another thread is told to vmmkit, so a
-pause or resume beside it is refused with nothing done; once the capture has ended, they work. A
-capture whose begin or end fails is told as CUDA left it. argv[1]: the libcudart to load, argv[2]:
-the shim. Prints "ok python-pluggable-captures" and exits 0, or raises."""
-import contextlib
+"""The Python module with vmmkit as PyTorch's pluggable allocator: the shim opened with dlopen (no
+LD_PRELOAD), so it sees no capture call, and a stand-in ``torch`` module. CUDAGraph's captures are
+refused before anything is captured (PyTorch keeps a graph's memory only in its own caching
+allocator). A capture the program tells vmmkit of (vmmkit_capture_begin / _end), made on another
+thread, refuses a pause or resume beside it with nothing done; once it has ended they work.
+argv[1]: the libcudart to load, argv[2]: the shim. Prints "ok python-pluggable-captures" and exits
+0, or raises."""
 import ctypes
 import sys
 import threading
@@ -29,22 +29,16 @@ def download(ptr, size):
     return out.raw
 
 
+def begin_capture():
+    assert cudart.cudaStreamBeginCapture(CAPTURE_STREAM, 0) == 0  # the stand-in runtime's, unseen by the shim
+
+
+def end_capture():
+    graph = ctypes.c_void_p()
+    assert cudart.cudaStreamEndCapture(CAPTURE_STREAM, ctypes.byref(graph)) == 0
+
+
 # ---- The stand-in torch: the parts of PyTorch's API the module uses -------------------------------
-
-current = threading.local()  # this thread's current stream
-capturing = set()  # the streams capturing now
-
-
-@contextlib.contextmanager
-def on_stream(name):
-    """torch.cuda.stream(...): torch.cuda.graph makes its side stream current around the capture."""
-    before = current_stream()
-    current.stream = name
-    try:
-        yield
-    finally:
-        current.stream = before
-
 
 class CUDAPluggableAllocator:
     """Opens the shim with dlopen and finds the pair by name, as PyTorch does."""
@@ -58,40 +52,20 @@ class CUDAPluggableAllocator:
 
 
 class CUDAGraph:
-    """As PyTorch's: captures the current stream, and refuses an end on another stream before
-    ending the capture. Its stream is the stand-in runtime's, which the shim (not preloaded) never
-    sees. ``fail_begin``: the begin fails before any capture; ``invalidated``: the end ends the
-    capture, then fails."""
-
-    def __init__(self, fail_begin=False, invalidated=False):
-        self.fail_begin, self.invalidated, self.stream = fail_begin, invalidated, None
+    began = 0
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
-        if self.fail_begin:
-            raise RuntimeError("capture_begin failed")
-        self.stream = current_stream()
-        assert cudart.cudaStreamBeginCapture(CAPTURE_STREAM, 0) == 0
-        capturing.add(self.stream)
+        CUDAGraph.began += 1
+        begin_capture()
 
     def capture_end(self):
-        if current_stream() != self.stream:
-            raise RuntimeError("Capture must end on the same stream it began on.")
-        graph = ctypes.c_void_p()
-        assert cudart.cudaStreamEndCapture(CAPTURE_STREAM, ctypes.byref(graph)) == 0
-        capturing.discard(self.stream)
-        if self.invalidated:
-            raise RuntimeError("operation failed due to a previous error during capture")
-
-
-def current_stream():
-    return getattr(current, "stream", "default stream")
+        end_capture()
 
 
 fake_torch = types.ModuleType("torch")
 fake_torch.cuda = types.SimpleNamespace(
     is_initialized=lambda: True,
-    is_current_stream_capturing=lambda: current_stream() in capturing,
-    current_stream=current_stream,
+    is_current_stream_capturing=lambda: False,  # the captures below are not PyTorch's
     device_count=lambda: 1,
     memory=types.SimpleNamespace(CUDAPluggableAllocator=CUDAPluggableAllocator,
                                  change_current_allocator=lambda allocator: None),
@@ -112,27 +86,41 @@ def refused(call, tag):
 
 allocator = vmmkit.use_as_torch_allocator(SHIM)
 vmmkit.use_as_torch_allocator(SHIM)  # a second call wraps nothing twice
+lib = vmmkit.library()
+
+# CUDAGraph is refused before anything is captured: made (as torch.cuda.graph's caller makes it),
+# or, made before vmmkit became the allocator, at its capture's begin.
+made_before = object.__new__(CUDAGraph)
+for attempt in (CUDAGraph, made_before.capture_begin):
+    try:
+        attempt()
+        raise AssertionError("a CUDAGraph capture was accepted with vmmkit as the pluggable allocator")
+    except vmmkit.VmmkitError as e:
+        assert e.code == 801 and "vmmkit run" in str(e), (e.code, str(e))
+assert CUDAGraph.began == 0, "the refused capture reached CUDA"
+
 weights = bytes((i * 11 + 5) % 251 for i in range(3 * MIB))
 with vmmkit.region("weights", keep_contents=True):
     w = allocator.alloc(len(weights), 0, None)
 assert w, "the pluggable allocation failed"
 upload(w, weights)
 
-# A capture on another thread: pauses and resumes on this one are refused, nothing is done.
+# A capture told to vmmkit, on another thread: pauses on this one are refused, nothing is done.
 began, done = threading.Event(), threading.Event()
 failures = []
 
 
 def capture():
     try:
-        graph = CUDAGraph()
-        with on_stream("side stream"):
-            graph.capture_begin()
-            began.set()
-            done.wait()
-            graph.capture_end()
+        assert lib.vmmkit_capture_begin() == 0
+        begin_capture()
+        began.set()
+        done.wait()
+        end_capture()
+        assert lib.vmmkit_capture_end() == 0
     except BaseException as e:  # reported by the main thread
         failures.append(e)
+    finally:
         began.set()
 
 
@@ -149,40 +137,11 @@ assert not failures, failures
 vmmkit.pause("weights")
 with vmmkit.region("weights", keep_contents=True):
     assert not allocator.alloc(4096, 0, None), "an allocation into a paused tag was served"
-vmmkit.resume("weights")
-assert download(w, len(weights)) == weights, "the weights came back changed"
-
-# A begin that failed is no capture.
-try:
-    CUDAGraph(fail_begin=True).capture_begin()
-    raise AssertionError("the stand-in's begin did not fail")
-except RuntimeError:
-    pass
-vmmkit.pause("weights")
-vmmkit.resume("weights")
-
-# An end refused before it reached CUDA (made on another stream) leaves the capture on; an end
-# that ended an invalidated capture ended it.
-graph = CUDAGraph()
-with on_stream("side stream"):
-    graph.capture_begin()
-try:
-    graph.capture_end()
-    raise AssertionError("the stand-in's end on another stream did not fail")
-except RuntimeError:
-    pass
-refused(vmmkit.pause, "weights")  # from the default stream: vmmkit's refusal, not the module's
-with on_stream("side stream"):
-    graph.capture_end()
-graph = CUDAGraph(invalidated=True)
-with on_stream("side stream"):
-    graph.capture_begin()
-    try:
-        graph.capture_end()
-        raise AssertionError("the stand-in's invalidated end did not fail")
-    except RuntimeError:
-        pass
-vmmkit.pause("weights")
+# A resume during a told capture is refused too; the tag stays paused.
+assert lib.vmmkit_capture_begin() == 0
+refused(vmmkit.resume, "weights")
+assert lib.vmmkit_capture_end() == 0
+assert lib.vmmkit_capture_end() == 0  # an end with no capture under way changes nothing
 vmmkit.resume("weights")
 assert download(w, len(weights)) == weights, "the weights came back changed"
 allocator.free(w, len(weights), 0, None)

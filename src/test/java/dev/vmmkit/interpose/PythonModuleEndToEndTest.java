@@ -65,13 +65,13 @@ class PythonModuleEndToEndTest {
     }
 
     /**
-     * As PyTorch's pluggable allocator the shim sees no capture call: a capture through CUDAGraph on
-     * another thread is told by the module, so a pause beside it is refused (without it, the pause
-     * would synchronise the device under the capture), and failed begins and ends are told as CUDA
-     * left the capture.
+     * As PyTorch's pluggable allocator: CUDAGraph's captures are refused before anything is
+     * captured, and a capture the program tells vmmkit of (the shim sees no capture call there),
+     * made on another thread, refuses a pause or resume beside it: without being told, the pause
+     * would synchronise the device under the capture.
      */
     @Test
-    void asThePluggableAllocatorCapturesThroughCudaGraphAreToldToVmmkit() throws Exception {
+    void asThePluggableAllocatorCudaGraphIsRefusedAndToldCapturesHoldPausesBack() throws Exception {
         ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("pluggable_captures_test.py").toString(),
                 NATIVE.resolve("libcudart.so").toString(), SHIM.toString()), Map.of(
                 "VMMKIT_JAVA_HOME", System.getProperty("java.home"),
