@@ -84,11 +84,11 @@ cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
  * begins a capture and vmmkit_capture_end once the capture has ended (successfully or not), from
  * any thread. Between them no pause or resume runs (they get cudaErrorStreamCaptureUnsupported)
  * and vmmkit synchronises no device; vmmkit_capture_begin waits for a pause, resume or
- * synchronisation in progress to return. Calls nest as a count: every begin needs its end. A
- * capture told so should allocate nothing through vmmkit: memory freed after it may be handed out
- * again while the graph still uses it (PyTorch's torch.cuda.CUDAGraph, which allocates during its
- * capture, is refused where vmmkit is PyTorch's pluggable allocator; under `vmmkit run` PyTorch's
- * caching allocator keeps a graph's memory). cudaErrorNotSupported when vmmkit serves no allocations.
+ * synchronisation in progress to return. Calls nest as a count: every begin needs its end. While
+ * one is under way, stream-ordered allocations and frees on a capturing stream are left to CUDA, as
+ * the graph's own (under `vmmkit run` too). cudaErrorNotSupported when vmmkit serves no allocations.
+ * (PyTorch's torch.cuda.CUDAGraph is refused where vmmkit is its pluggable allocator: python/vmmkit
+ * says why.)
  */
 cudaError_t vmmkit_capture_begin(void);
 cudaError_t vmmkit_capture_end(void);

@@ -4,6 +4,10 @@ by PyTorch, not preloaded, so it sees no capture call itself).
   python3 pluggable_capture.py native   # no vmmkit: torch.cuda.graph; a capture made through the
                                         # runtime (in-place kernels, nothing allocated) alone, then
                                         # with a device synchronisation from another thread during it
+  python3 pluggable_capture.py graph    # torch.cuda.graph alone, replayed twice: with
+                                        # PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync its
+                                        # allocations are stream-ordered, and under `vmmkit run` the
+                                        # capture's must stay CUDA's (the graph's own nodes)
   python3 pluggable_capture.py vmmkit   # torch.cuda.graph must be refused (801); the runtime capture,
                                         # told to vmmkit (vmmkit_capture_begin / _end), with
                                         # vmmkit.pause() from another thread during it: refused (900),
@@ -126,8 +130,40 @@ def graph_api(mode):
     return torch.allclose(b, a @ a), False
 
 
+def graph_memory_kept():
+    """A temporary freed during the capture, then a tensor allocated after it on the capture's
+    stream: the graph's replay writes the temporary's memory, so it must not be the new tensor's.
+    Returns True when the new tensor came through the replay unchanged."""
+    a = torch.randn(2048, 2048, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.relu(a @ a)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        t = a @ a
+        b = torch.relu(t)
+        del t
+    with torch.cuda.stream(side):
+        z = torch.full_like(a, 7.0)
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    return bool((z == 7.0).all()) and torch.allclose(b, torch.relu(a @ a))
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "graph":  # torch.cuda.graph alone, under whatever allocator the environment sets
+        result, _ = graph_api(mode)
+        result2, _ = graph_api(mode)  # a second graph: the first one's memory in use beside it
+        kept = graph_memory_kept()
+        ok = result is True and result2 is True and kept
+        print("capture torch-graph %s: %s; a tensor allocated after the capture %s" % (
+            torch.cuda.get_allocator_backend(), "replayed as eager, twice" if result is True and result2 is True
+            else "FAILED: %r %r" % (result, result2), "unchanged by a replay" if kept else "OVERWRITTEN by a replay"))
+        sys.exit(0 if ok else 1)
     failed = False
     vmmkit = None
     if mode == "vmmkit":

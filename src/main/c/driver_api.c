@@ -81,14 +81,15 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFree_v2, dptr));
 }
 
+/* On a capturing stream, the graph's: as cudaMallocAsync and cudaFreeAsync (runtime_api.c). */
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    int rc = driver_malloc(dptr, bytesize, stream);
+    int rc = driver_stream_captures(stream, 0) ? CALL_REAL : driver_malloc(dptr, bytesize, stream);
     return rc != CALL_REAL ? rc
         : served_by_driver(DRIVER(cuMemAllocAsync, dptr, bytesize, stream), dptr, bytesize, stream);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-    int rc = driver_free(dptr, (int64_t) (intptr_t) stream);
+    int rc = driver_free(dptr, driver_stream_captures(stream, 0) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) stream);
     return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFreeAsync, dptr, stream));
 }
 
@@ -98,13 +99,13 @@ static CUstream per_thread(CUstream stream) {
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    int rc = driver_malloc(dptr, bytesize, per_thread(stream));
+    int rc = driver_stream_captures(stream, 1) ? CALL_REAL : driver_malloc(dptr, bytesize, per_thread(stream));
     return rc != CALL_REAL ? rc
         : served_by_driver(DRIVER(cuMemAllocAsync_ptsz, dptr, bytesize, stream), dptr, bytesize, per_thread(stream));
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-    int rc = driver_free(dptr, (int64_t) (intptr_t) per_thread(stream));
+    int rc = driver_free(dptr, driver_stream_captures(stream, 1) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) per_thread(stream));
     return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFreeAsync_ptsz, dptr, stream));
 }
 
@@ -152,17 +153,25 @@ static void pool_warning(void) {
                         "served by CUDA, not vmmkit\n");
 }
 
+/* Served by vmmkit when pool is the default one and stream does not capture (the graph's, as in
+ * cuMemAllocAsync); a pool of the program's own is said once. */
+static int pool_malloc(void *pool, CUdeviceptr *dptr, size_t bytesize, CUstream stream, int per_thread_stream) {
+    int device = default_pool_device(pool);
+    int captured = driver_stream_captures(stream, per_thread_stream);
+    int rc = malloc_on(captured ? -1 : device, dptr, bytesize, per_thread_stream ? per_thread(stream) : stream);
+    if (rc == CALL_REAL && device < 0) pool_warning();
+    return rc;
+}
+
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, void *pool, CUstream stream) {
-    int rc = malloc_on(default_pool_device(pool), dptr, bytesize, stream);
+    int rc = pool_malloc(pool, dptr, bytesize, stream, 0);
     if (rc != CALL_REAL) return rc;
-    pool_warning();
     return served_by_driver(DRIVER(cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream), dptr, bytesize, stream);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, void *pool, CUstream stream) {
-    int rc = malloc_on(default_pool_device(pool), dptr, bytesize, per_thread(stream));
+    int rc = pool_malloc(pool, dptr, bytesize, stream, 1);
     if (rc != CALL_REAL) return rc;
-    pool_warning();
     return served_by_driver(DRIVER(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream), dptr, bytesize,
                             per_thread(stream));
 }

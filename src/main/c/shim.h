@@ -246,6 +246,11 @@ void *runtime_api_substitute(const char *name, void *runtime_fn);
 
 /* vmmkit's function for an intercepted runtime capture call found by handle, else NULL. */
 void *stream_capture_substitute(const char *name, void *runtime_fn);
+/* True while stream-ordered work on stream is captured into a graph (a capture is under way in the
+ * process and the stream captures, or its runtime or driver cannot say): the allocation calls leave
+ * such allocations and frees to CUDA, as the graph's own. */
+int runtime_stream_captures(cudaStream_t stream, int per_thread);
+int driver_stream_captures(CUstream stream, int per_thread);
 
 /* ---- driver_api.c ------------------------------------------------------------------------- */
 

@@ -13,8 +13,14 @@
  * (CUDA 10.0, no mode) is not: it is asked for under versions before 10.1 only.
  *
  * Loaded as PyTorch's pluggable allocator (dlopen, not preloaded) the shim sees no capture call, so
- * it exports vmmkit_capture_begin and vmmkit_capture_end (include/vmmkit/vmmkit.h): the program, or
- * the Python module for PyTorch's CUDAGraph, tells vmmkit itself.
+ * it exports vmmkit_capture_begin and vmmkit_capture_end (include/vmmkit/vmmkit.h): the program
+ * tells vmmkit itself.
+ *
+ * Stream-ordered allocations and frees on a capturing stream become the graph's own allocation and
+ * free nodes, which take effect each time the graph runs: runtime_stream_captures and
+ * driver_stream_captures tell the allocation calls so, and they leave those to CUDA (a vmmkit block
+ * freed there is freed as cudaFree frees it, reused only after a synchronisation once the capture
+ * has ended). The streams are asked only while a capture is counted here.
  */
 #include "shim.h"
 
@@ -22,8 +28,23 @@
 
 #define CAPTURE_STATUS_NONE 0
 
+static int captures_under_way; /* begun and not ended; never below 0, whatever ends a program tells */
+
+static void count_capture(int began) {
+    if (began) {
+        __atomic_add_fetch(&captures_under_way, 1, __ATOMIC_ACQ_REL);
+        return;
+    }
+    int count = __atomic_load_n(&captures_under_way, __ATOMIC_ACQUIRE);
+    while (count > 0 && !__atomic_compare_exchange_n(&captures_under_way, &count, count - 1, 0,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+}
+
 static void told(int began) {
-    if (!inside_runtime && !monitor_mode && java_up() && java.capture_changed) java.capture_changed(began);
+    if (inside_runtime) return;
+    count_capture(began);
+    if (serving() && java.capture_changed) java.capture_changed(began);
 }
 
 /* True unless the stream surely does not capture. A failed query counts as capturing: before the
@@ -41,6 +62,14 @@ static int driver_capturing(CUstream stream, int per_thread) {
     CUresult rc = per_thread ? DRIVER(cuStreamIsCapturing_ptsz, stream, &status)
                              : DRIVER(cuStreamIsCapturing, stream, &status);
     return rc != CUDA_SUCCESS || status != CAPTURE_STATUS_NONE;
+}
+
+int runtime_stream_captures(cudaStream_t stream, int per_thread) {
+    return __atomic_load_n(&captures_under_way, __ATOMIC_ACQUIRE) > 0 && runtime_capturing(stream, per_thread);
+}
+
+int driver_stream_captures(CUstream stream, int per_thread) {
+    return __atomic_load_n(&captures_under_way, __ATOMIC_ACQUIRE) > 0 && driver_capturing(stream, per_thread);
 }
 
 /* ---- The runtime ------------------------------------------------------------------------- */
@@ -122,13 +151,13 @@ EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, void **graph) {
 
 EXPORT cudaError_t vmmkit_capture_begin(void) {
     if (!serving() || !java.capture_changed) return cudaErrorNotSupported;
-    java.capture_changed(1);
+    told(1);
     return cudaSuccess;
 }
 
 EXPORT cudaError_t vmmkit_capture_end(void) {
     if (!serving() || !java.capture_changed) return cudaErrorNotSupported;
-    java.capture_changed(0);
+    told(0);
     return cudaSuccess;
 }
 

@@ -367,6 +367,25 @@ static void capture(void) {
     CHECK(cudaStreamEndCapture(stream, &graph) != 0); /* no capture: the runtime's error, nothing counted */
     CHECK(cudaMalloc(&c, big) == 0 && cudaFree(c) == 0);
     CHECK(fake_cudart_malloc_calls() == 0);
+
+    /* Stream-ordered calls on the capturing stream are the graph's (allocation and free nodes, run
+     * with the graph): the runtime's. A vmmkit block freed there is freed as cudaFree frees it, so it
+     * is not reused during the capture, whichever stream asks; other streams are vmmkit's. */
+    cudaStream_t other = (cudaStream_t) 0x5101;
+    void *kept = NULL, *graphs = NULL, *beside = NULL;
+    CHECK(cudaMalloc(&kept, big) == 0);
+    long frees_before = fake_cudart_free_calls();
+    CHECK(cudaStreamBeginCapture(stream, 0) == 0);
+    CHECK(cudaMallocAsync(&graphs, 4096, stream) == 0 && fake_cudart_malloc_calls() == 1);
+    CHECK(cudaFreeAsync(graphs, stream) == 0 && fake_cudart_free_calls() == frees_before + 1);
+    CHECK(cudaMallocAsync(&beside, 4096, other) == 0 && fake_cudart_malloc_calls() == 1);
+    CHECK(cudaFreeAsync(kept, stream) == 0 && fake_cudart_free_calls() == frees_before + 1);
+    CHECK(cudaMallocAsync(&c, big, other) == 2);
+    CHECK(cudaStreamEndCapture(stream, &graph) == 0);
+    CHECK(cudaMallocAsync(&c, big, other) == 0 && c == kept);
+    CHECK(cudaFreeAsync(c, other) == 0 && cudaFreeAsync(beside, other) == 0);
+    CHECK(cudaMallocAsync(&c, 4096, stream) == 0 && cudaFree(c) == 0);
+    CHECK(fake_cudart_malloc_calls() == 1);
 }
 
 /* The PyTorch pluggable-allocator pair, found as torch finds it: by name in the shim. */

@@ -324,6 +324,27 @@ static void capture(void) {
         CHECK(cuMemAlloc_v2(&c, big) == 0 && cuMemFree_v2(c) == 0);
     }
     CHECK(fake_cuda_alloc_calls() == 0);
+
+    /* Stream-ordered calls on the capturing stream are the graph's: the driver's; a vmmkit block
+     * freed there is not reused during the capture; other streams stay vmmkit's. */
+    CUstream other = (CUstream) 0x5201;
+    CUdeviceptr kept = 0, graphs = 0, pooled = 0, beside = 0, c = 0;
+    void *pool = NULL;
+    CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == 0);
+    CHECK(cuMemAlloc_v2(&kept, big) == 0);
+    long frees = fake_cuda_free_calls();
+    CHECK(begin(stream, 0) == 0);
+    CHECK(cuMemAllocAsync(&graphs, 4096, stream) == 0 && fake_cuda_alloc_calls() == 1);
+    CHECK(cuMemAllocFromPoolAsync(&pooled, 4096, pool, stream) == 0 && fake_cuda_alloc_calls() == 2);
+    CHECK(cuMemFreeAsync(graphs, stream) == 0 && cuMemFreeAsync(pooled, stream) == 0);
+    CHECK(fake_cuda_free_calls() == frees + 2);
+    CHECK(cuMemAllocAsync(&beside, 4096, other) == 0 && fake_cuda_alloc_calls() == 2);
+    CHECK(cuMemFreeAsync(kept, stream) == 0 && fake_cuda_free_calls() == frees + 2);
+    CHECK(cuMemAllocAsync(&c, big, other) == 2);   /* CUDA_ERROR_OUT_OF_MEMORY */
+    CHECK(end(stream, &graph) == 0);
+    CHECK(cuMemAllocAsync(&c, big, other) == 0 && c == kept);
+    CHECK(cuMemFreeAsync(c, other) == 0 && cuMemFreeAsync(beside, other) == 0);
+    CHECK(fake_cuda_alloc_calls() == 2);
 }
 
 static const struct { const char *name; void (*run)(void); } scenarios[] = {

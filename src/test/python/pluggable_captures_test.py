@@ -142,6 +142,17 @@ assert lib.vmmkit_capture_begin() == 0
 refused(vmmkit.resume, "weights")
 assert lib.vmmkit_capture_end() == 0
 assert lib.vmmkit_capture_end() == 0  # an end with no capture under way changes nothing
+# Allocations on a told capture's stream are the graph's: the runtime's, freed by the runtime.
+cudart.fake_cudart_malloc_calls.restype = cudart.fake_cudart_free_calls.restype = ctypes.c_long
+mallocs, frees = cudart.fake_cudart_malloc_calls(), cudart.fake_cudart_free_calls()
+assert lib.vmmkit_capture_begin() == 0
+begin_capture()
+graphs = allocator.alloc(4096, 0, CAPTURE_STREAM)
+assert graphs and cudart.fake_cudart_malloc_calls() == mallocs + 1, "the capture's allocation was not the runtime's"
+allocator.free(graphs, 4096, 0, CAPTURE_STREAM)
+assert cudart.fake_cudart_free_calls() == frees + 1
+end_capture()
+assert lib.vmmkit_capture_end() == 0
 vmmkit.resume("weights")
 assert download(w, len(weights)) == weights, "the weights came back changed"
 allocator.free(w, len(weights), 0, None)
