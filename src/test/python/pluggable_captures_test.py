@@ -11,22 +11,12 @@ import threading
 import types
 
 import vmmkit
+from device_copies import download, upload
 
 cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 SHIM = sys.argv[2]
-H2D, D2H = 1, 2
 MIB = 1 << 20
 CAPTURE_STREAM = ctypes.c_void_p(0x5300)
-
-
-def upload(ptr, data):
-    assert cudart.cudaMemcpy(ctypes.c_void_p(ptr), data, ctypes.c_size_t(len(data)), H2D) == 0
-
-
-def download(ptr, size):
-    out = ctypes.create_string_buffer(size)
-    assert cudart.cudaMemcpy(out, ctypes.c_void_p(ptr), ctypes.c_size_t(size), D2H) == 0
-    return out.raw
 
 
 def begin_capture():
@@ -103,7 +93,7 @@ weights = bytes((i * 11 + 5) % 251 for i in range(3 * MIB))
 with vmmkit.region("weights", keep_contents=True):
     w = allocator.alloc(len(weights), 0, None)
 assert w, "the pluggable allocation failed"
-upload(w, weights)
+upload(cudart, w, weights)
 
 # A capture told to vmmkit, on another thread: pauses on this one are refused, nothing is done.
 began, done = threading.Event(), threading.Event()
@@ -130,7 +120,7 @@ began.wait()
 assert not failures, failures
 refused(vmmkit.pause, "weights")
 refused(vmmkit.pause, None)
-assert download(w, len(weights)) == weights, "a refused pause changed the weights"
+assert download(cudart, w, len(weights)) == weights, "a refused pause changed the weights"
 done.set()
 capturer.join()
 assert not failures, failures
@@ -154,6 +144,6 @@ assert cudart.fake_cudart_free_calls() == frees + 1
 end_capture()
 assert lib.vmmkit_capture_end() == 0
 vmmkit.resume("weights")
-assert download(w, len(weights)) == weights, "the weights came back changed"
+assert download(cudart, w, len(weights)) == weights, "the weights came back changed"
 allocator.free(w, len(weights), 0, None)
 print("ok python-pluggable-captures")

@@ -6,9 +6,9 @@ import sys
 import types
 
 import vmmkit
+from device_copies import download, upload
 
 cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-H2D, D2H = 1, 2
 MIB = 1 << 20
 
 
@@ -18,21 +18,11 @@ def malloc(size):
     return rc, ptr.value
 
 
-def upload(ptr, data):
-    assert cudart.cudaMemcpy(ctypes.c_void_p(ptr), data, ctypes.c_size_t(len(data)), H2D) == 0
-
-
-def download(ptr, size):
-    out = ctypes.create_string_buffer(size)
-    assert cudart.cudaMemcpy(out, ctypes.c_void_p(ptr), ctypes.c_size_t(size), D2H) == 0
-    return out.raw
-
-
 weights = bytes((i * 7 + 3) % 251 for i in range(3 * MIB))
 with vmmkit.region("weights", keep_contents=True):
     rc, w = malloc(len(weights))
     assert rc == 0
-upload(w, weights)
+upload(cudart, w, weights)
 with vmmkit.region("kv_cache"):
     rc, kv = malloc(2 * MIB)
     assert rc == 0
@@ -70,11 +60,11 @@ except vmmkit.VmmkitError as e:
 finally:
     del sys.modules["torch"]
 vmmkit.resume("weights")
-assert download(w, len(weights)) == weights, "the weights came back changed"
+assert download(cudart, w, len(weights)) == weights, "the weights came back changed"
 pinned, ready = vmmkit.host_memory()  # the copy's host memory, kept for the next pause
 assert ready >= len(weights) and pinned >= ready, (pinned, ready)
-upload(kv, b"\x01" * (2 * MIB))
-assert download(kv, 2 * MIB) == b"\x01" * (2 * MIB)
+upload(cudart, kv, b"\x01" * (2 * MIB))
+assert download(cudart, kv, 2 * MIB) == b"\x01" * (2 * MIB)
 assert cudart.cudaFree(ctypes.c_void_p(w)) == 0
 assert cudart.cudaFree(ctypes.c_void_p(kv)) == 0
 print("ok python-tags")

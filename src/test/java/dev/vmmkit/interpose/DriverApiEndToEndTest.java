@@ -7,11 +7,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -41,19 +39,7 @@ class DriverApiEndToEndTest {
 
 
     private ProcessResult start(List<String> command, Map<String, String> extraEnv) throws IOException, InterruptedException {
-        ProcessBuilder builder = new ProcessBuilder(command)
-                .redirectOutput(dir.resolve("stdout.txt").toFile())
-                .redirectError(dir.resolve("stderr.txt").toFile());
-        Map<String, String> env = builder.environment();
-        VmmkitRunCommand.isolate(env, dir);
-        env.putAll(extraEnv);
-        Process process = builder.start();
-        if (!process.waitFor(120, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            throw new AssertionError("timed out: " + command + "\n" + Files.readString(dir.resolve("stderr.txt")));
-        }
-        return new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
-                Files.readString(dir.resolve("stderr.txt")));
+        return VmmkitRunCommand.run(command, extraEnv, dir);
     }
 
     /** {@code vmmkit run ARGS} in a new JVM, as a user runs it. */

@@ -20,7 +20,6 @@ import java.util.stream.Stream;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -59,25 +58,14 @@ class InterposeEndToEndTest {
     /** Runs {@code vmmkit run ARGS} in a new JVM, the embedded JVM loading {@code allocator}'s classes. */
     private ProcessResult vmmkitRun(String allocator, Map<String, String> extraEnv, String... args)
             throws IOException, InterruptedException {
-        ProcessBuilder builder = new ProcessBuilder(VmmkitRunCommand.of(args))
-                .redirectOutput(dir.resolve("stdout.txt").toFile())
-                .redirectError(dir.resolve("stderr.txt").toFile());
-        Map<String, String> env = builder.environment();
-        VmmkitRunCommand.isolate(env, dir); // each test's own profile cache: no run reads another's peak profile
+        Map<String, String> env = new HashMap<>();
         if (allocator.equals(PLUMBING_ONLY)) {
             env.put("VMMKIT_JVM_OPTS", "-D" + ResourceFactory.PROPERTY + "=" + BumpResourceFactory.class.getName());
         } else {
             assertEquals(REAL, allocator);
         }
         env.putAll(extraEnv);
-        Process process = builder.start();
-        if (!process.waitFor(120, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            throw new AssertionError("vmmkit run timed out; stdout:\n" + Files.readString(dir.resolve("stdout.txt"))
-                    + "\nstderr:\n" + Files.readString(dir.resolve("stderr.txt")));
-        }
-        return new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
-                Files.readString(dir.resolve("stderr.txt")));
+        return VmmkitRunCommand.run(VmmkitRunCommand.of(args), env, dir);
     }
 
     private static void assertScenariosPassed(ProcessResult result, List<String> scenarios) {
@@ -370,24 +358,9 @@ class InterposeEndToEndTest {
     /** A program that loads the shim with dlopen, as PyTorch loads a pluggable allocator: no LD_PRELOAD. */
     @Test
     void aShimLoadedWithDlopenStartsAtLoadAndServesThePluggablePair() throws Exception {
-        String classPath = System.getProperty("java.class.path");
-        ProcessBuilder builder = new ProcessBuilder(ALLOC_TEST.toString(), "pluggable")
-                .redirectOutput(dir.resolve("stdout.txt").toFile())
-                .redirectError(dir.resolve("stderr.txt").toFile());
-        Map<String, String> env = builder.environment();
-        env.remove("LD_PRELOAD");
-        env.remove("VMM_MODE");
-        env.put("VMMKIT_SHIM", Path.of("target", "native", "libvmmkit_preload.so").toAbsolutePath().toString());
-        env.put("VMMKIT_JAR", classPath);
-        env.put("VMMKIT_JAVA_HOME", System.getProperty("java.home"));
-        env.put("VMM_DRIVER", "host");
+        Map<String, String> env = new HashMap<>(VmmkitRunCommand.dlopened());
         env.put("VMM_LOG", "info");
-        env.put("XDG_CACHE_HOME", dir.resolve("cache").toString());
-        env.remove("VMM_PROFILE");
-        Process process = builder.start();
-        assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the pluggable scenario timed out");
-        ProcessResult result = new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
-                Files.readString(dir.resolve("stderr.txt")));
+        ProcessResult result = VmmkitRunCommand.run(List.of(ALLOC_TEST.toString(), "pluggable"), env, dir);
         assertScenariosPassed(result, List.of("pluggable"));
         assertTrue(result.stderr().contains("vmm mode ready in"), result::toString);
         try (var profiles = Files.list(profileCache())) {

@@ -7,9 +7,9 @@ import org.junit.jupiter.api.io.TempDir;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -24,7 +24,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  */
 class PythonModuleEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
-    private static final Path SHIM = Path.of("target", "native", "libvmmkit_preload.so").toAbsolutePath();
     private static final Path PROGRAMS = Path.of("src", "test", "python").toAbsolutePath();
     private static final Path MODULE = Path.of("python").toAbsolutePath();
 
@@ -39,20 +38,9 @@ class PythonModuleEndToEndTest {
     }
 
     private ProcessResult run(List<String> command, Map<String, String> extraEnv) throws IOException, InterruptedException {
-        ProcessBuilder builder = new ProcessBuilder(command)
-                .redirectOutput(dir.resolve("stdout.txt").toFile())
-                .redirectError(dir.resolve("stderr.txt").toFile());
-        Map<String, String> env = builder.environment();
-        VmmkitRunCommand.isolate(env, dir);
+        Map<String, String> env = new HashMap<>(extraEnv);
         env.put("PYTHONPATH", MODULE.toString());
-        env.putAll(extraEnv);
-        Process process = builder.start();
-        if (!process.waitFor(120, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            throw new AssertionError("the Python program timed out; stderr:\n" + Files.readString(dir.resolve("stderr.txt")));
-        }
-        return new ProcessResult(process.exitValue(), Files.readString(dir.resolve("stdout.txt")),
-                Files.readString(dir.resolve("stderr.txt")));
+        return VmmkitRunCommand.run(command, env, dir);
     }
 
     /** Under vmmkit run: regions, pause, resume, their errors, a capture seen by the shim. */
@@ -73,10 +61,7 @@ class PythonModuleEndToEndTest {
     @Test
     void asThePluggableAllocatorCudaGraphIsRefusedAndToldCapturesHoldPausesBack() throws Exception {
         ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("pluggable_captures_test.py").toString(),
-                NATIVE.resolve("libcudart.so").toString(), SHIM.toString()), Map.of(
-                "VMMKIT_JAVA_HOME", System.getProperty("java.home"),
-                "VMM_DRIVER", "host",
-                "LD_PRELOAD", ""));
+                NATIVE.resolve("libcudart.so").toString(), VmmkitRunCommand.SHIM.toString()), VmmkitRunCommand.dlopened());
         assertEquals(0, result.exitCode(), result.toString());
         assertTrue(result.stdout().contains("ok python-pluggable-captures"), result.toString());
         assertTrue(result.stderr().contains("refused: a CUDA stream capture is under way"), result.toString());
