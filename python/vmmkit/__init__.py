@@ -15,6 +15,7 @@ it is loaded.
     vmmkit.pause()              # every tag; the GPU memory goes back to the driver
     ...                         # another phase uses it
     vmmkit.resume()             # same addresses: tensors and captured CUDA graphs stay valid
+                                # (graphs need `vmmkit run`: use_as_torch_allocator says why)
 
 Under ``vmmkit run`` PyTorch caches memory it got from ``cudaMalloc``: a tag's tensors then come
 from a ``torch.cuda.MemPool`` of their own, on every device, so that its segments hold the tag's
