@@ -110,7 +110,7 @@ def launch(rt, graph, out):
     return out.clone()
 
 
-def graph_api(mode):
+def graph_api():
     """torch.cuda.graph over a small matrix product: natively it replays; under vmmkit's pluggable
     allocator it must be refused before anything is captured."""
     a = torch.randn(256, 256, device="cuda")
@@ -156,8 +156,8 @@ def graph_memory_kept():
 def main():
     mode = sys.argv[1]
     if mode == "graph":  # torch.cuda.graph alone, under whatever allocator the environment sets
-        result, _ = graph_api(mode)
-        result2, _ = graph_api(mode)  # a second graph: the first one's memory in use beside it
+        result, _ = graph_api()
+        result2, _ = graph_api()  # a second graph: the first one's memory in use beside it
         kept = graph_memory_kept()
         ok = result is True and result2 is True and kept
         print("capture torch-graph %s: %s; a tensor allocated after the capture %s" % (
@@ -181,7 +181,7 @@ def main():
     expected = torch.relu(x * w + w)
     torch.cuda.synchronize()
 
-    result, still_capturing = graph_api(mode)
+    result, still_capturing = graph_api()
     if mode == "native":
         print("capture torch-graph: %s" % ("replayed as eager" if result is True else "FAILED: %r" % (result,)))
         failed |= result is not True

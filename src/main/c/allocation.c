@@ -32,6 +32,18 @@ int vmmkit_free(void *ptr, int device, int64_t stream) {
     return result == JAVA_NOT_OURS ? CALL_REAL : result == JAVA_FREED ? cudaSuccess : -result;
 }
 
+/* Stream-ordered calls (cudaMallocAsync, cudaFreeAsync, the pluggable pair). On a capturing stream
+ * an allocation and a free are the graph's own nodes, run each time the graph runs: the allocation
+ * is CUDA's, and a vmmkit block freed there is freed as cudaFree frees it (the graph's reads of it
+ * happen when it runs, which vmmkit cannot see; the synchronisation waits for the capture's end). */
+int vmmkit_malloc_on_stream(void **ptr, size_t size, int device, cudaStream_t stream) {
+    return runtime_stream_captures(stream, 0) ? CALL_REAL : vmmkit_malloc(ptr, size, device, stream);
+}
+
+int vmmkit_free_on_stream(void *ptr, int device, cudaStream_t stream) {
+    return vmmkit_free(ptr, device, runtime_stream_captures(stream, 0) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) stream);
+}
+
 cudaError_t served_by_runtime(cudaError_t rc, void **ptr, size_t size, cudaStream_t stream) {
     __atomic_fetch_add(&passthrough_calls, 1, __ATOMIC_RELAXED);
     if (rc == cudaSuccess && ptr && *ptr && monitor_mode && java_up())

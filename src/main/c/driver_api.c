@@ -81,31 +81,42 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFree_v2, dptr));
 }
 
-/* On a capturing stream, the graph's: as cudaMallocAsync and cudaFreeAsync (runtime_api.c). */
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    int rc = driver_stream_captures(stream, 0) ? CALL_REAL : driver_malloc(dptr, bytesize, stream);
-    return rc != CALL_REAL ? rc
-        : served_by_driver(DRIVER(cuMemAllocAsync, dptr, bytesize, stream), dptr, bytesize, stream);
-}
-
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-    int rc = driver_free(dptr, driver_stream_captures(stream, 0) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) stream);
-    return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFreeAsync, dptr, stream));
-}
-
 /* The per-thread default stream variants: stream 0 means this thread's default stream. */
 static CUstream per_thread(CUstream stream) {
     return stream ? stream : CU_STREAM_PER_THREAD;
 }
 
+/* Stream-ordered calls: on a capturing stream the graph's, as vmmkit_malloc_on_stream and
+ * vmmkit_free_on_stream say (allocation.c). per_thread_stream: a _ptsz entry point's. */
+static int driver_malloc_on_stream(CUdeviceptr *ptr, size_t size, CUstream stream, int per_thread_stream) {
+    if (driver_stream_captures(stream, per_thread_stream)) return CALL_REAL;
+    return driver_malloc(ptr, size, per_thread_stream ? per_thread(stream) : stream);
+}
+
+static int driver_free_on_stream(CUdeviceptr ptr, CUstream stream, int per_thread_stream) {
+    CUstream ordered = per_thread_stream ? per_thread(stream) : stream;
+    return driver_free(ptr, driver_stream_captures(stream, per_thread_stream) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) ordered);
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    int rc = driver_malloc_on_stream(dptr, bytesize, stream, 0);
+    return rc != CALL_REAL ? rc
+        : served_by_driver(DRIVER(cuMemAllocAsync, dptr, bytesize, stream), dptr, bytesize, stream);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+    int rc = driver_free_on_stream(dptr, stream, 0);
+    return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFreeAsync, dptr, stream));
+}
+
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    int rc = driver_stream_captures(stream, 1) ? CALL_REAL : driver_malloc(dptr, bytesize, per_thread(stream));
+    int rc = driver_malloc_on_stream(dptr, bytesize, stream, 1);
     return rc != CALL_REAL ? rc
         : served_by_driver(DRIVER(cuMemAllocAsync_ptsz, dptr, bytesize, stream), dptr, bytesize, per_thread(stream));
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-    int rc = driver_free(dptr, driver_stream_captures(stream, 1) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) per_thread(stream));
+    int rc = driver_free_on_stream(dptr, stream, 1);
     return rc != CALL_REAL ? rc : freed_by_driver(DRIVER(cuMemFreeAsync_ptsz, dptr, stream));
 }
 

@@ -24,12 +24,8 @@ EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
     return rc != CALL_REAL ? rc : served_by_runtime(REAL(cudaMalloc, devPtr, size), devPtr, size, NULL);
 }
 
-/* On a capturing stream an allocation is the graph's (an allocation node, made each time it runs),
- * and a free is too: CUDA's. A vmmkit block freed there is freed as cudaFree frees it: the graph's
- * reads of it run when the graph runs, which vmmkit cannot see, and its synchronisation waits for
- * the capture's end (stream_capture.c). */
 EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
-    int rc = runtime_stream_captures(stream, 0) ? CALL_REAL : vmmkit_malloc(devPtr, size, -1, stream);
+    int rc = vmmkit_malloc_on_stream(devPtr, size, -1, stream);
     return rc != CALL_REAL ? rc
         : served_by_runtime(REAL(cudaMallocAsync, devPtr, size, stream), devPtr, size, stream);
 }
@@ -42,7 +38,7 @@ EXPORT cudaError_t cudaFree(void *devPtr) {
 }
 
 EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
-    int rc = vmmkit_free(devPtr, -1, runtime_stream_captures(stream, 0) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) stream);
+    int rc = vmmkit_free_on_stream(devPtr, -1, stream);
     return rc != CALL_REAL ? rc : freed_by_runtime(REAL(cudaFreeAsync, devPtr, stream));
 }
 
@@ -182,15 +178,14 @@ EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
 EXPORT void *vmmkit_torch_alloc(ssize_t size, int device, cudaStream_t stream) {
     void *ptr = NULL;
     if (size < 0) return NULL;
-    int rc = runtime_stream_captures(stream, 0) ? CALL_REAL : vmmkit_malloc(&ptr, (size_t) size, device, stream);
+    int rc = vmmkit_malloc_on_stream(&ptr, (size_t) size, device, stream);
     if (rc == CALL_REAL) rc = served_by_runtime(REAL(cudaMallocAsync, &ptr, (size_t) size, stream), &ptr, size, stream);
     return rc == cudaSuccess ? ptr : NULL;
 }
 
 EXPORT void vmmkit_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream) {
     (void) size;
-    int64_t order = runtime_stream_captures(stream, 0) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) stream;
-    if (vmmkit_free(ptr, device, order) == CALL_REAL && ptr)
+    if (vmmkit_free_on_stream(ptr, device, stream) == CALL_REAL && ptr)
         freed_by_runtime(REAL(cudaFreeAsync, ptr, stream));
 }
 

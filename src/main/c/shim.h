@@ -233,6 +233,9 @@ void *substitute(void **real_slot, void *library_fn, void *ours);
 /* cudaSuccess or a cudaError when vmmkit decided the call, CALL_REAL when the runtime must serve it. */
 int vmmkit_malloc(void **ptr, size_t size, int device, cudaStream_t stream);
 int vmmkit_free(void *ptr, int device, int64_t stream);
+/* The same for a stream-ordered call: on a capturing stream, CUDA's allocation, a free as cudaFree's. */
+int vmmkit_malloc_on_stream(void **ptr, size_t size, int device, cudaStream_t stream);
+int vmmkit_free_on_stream(void *ptr, int device, cudaStream_t stream);
 /* After the real runtime served an allocation call: count it, and record it in monitor mode. */
 cudaError_t served_by_runtime(cudaError_t rc, void **ptr, size_t size, cudaStream_t stream);
 cudaError_t freed_by_runtime(cudaError_t rc);
