@@ -4,7 +4,7 @@
 # ratio and modelled driver time of each, with and without its peak hinted, and how many are at or
 # below 1.05. scripts/trace-table.sh is where rules are measured; this is where they are checked.
 # Usage: scripts/trace-population.sh [COUNT [SEED]]   (default: 40 programs, seed 1; seeds 1 to 5 are
-# the populations docs/allocator.md quotes)
+# the populations docs/generation-traces.md quotes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-40}

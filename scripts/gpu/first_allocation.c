@@ -1,7 +1,7 @@
 /*
  * first_allocation.c: a program whose first allocation is a large one, right after CUDA's
  * initialisation (cudaFree(0)), as a program that loads its weights first makes it; under
- * `vmmkit run` that allocation also waits for whatever is left of vmmkit's start (docs/allocator.md,
+ * `vmmkit run` that allocation also waits for whatever is left of vmmkit's start (docs/cold-path.md,
  * "A process's first allocation on the GPU"). Build against libcudart; run: first_allocation SIZE.
  * Prints one JSON line: the first cudaMalloc of SIZE and a 4 KiB one after it, in us.
  */

@@ -1,7 +1,7 @@
 /*
  * page_mappings.c: whether the pages of one large handle can be mapped and moved one by one, the
  * lead for moving a wholly free page of a partly live handle without making more handles
- * (docs/allocator.md, "The family, and what passes 1.05"). The driver API from C, no vmmkit.
+ * (docs/generation-traces.md, "The family, and what passes 1.05"). The driver API from C, no vmmkit.
  * Build: gcc -O2 -o page_mappings scripts/gpu/page_mappings.c -ldl
  *   page_mappings HANDLE_MIB [COUNT]
  * makes COUNT (64) handles of HANDLE_MIB (8, a multiple of 2) and first asks the driver, with one

@@ -49,9 +49,12 @@
 # PAUSE_GAP_MS (time between each pause and its resume, as another phase would take; 0 by default),
 # TMS_CALL_TIMES (1: torch_memory_saver's own driver calls of 64 MiB or more timed one by one,
 # scripts/gpu/vmm_call_times.c preloaded in its processes, printed beside vmmkit's breakdowns),
-# ANCHOR_AFTER (1: torch_memory_saver runs again after vmmkit in each row, as tms-NAME-after, so that
-# each implementation follows the other's process once: the driver's work on memory the process
-# before gave back at its exit may still slow the next one's first calls).
+# ANCHOR_AFTER (1, the default: torch_memory_saver runs again after vmmkit in each row, as
+# tms-NAME-after, so that each implementation follows the other's process once; 0: before only),
+# PROCESS_GAP_S (seconds of quiet before each process, 3 by default). Both are there because the
+# driver's work on memory a process gave back at its exit slows the next process's releases: with
+# no gap, a 40 GiB discarded pause read 26 ms in the process after the anchor's 40 GiB one and 16-17
+# ms with 5 s of quiet, beside the anchor's 16-19 ms either way.
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" pause-resume
 limit="${RUN_LIMIT:-150}"
@@ -69,6 +72,7 @@ use_vmmkit_build pause-resume
 # lines to results.txt at once.
 run() {
   local name="$1"; shift
+  [ "${PROCESS_GAP_S:-3}" != 0 ] && sleep "${PROCESS_GAP_S:-3}"
   echo; echo "=== $name: $*"
   timeout "$limit" "$@" > >(tee "$out/$name.log") 2>&1
   local rc=$?
@@ -117,7 +121,7 @@ for row in "${rows[@]}"; do
   [ $have_tms = 1 ] && run "tms-$name" env "${tms_env[@]}" PAUSE_CYCLES="${TMS_CYCLES:-1}" "${bench[@]}" bench tms "$row"
   run "vmmkit-$name" env PYTHONPATH="$root/python" VMM_LOG=info ./vmmkit run --driver cuda --stats "$out/vmmkit-$name.stats.json" -- \
     "${bench[@]}" bench vmmkit "$row"
-  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-0}" = 1 ] && run "tms-$name-after" env "${tms_env[@]}" PAUSE_CYCLES="${TMS_CYCLES:-1}" \
+  [ $have_tms = 1 ] && [ "${ANCHOR_AFTER:-1}" = 1 ] && run "tms-$name-after" env "${tms_env[@]}" PAUSE_CYCLES="${TMS_CYCLES:-1}" \
     IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
@@ -217,8 +221,8 @@ for line in open(sys.argv[1]):
         kv = dict(x.split("=") for x in f[5:]); rows[(f[1], f[2], f[3], f[4], kv["cycle"])] = kv
         kv["pin"] = pinned.get(f[1], {})  # the pinned copy of the same process (the latest one of that name)
 print()
-print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s, best (first) | vmmkit share of pinned | released GiB (vmmkit / tms) | vmmkit pinned ahead: ready ms (waited) | intact | as fast |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+print("| tag size | contents | layout | cycle | tensors | tms pause ms | tms resume ms | vmmkit pause ms | vmmkit resume ms | tms backup / restore GiB/s | vmmkit backup / restore GiB/s | pinned d2h / h2d GiB/s, best (first) | vmmkit share of pinned | released GiB (vmmkit / tms) | vmmkit pinned ahead: ready ms (waited) | intact | tms after: pause / resume ms | as fast (tms before / after) |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |")
 keys = sorted({k[1:] for k in rows if k[0] == "vmmkit"}, key=lambda k: (k[2], float(k[0]), k[1], k[3]))
 for size, contents, layout, cycle in keys:
     v = rows.get(("vmmkit", size, contents, layout, cycle))
@@ -228,19 +232,19 @@ for size, contents, layout, cycle in keys:
     if v and v["kept_backup_gibps"] != "-" and p:
         share = "%.0f%% / %.0f%%" % (100 * float(v["kept_backup_gibps"]) / float(p["d2h_gibps"]),
                                      100 * float(v["restore_gibps"]) / float(p["h2d_gibps"]))
-    fast = "-"
-    if v and t:
-        fast = "yes" if float(v["pause_ms"]) <= float(t["pause_ms"]) and float(v["resume_ms"]) <= float(t["resume_ms"]) else "no"
+    a = rows.get(("tms-after", size, contents, layout, cycle)) or rows.get(("tms-after", size, contents, layout, "1"))
+    as_fast = lambda r: "-" if not (v and r) else (
+        "yes" if float(v["pause_ms"]) <= float(r["pause_ms"]) and float(v["resume_ms"]) <= float(r["resume_ms"]) else "no")
     g = lambda r, k: r.get(k, "-") if r else "-"
     ready = "%s (%s)" % (g(v, "ready_ms"), g(v, "pin_wait_ms")) if contents == "keep" and cycle == "1" else "-"
-    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s (%s / %s) | %s | %s / %s | %s | %s | %s |" % (
+    print("| %s GiB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s (%s / %s) | %s | %s / %s | %s | %s | %s / %s | %s / %s |" % (
         size, contents, layout, cycle, g(v, "tensors"), g(t, "pause_ms"), g(t, "resume_ms"), g(v, "pause_ms"), g(v, "resume_ms"),
         g(t, "kept_backup_gibps"), g(t, "restore_gibps"), g(v, "kept_backup_gibps"), g(v, "restore_gibps"),
         p.get("d2h_gibps", "-"), p.get("h2d_gibps", "-"), p.get("d2h_first_gibps", "-"), p.get("h2d_first_gibps", "-"), share, g(v, "released"), g(t, "released"), ready,
-        g(v, "intact") + ("" if not t else "/" + g(t, "intact")), fast))
+        g(v, "intact") + ("" if not t else "/" + g(t, "intact")), g(a, "pause_ms"), g(a, "resume_ms"), as_fast(t), as_fast(a)))
 print()
 for k, kv in rows.items():
-    if k[0] not in ("vmmkit", "tms"):
+    if k[0] not in ("vmmkit", "tms", "tms-after"):
         print("%s row %s GiB %s %s cycle %s: pause %s ms, resume %s ms, backup / restore %s / %s GiB/s, intact %s" % (
             k[0], k[1], k[2], k[3], k[4], kv["pause_ms"], kv["resume_ms"], kv["kept_backup_gibps"], kv["restore_gibps"], kv["intact"]))
 PY

@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     void *warm = NULL;
     cudaError_t e;
     /* Each warm-up step is timed: the time from the warm-up's last driver call to the large
-     * request's first one decides how fast the driver answers it (see docs/allocator.md). */
+     * request's first one decides how fast the driver answers it (see docs/cold-path.md). */
     double w0 = now_us();
     if ((e = cudaMalloc(&warm, 4096)) != 0) return fail("warm-up cudaMalloc", e);
     double w1 = now_us();

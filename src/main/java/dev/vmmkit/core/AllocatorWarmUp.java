@@ -25,7 +25,7 @@ public final class AllocatorWarmUp {
      * host, whose compile queue is long, most slow-path methods are still uncompiled after them.
      * More only kept the warm-up running beside a program's first calls: 60 rounds, and 100 (94-125
      * ms, a first 1 GiB cudaMalloc 332 us against 289 with 30), were still running at the first
-     * large request right after CUDA's initialisation on an H100 (docs/allocator.md). A round's
+     * large request right after CUDA's initialisation on an H100 (docs/cold-path.md). A round's
      * own costs (a new manager, its first allocation, its close: about a millisecond once compiled)
      * dwarf its requests', so each round makes many.
      */
@@ -36,7 +36,7 @@ public final class AllocatorWarmUp {
      * others synchronise on the calling thread, for no thread start a round). Without them, a
      * program's first cudaFree ran the fence's publish and wake-up, and the thread its loop, for
      * the first time (its upcall took 85-220 us on a 2-core host, where the runtime's own cudaFree
-     * of 4 KiB takes about 1 us; docs/allocator.md, "The first allocation").
+     * of 4 KiB takes about 1 us; docs/cold-path.md, "The first allocation").
      */
     static final int ROUNDS_WITH_FENCE_THREAD = 2;
 
@@ -52,7 +52,7 @@ public final class AllocatorWarmUp {
      * far below the ~200 calls after which C1 compiles a method, so a program's first pauses and
      * resumes ran in the interpreter: on a dry driver (2-core host) a resume of a one-block tag took
      * 35-65 us of Java in its first 100 cycles, 10-26 after 200-300, 5-7 after 1,000 and 1.4-2.6
-     * after 5,000, a pause about twice that (docs/allocator.md, "Memory tags: the Java of a pause,
+     * after 5,000, a pause about twice that (docs/memory-tags.md, "Memory tags: the Java of a pause,
      * compiled"). 1,000 cycles take 7-8 ms on an H200's host.
      */
     public static final int TAG_CYCLES = 1000;

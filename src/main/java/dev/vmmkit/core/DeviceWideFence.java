@@ -82,7 +82,7 @@ final class DeviceWideFence implements AutoCloseable {
      * synchronised at once. On an H200 a cudaMalloc + cudaFree pair of 2
      * or 64 MiB took 1.3-1.4 us when the thread read the lines every 250 ns, and 0.93-0.99 us with
      * this rule ({@code scripts/gpu/cold-path.sh}, whose {@code FENCE_POLLS} sets the system property
-     * {@code vmmkit.fence.pollNanos} to compare; docs/allocator.md).
+     * {@code vmmkit.fence.pollNanos} to compare; docs/cold-path.md).
      */
     static final long POLL_NANOS = Math.max(0, Long.getLong("vmmkit.fence.pollNanos", 16_000));
     /** The slot of {@link #parking} in its middle, 128 bytes from either end. */

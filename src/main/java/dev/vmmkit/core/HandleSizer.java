@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * unbacked pages it fills as the cap allows. Fewer, larger handles cost less (setAccess and unmap
  * are charged per handle, GPU-FACTS), but a handle moves only whole: one that is partly live cannot
  * be reclaimed, and that is fragmentation. The driver maps, grants and unmaps a handle only whole (a
- * mapping at an offset into it, or an unmap of one of its pages, is refused: docs/allocator.md), so
+ * mapping at an offset into it, or an unmap of one of its pages, is refused: docs/generation-traces.md, "The family, and what passes 1.05"), so
  * its size is the only lever.
  *
  * <p>The cap ({@code VMM_HANDLE_CAP}) is fixed when set, and then sizes every handle. Otherwise it
@@ -27,7 +27,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * halvings taken there made every later handle a quarter as large (JAX first runs 1.5-2.1x the
  * allocator time on an H200); a large request's shortfalls are a varying-shape inference's page
  * moves (a warm BERT pass: twice the driver calls). Unbounded halving made moves dearer for no
- * gain (docs/allocator.md, "Random programs, and a cap halved where moving fell short").
+ * gain (docs/generation-traces.md, "Random programs, and a cap halved where moving fell short").
  *
  * <p>Two kinds of request are sized apart from the cap, split at {@value #LARGE_REQUEST_PAGES}
  * pages ({@link #isLarge}):
@@ -42,7 +42,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       for it: those pages are what a later trim must give back, and in one-page handles each
  *       wholly free one can move while its neighbours live. Large-batch generation (key and value
  *       caches of several MiB copied one token longer per step) stranded whole free pages in
- *       partly live capped handles there (docs/allocator.md, "One-page handles at the budget").
+ *       partly live capped handles there (docs/generation-traces.md, "One-page handles at the budget").
  *       Without a peak hint the two tests mostly agree; with one the budget has room long before
  *       the peak, and only the second sees the recycling ({@link PhysicalBudget#recycles}, which
  *       counts up to the hint once the program is near it). A large request would be stitched
@@ -122,7 +122,7 @@ final class HandleSizer {
      * 1.081; runs without a hint kept every figure, and so did the hinted trace classes. A shortfall
      * of a page or two in sixty is rounding (BERT's varying shapes), where capped handles stay
      * cheaper; without the hint the same rule added a quarter to a warm BERT pass's driver calls
-     * (docs/allocator.md, "Moves that fell far short under a hint: one-page handles").
+     * (docs/generation-traces.md, "Moves that fell far short under a hint: one-page handles").
      */
     static boolean fellFarShort(long inHandBytes, long mustComeFromFreeBytes, boolean peakHinted) {
         return peakHinted && inHandBytes * 2 < mustComeFromFreeBytes;

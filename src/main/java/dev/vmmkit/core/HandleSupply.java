@@ -29,7 +29,7 @@ final class HandleSupply {
      * out, and releases each handle as soon as the copies from it have landed, while the later
      * ones still run: the driver then clears the memory given back during the backup (copies to
      * the host do not slow down meanwhile) instead of during the resume that follows, whose copies
-     * to the device it slowed to 88-89 % of the bus (docs/allocator.md, "Releasing during the
+     * to the device it slowed to 88-89 % of the bus (docs/memory-tags.md, "Releasing during the
      * backup"). A smaller last handle leaves less to clear when the resume starts; each handle
      * costs a map, a setAccess and an unmap more, tens of microseconds beside a 10 ms copy.
      */
@@ -84,7 +84,7 @@ final class HandleSupply {
      * Whether this region's new handles are exportable (for CUDA IPC): not a memory tag's. A
      * pause must give the tag's pages back to the device, which a mapping in an importing process
      * would keep alive, so a tag's memory is never shared; and the driver creates and releases
-     * plain handles faster, which is what a pause and a resume pay for (docs/allocator.md).
+     * plain handles faster, which is what a pause and a resume pay for (docs/memory-tags.md).
      */
     boolean exportable() {
         return !servesTag;

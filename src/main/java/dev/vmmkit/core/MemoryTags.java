@@ -105,7 +105,7 @@ final class MemoryTags {
     /**
      * Pauses {@code tag}, or every tag when null: those that discard their contents first, so that
      * the driver clears the memory they give back while the kept tags' bytes are copied out (copies
-     * to the host do not feel it), not during a resume that follows at once (docs/allocator.md,
+     * to the host do not feel it), not during a resume that follows at once (docs/memory-tags.md,
      * "Releasing during the backup").
      */
     void pause(String tag) {

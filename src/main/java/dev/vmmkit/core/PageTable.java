@@ -30,7 +30,7 @@ final class PageTable {
      * The per-page entries, in chunks of {@value #CHUNK_PAGES} pages made when a page of theirs is
      * first mapped: a region reserves twice the device (143,000 pages on an H200), and three arrays
      * of that length took 1.5 ms to allocate and zero in the program's first call, per region
-     * (docs/allocator.md). Chunks are published by compare-and-set, as placements map disjoint
+     * (docs/cold-path.md). Chunks are published by compare-and-set, as placements map disjoint
      * ranges of one chunk outside the region's lock; once made, a chunk stays.
      */
     private final AtomicReferenceArray<Chunk> chunks;

@@ -37,7 +37,7 @@ final class PhysicalBudget {
      * free pages inside partly live handles while the program grows (BERT inference with its peak
      * hinted: 1.051 against 1.032). The floor of half keeps what the hint buys a program that grows
      * from nothing, as a training step does: fewer, larger handles than a run without the hint
-     * (docs/allocator.md, "Handles sized from the peak reached, under a hint").
+     * (docs/generation-traces.md, "Handles sized from the peak reached, under a hint").
      */
     long handlePeak(long requested) {
         return Math.max(reached(requested), config.peakHintBytes() / 2);
@@ -63,7 +63,7 @@ final class PhysicalBudget {
      * one-page handles: 51 of 53 trace classes hinted are now at or below 1.05, against 47. Before
      * three quarters, capped handles build the working set with fewer driver calls (counted from
      * the start, the rule cost a synthetic training trace 5x its hinted driver time;
-     * docs/allocator.md, "One-page handles up to the hint").
+     * docs/generation-traces.md, "One-page handles up to the hint").
      */
     boolean recycles(long requested) {
         long peak = accounting.peakLiveBytes();
@@ -82,7 +82,7 @@ final class PhysicalBudget {
      * 1 % of the peak (a peak of under 100 pages), else nothing. An overshoot starts from what the
      * last trim left, and there each page it adds costs the ratio more than 1 %: a recorded U-Net
      * sampling trace (110 MiB peak) went from 1.070 to 1.033, with two pages of shortfall at its
-     * peak; no other trace class moved (docs/allocator.md).
+     * peak; no other trace class moved (docs/generation-traces.md).
      */
     long trimMargin(long requested) {
         return pageBytes * 100 > peak(requested) ? 2 * pageBytes : 0;

@@ -182,7 +182,7 @@ final class StreamFreeLists {
      * miss, and hits carved other blocks meanwhile: a backward pass's gradient, asked for right
      * after the activation it could reuse was freed, went elsewhere, and the layout drifted from
      * the program's (a recorded training loop under {@code vmmkit run} held 1.21 times its peak of
-     * live bytes where its replay held 1.035; docs/allocator.md, "cudaFree's frees in a live run").
+     * live bytes where its replay held 1.035; docs/cold-path.md, "cudaFree's frees in a live run").
      * The system property {@code vmmkit.freeLists.promoteOnHit=false} leaves it to the misses
      * again, to measure what it saves.
      */

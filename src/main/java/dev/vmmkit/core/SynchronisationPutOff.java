@@ -10,7 +10,7 @@ import java.util.function.BooleanSupplier;
  * up to a hold more. A device synchronisation on another thread slows those calls, and a program's
  * first large allocation comes right after its first free (a runtime's start-up cudaFree), so the
  * two used to overlap: a first 1 GiB cudaMalloc on an H100 took 308.8 us without the grace and
- * 238.4 with it, 547.2 and 440.9 at 4 GiB (docs/allocator.md).
+ * 238.4 with it, 547.2 and 440.9 at 4 GiB (docs/cold-path.md).
  *
  * <p>Slow paths count themselves in and out around their driver calls ({@link #requestDriving},
  * {@link #requestDriven}); the last one out wakes the thread only once its grace is over (during

@@ -133,7 +133,7 @@ public final class NativeBootstrap {
     /**
      * Fills every entry of the table with an upcall stub (alive for the whole process), on
      * {@link #STUB_THREADS} threads: making the 18 stubs one after another took 112-168 ms of the
-     * shim's 204-289 ms start on a 2-core host (docs/allocator.md).
+     * shim's 204-289 ms start on a 2-core host (docs/cold-path.md).
      */
     private static void makeStubs(MemorySegment table) throws Throwable {
         Throwable[] failure = new Throwable[1];

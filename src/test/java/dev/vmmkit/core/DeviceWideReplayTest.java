@@ -23,7 +23,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * layouts may part where two free blocks of one size tie: a stream's tree is searched before the
  * tree of memory no work touches). Left for the next cache miss, a covered block was passed over
  * by every hit before it, and this loop held 1.12 times its peak of live bytes against the
- * replay's 1.03 (docs/allocator.md, "cudaFree's frees in a live run").
+ * replay's 1.03 (docs/cold-path.md, "cudaFree's frees in a live run").
  */
 class DeviceWideReplayTest {
     private static final Duration TIMEOUT = Duration.ofSeconds(120);
