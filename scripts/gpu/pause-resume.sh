@@ -32,7 +32,7 @@
 # on, each create waits for the driver to take back the memory released before).
 # vmmkit pins host memory for a kept tag in the background while it is allocated; its first pause is
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
-# Prints one line per row, cycle and implementation, then a table to paste. About 6 minutes.
+# Prints one line per row, cycle and implementation, then a table to paste. About 7 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
 # of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario pluggable-capture", all by default; 0 none; also
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
