@@ -87,13 +87,20 @@ static CUstream per_thread(CUstream stream) {
 }
 
 /* Stream-ordered calls: on a capturing stream the graph's, as vmmkit_malloc_on_stream and
- * vmmkit_free_on_stream say (allocation.c). per_thread_stream: a _ptsz entry point's. */
+ * vmmkit_free_on_stream say (allocation.c). per_thread_stream: a _ptsz entry point's. The stream is
+ * asked only where vmmkit would serve the call: not for a call the runtime makes while serving one
+ * vmmkit passed through (that call's stream was asked already), nor for a pool of the program's. */
+static int malloc_on_stream(int device, CUdeviceptr *ptr, size_t size, CUstream stream, int per_thread_stream) {
+    if (device >= 0 && driver_stream_captures(stream, per_thread_stream)) device = -1;
+    return malloc_on(device, ptr, size, per_thread_stream ? per_thread(stream) : stream);
+}
+
 static int driver_malloc_on_stream(CUdeviceptr *ptr, size_t size, CUstream stream, int per_thread_stream) {
-    if (driver_stream_captures(stream, per_thread_stream)) return CALL_REAL;
-    return driver_malloc(ptr, size, per_thread_stream ? per_thread(stream) : stream);
+    return malloc_on_stream(ours_to_decide() ? context_device() : -1, ptr, size, stream, per_thread_stream);
 }
 
 static int driver_free_on_stream(CUdeviceptr ptr, CUstream stream, int per_thread_stream) {
+    if (inside_runtime) return CALL_REAL;
     CUstream ordered = per_thread_stream ? per_thread(stream) : stream;
     return driver_free(ptr, driver_stream_captures(stream, per_thread_stream) ? DEVICE_WIDE_STREAM : (int64_t) (intptr_t) ordered);
 }
@@ -168,8 +175,7 @@ static void pool_warning(void) {
  * cuMemAllocAsync); a pool of the program's own is said once. */
 static int pool_malloc(void *pool, CUdeviceptr *dptr, size_t bytesize, CUstream stream, int per_thread_stream) {
     int device = default_pool_device(pool);
-    int captured = driver_stream_captures(stream, per_thread_stream);
-    int rc = malloc_on(captured ? -1 : device, dptr, bytesize, per_thread_stream ? per_thread(stream) : stream);
+    int rc = malloc_on_stream(device, dptr, bytesize, stream, per_thread_stream);
     if (rc == CALL_REAL && device < 0) pool_warning();
     return rc;
 }

@@ -78,8 +78,8 @@ EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr *pitched, cudaExtent extent) {
 static int remapped(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
     if (!zero_copy || count == 0 || count > INT64_MAX) return 0;
     if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return 0;
-    if (runtime_stream_captures(stream, 0)) return 0; /* a captured copy runs when the graph does: copied */
     if (!java_up() || monitor_mode) return 0;
+    if (runtime_stream_captures(stream, 0)) return 0; /* a captured copy runs when the graph does: copied */
     return java.remap_copy((int64_t) (intptr_t) dst, (int64_t) (intptr_t) src, (int64_t) count, current_device(),
                            (int64_t) (intptr_t) stream) == JAVA_REMAPPED;
 }

@@ -149,16 +149,18 @@ EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, void **graph) {
 
 /* ---- Told by the program ------------------------------------------------------------------ */
 
-EXPORT cudaError_t vmmkit_capture_begin(void) {
+static cudaError_t told_by_program(int began) {
     if (!serving() || !java.capture_changed) return cudaErrorNotSupported;
-    told(1);
+    told(began);
     return cudaSuccess;
 }
 
+EXPORT cudaError_t vmmkit_capture_begin(void) {
+    return told_by_program(1);
+}
+
 EXPORT cudaError_t vmmkit_capture_end(void) {
-    if (!serving() || !java.capture_changed) return cudaErrorNotSupported;
-    told(0);
-    return cudaSuccess;
+    return told_by_program(0);
 }
 
 /* ---- Lookups by handle --------------------------------------------------------------------- */
