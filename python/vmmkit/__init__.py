@@ -1,11 +1,14 @@
 """Memory tags of vmmkit for Python programs: pause a group of tensors' GPU memory and resume it at
 the same addresses.
 
-Works in a process that runs under ``vmmkit run`` (the shim is preloaded and PyTorch's caching
-allocator gets its segments from it) and in one that uses vmmkit as PyTorch's pluggable allocator
-(:func:`use_as_torch_allocator`). Importable from a source checkout: put the repository's
-``python`` folder on ``PYTHONPATH``. Needs nothing but the standard library; PyTorch is used when
-it is loaded.
+Works three ways. Under ``vmmkit run`` the shim is preloaded and PyTorch's caching allocator gets
+all its segments from it. With :func:`use_as_torch_allocator` vmmkit is PyTorch's whole allocator.
+And in a plain PyTorch program (neither of those) vmmkit serves the tagged tensors only
+(:func:`use_for_tags`, which the first region makes the mode): each tag's tensors come from a
+``torch.cuda.MemPool`` whose allocator is vmmkit, every other tensor stays PyTorch's own, and CUDA
+graphs work as without vmmkit. Importable from a source checkout: put the repository's ``python``
+folder on ``PYTHONPATH``. Needs nothing but the standard library; PyTorch is used when it is
+loaded.
 
     import vmmkit
     with vmmkit.region("weights", keep_contents=True):
@@ -15,12 +18,13 @@ it is loaded.
     vmmkit.pause()              # every tag; the GPU memory goes back to the driver
     ...                         # another phase uses it
     vmmkit.resume()             # same addresses: tensors and captured CUDA graphs stay valid
-                                # (graphs need `vmmkit run`: use_as_torch_allocator says why)
+                                # (not with use_as_torch_allocator, which says why)
 
-Under ``vmmkit run`` PyTorch caches memory it got from ``cudaMalloc``: a tag's tensors then come
-from a ``torch.cuda.MemPool`` of their own, on every device, so that its segments hold the tag's
-tensors only (and cached blocks of the tag are paused with it). With the pluggable allocator every tensor is an
-allocation of its own and no pool is needed.
+Under ``vmmkit run`` and with :func:`use_for_tags` PyTorch caches the memory it gets: a tag's
+tensors then come from a ``torch.cuda.MemPool`` of their own, on every device, so that its segments
+hold the tag's tensors only (and cached blocks of the tag are paused with it); while the tag is
+paused, a region of it is refused, since PyTorch would hand out those blocks. With
+:func:`use_as_torch_allocator` every tensor is an allocation of its own and no pool is needed.
 """
 
 import contextlib
@@ -29,15 +33,18 @@ import os
 import sys
 import threading
 
-__all__ = ["region", "pause", "resume", "use_as_torch_allocator", "release_torch_pool", "library", "VmmkitError"]
+__all__ = ["region", "pause", "resume", "use_for_tags", "use_as_torch_allocator", "release_torch_pool", "library",
+           "VmmkitError"]
 
 _SHIM = "libvmmkit_preload.so"
 _SUCCESS, _INVALID_VALUE, _MEMORY_ALLOCATION, _NOT_SUPPORTED, _STREAM_CAPTURE_UNSUPPORTED = 0, 1, 2, 801, 900
 
 _lock = threading.Lock()
 _library = None
-_pluggable = False
+_pluggable = False      # vmmkit is PyTorch's whole allocator (use_as_torch_allocator)
+_tag_allocator = None   # vmmkit serves the tags' pools only (use_for_tags): their allocator
 _pools = {}
+_paused = set()         # tags with a pool, paused through this module
 
 
 class VmmkitError(RuntimeError):
@@ -79,7 +86,8 @@ def library():
         path = _loaded_shim_path()
         if path is None:
             raise VmmkitError("vmmkit is not loaded in this process: run the program under `vmmkit run`, "
-                              "or call vmmkit.use_as_torch_allocator() before the first CUDA allocation",
+                              "call vmmkit.use_as_torch_allocator() before the first CUDA allocation, or open "
+                              "a vmmkit.region() with PyTorch imported (vmmkit then serves the tagged tensors)",
                               _NOT_SUPPORTED)
         lib = ctypes.CDLL(path)  # the library already loaded: the same instance, same state
         for name, argtypes in (("vmmkit_region_begin", [ctypes.c_char_p, ctypes.c_int]),
@@ -123,19 +131,34 @@ def _encode(tag):
     return tag.encode("utf-8")
 
 
+def _has_mem_pools(torch):
+    return hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
+
+
 def _torch_pool(tag):
-    """A MemPool for the tag when PyTorch's caching allocator takes its segments from the preloaded shim."""
+    """The tag's MemPool when PyTorch's caching allocator sits between the program and vmmkit: under
+    ``vmmkit run`` (a pool of PyTorch's own segments, which come from the shim) and with
+    :func:`use_for_tags` (a pool whose segments vmmkit allocates); None otherwise."""
     torch = sys.modules.get("torch")
-    if torch is None or _pluggable or not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+    if torch is None or _pluggable or not _has_mem_pools(torch):
         return None
-    if _SHIM not in os.environ.get("LD_PRELOAD", ""):
+    if _tag_allocator is None and _SHIM not in os.environ.get("LD_PRELOAD", ""):
         return None  # loaded as the pluggable allocator by the program itself: no caching in between
     with _lock:
         pool = _pools.get(tag)
         if pool is None:
-            pool = torch.cuda.MemPool()
+            pool = (torch.cuda.MemPool() if _tag_allocator is None
+                    else torch.cuda.MemPool(allocator=_tag_allocator.allocator()))
             _pools[tag] = pool
         return pool
+
+
+def _refuse_paused(tag, pool):
+    """A paused tag's pool may hold cached blocks, unmapped while it is paused, which PyTorch would
+    hand out without asking vmmkit: a region of it is refused until it is resumed."""
+    if pool is not None and tag in _paused:
+        raise VmmkitError("region(%r): the tag is paused; PyTorch would hand out its cached blocks, whose "
+                          "memory is given back: resume it first" % tag, _MEMORY_ALLOCATION)
 
 
 @contextlib.contextmanager
@@ -147,10 +170,13 @@ def region(tag, keep_contents=False):
     all its allocations (the latest region opened sets it). Regions nest.
     """
     name = _encode(tag)
+    if _library is None and _loaded_shim_path() is None and sys.modules.get("torch") is not None:
+        use_for_tags()
     lib = library()
+    pool = _torch_pool(tag)
+    _refuse_paused(tag, pool)
     _check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
     try:
-        pool = _torch_pool(tag)
         if pool is None:
             yield
         else:
@@ -167,10 +193,12 @@ def region(tag, keep_contents=False):
 
 
 def release_torch_pool(tag):
-    """Drops the PyTorch pool of ``tag`` (under ``vmmkit run``), so that once its tensors are gone
-    ``torch.cuda.empty_cache()`` gives its cached segments back. No-op when the tag has none."""
+    """Drops the PyTorch pool of ``tag`` (under ``vmmkit run`` and with :func:`use_for_tags`), so
+    that once its tensors are gone ``torch.cuda.empty_cache()`` gives its cached segments back.
+    No-op when the tag has none."""
     with _lock:
         _pools.pop(tag, None)
+        _paused.discard(tag)
 
 
 def _refuse_during_torch_capture(what, tag):
@@ -198,7 +226,16 @@ def pause(tag=None):
     stream.
     """
     _refuse_during_torch_capture("pause", tag)
-    _check(library().vmmkit_pause(_encode(tag)), "pause", tag)
+    name, lib = _encode(tag), library()
+    # Marked before the call: a pause that fails partway may have given some of the memory back.
+    with _lock:
+        marked = {t for t in (_pools if tag is None else (tag,)) if t in _pools and t not in _paused}
+        _paused.update(marked)
+    code = lib.vmmkit_pause(name)
+    if code in (_INVALID_VALUE, _NOT_SUPPORTED, _STREAM_CAPTURE_UNSUPPORTED):  # refused, nothing done
+        with _lock:
+            _paused.difference_update(marked)
+    _check(code, "pause", tag)
 
 
 def resume(tag=None):
@@ -206,6 +243,11 @@ def resume(tag=None):
     ``pause`` is, while a CUDA graph is being captured."""
     _refuse_during_torch_capture("resume", tag)
     _check(library().vmmkit_resume(_encode(tag)), "resume", tag)
+    with _lock:
+        if tag is None:
+            _paused.clear()
+        else:
+            _paused.discard(tag)
 
 
 def host_memory():
@@ -218,12 +260,50 @@ def host_memory():
     return pinned.value, ready.value
 
 
+def use_for_tags(path=None):
+    """Makes vmmkit serve the tagged tensors only, in a program that is not run under ``vmmkit run``.
+
+    Each tag's tensors come from a ``torch.cuda.MemPool`` of its own whose allocator is vmmkit (the
+    shim, which PyTorch opens as a pluggable allocator); every other tensor stays with PyTorch's own
+    allocator, and so do CUDA graphs' memory pools, so graphs captured over tagged tensors replay
+    after a pause and resume. The first :func:`region` calls this when vmmkit is not in the process
+    yet and PyTorch is imported; calling it first only chooses ``path``. No-op under ``vmmkit run``
+    or after :func:`use_as_torch_allocator`. Returns the pools' allocator (or None when no-op).
+
+    A pause on another thread than a capture's, while the capture is under way, would invalidate
+    it, as any device synchronisation would: tell vmmkit of such captures (``vmmkit_capture_begin``).
+
+    ``path``: the shim, as for :func:`use_as_torch_allocator`.
+    """
+    global _tag_allocator
+    import torch
+    with _lock:
+        if _tag_allocator is not None:
+            return _tag_allocator
+    if _pluggable or _SHIM in os.environ.get("LD_PRELOAD", ""):
+        return None
+    if not _has_mem_pools(torch):
+        raise VmmkitError("this PyTorch has no torch.cuda.MemPool with an allocator (2.6 or later has): run the "
+                          "program under `vmmkit run`, or use vmmkit.use_as_torch_allocator()", _NOT_SUPPORTED)
+    shim = path or _loaded_shim_path() or _checkout_shim_path()
+    if not os.path.exists(shim):
+        raise VmmkitError("no vmmkit shim at %s: build it first (./mvnw -DskipTests package)" % shim, _NOT_SUPPORTED)
+    # Read when vmmkit starts, on the shim's load: the rest of the program's memory is PyTorch's own
+    # by design, so vmmkit says nothing at exit about memory it did not serve.
+    os.environ.setdefault("VMM_SERVES", "tags")
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
+    with _lock:
+        _tag_allocator = allocator
+    return allocator
+
+
 def use_as_torch_allocator(path=None):
     """Makes vmmkit PyTorch's CUDA allocator (before the first CUDA allocation).
 
     CUDA graph capture (``torch.cuda.graph``, ``torch.cuda.CUDAGraph``) then raises ``VmmkitError``
     (801) before anything is captured: PyTorch keeps a graph's memory only in its own caching
-    allocator. A program that captures CUDA graphs runs under ``vmmkit run`` instead.
+    allocator. A program that captures CUDA graphs runs under ``vmmkit run``, or lets vmmkit serve
+    its tagged tensors only (:func:`use_for_tags`).
 
     ``path``: the shim; by default the one loaded in this process, else ``VMMKIT_SHIM``, else this
     checkout's ``target/native/libvmmkit_preload.so``.
@@ -254,7 +334,9 @@ def _refuse_captures(graph_class):
         raise VmmkitError("CUDA graph capture is not supported with vmmkit as PyTorch's pluggable allocator: "
                           "a replay would write into memory allocated during the capture and handed out again "
                           "since. Run the program under `vmmkit run` instead, where PyTorch's caching allocator "
-                          "keeps each graph's memory and vmmkit serves its segments", _NOT_SUPPORTED)
+                          "keeps each graph's memory and vmmkit serves its segments, or let vmmkit serve the "
+                          "tagged tensors only (vmmkit.use_for_tags(), in place of use_as_torch_allocator)",
+                          _NOT_SUPPORTED)
 
     refuse._vmmkit_refuses = True
     graph_class.__init__ = refuse

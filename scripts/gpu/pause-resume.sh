@@ -17,9 +17,10 @@
 #      each driver call), listed before the table
 #   3. two variants of 8 GiB kept: vmmkit without pinning ahead (VMM_PIN_AHEAD=off: the first pause
 #      pins its own memory) and with VMM_PINNED_HOST=alloc (cuMemHostAlloc, not the default); two rows with vmmkit as PyTorch's
-#      pluggable allocator
+#      pluggable allocator, and two (TAGS_ROWS) with vmmkit serving the tags' memory pools only, no `vmmkit run`
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
-#      another phase allocates most of the GPU, resume: graph replay and generation bit-identical;
+#      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
+#      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only);
 #      then scripts/gpu/pluggable_capture.py, vmmkit as PyTorch's pluggable allocator: torch.cuda.graph
 #      refused; a capture through the runtime, told to vmmkit, on one thread while another pauses
 #      (natively first: torch.cuda.graph, and a synchronisation in the pause's place)
@@ -34,7 +35,7 @@
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
 # Prints one line per row, cycle and implementation, then a table to paste. About 7 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
-# of steps 3 and 4: words of "no-pin-ahead alloc pluggable scenario pluggable-capture", all by default; 0 none; also
+# of steps 3 and 4: words of "no-pin-ahead alloc pluggable tags scenario pluggable-capture", all by default; 0 none; also
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
 # process exportable for CUDA IPC (a tag's handles are plain anyway); "create-after-release": scripts/gpu/create_after_release.c, the driver
 # alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
@@ -125,8 +126,8 @@ for row in "${rows[@]}"; do
     IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
-extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable scenario pluggable-capture}"
-[ "$extras" = 1 ] && extras="no-pin-ahead alloc pluggable scenario pluggable-capture"
+extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable tags scenario pluggable-capture}"
+[ "$extras" = 1 ] && extras="no-pin-ahead alloc pluggable tags scenario pluggable-capture"
 extra() { [[ " $extras " == *" $1 "* ]]; }
 extra no-pin-ahead && run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
@@ -136,6 +137,14 @@ extra alloc && run vmmkit-alloc env PYTHONPATH="$root/python" VMM_PINNED_HOST=al
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single 8:discard:single
 extra pluggable && run vmmkit-pluggable env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/pluggable.stats.json" \
   "${bench[@]}" bench vmmkit-pluggable 8:keep:single 8:discard:mixed
+# No `vmmkit run`: vmmkit serves the tags' memory pools only, as torch_memory_saver's torch hook mode does.
+if extra tags; then
+  for row in ${TAGS_ROWS:-8:keep:single 8:discard:mixed}; do
+    name="${row//:/-}"
+    run "vmmkit-tags-$name" env PYTHONPATH="$root/python" VMM_STATS_FILE="$out/vmmkit-tags-$name.stats.json" \
+      "${bench[@]}" bench vmmkit-tags "$row"
+  done
+fi
 if extra no-breakdown; then
   for row in "${rows[@]}"; do
     run "vmmkit-${row//:/-}-no-breakdown" env PYTHONPATH="$root/python" IMPL_NAME=vmmkit-no-breakdown \
@@ -184,6 +193,8 @@ if extra copy-after-release; then
 fi
 # 4. The scenario.
 extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
+# The same without `vmmkit run`: vmmkit serves the tags' pools, PyTorch the rest and the graph's memory.
+extra scenario && run scenario-tags env PYTHONPATH="$root/python" "${bench[@]}" scenario
 # vmmkit as the pluggable allocator: torch.cuda.graph refused, and a told capture on one thread
 # beside a pause on another; natively first, a device synchronisation in the pause's place (what
 # the pause would do without being told).

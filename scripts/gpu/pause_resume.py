@@ -1,8 +1,13 @@
-"""Pause and resume of tagged GPU memory: vmmkit (under `vmmkit run`, python/vmmkit) or
-torch_memory_saver (its torch hook mode); scripts/gpu/pause-resume.sh runs one process per row.
+"""Pause and resume of tagged GPU memory: vmmkit (python/vmmkit) or torch_memory_saver (its torch
+hook mode); scripts/gpu/pause-resume.sh runs one process per row.
 
-    python pause_resume.py bench vmmkit|vmmkit-pluggable|tms ROWS...     ROWS: SIZE_GIB:keep|discard:single|mixed
+    python pause_resume.py bench vmmkit|vmmkit-pluggable|vmmkit-tags|tms ROWS...     ROWS: SIZE_GIB:keep|discard:single|mixed
     python pause_resume.py scenario                     (vmmkit only) CUDA graph + generation
+
+vmmkit: under `vmmkit run`; vmmkit-pluggable: vmmkit as PyTorch's whole allocator; vmmkit-tags: no
+`vmmkit run`, vmmkit serving the tags' memory pools only (vmmkit.use_for_tags), as
+torch_memory_saver's torch hook mode does. The scenario runs under `vmmkit run` or, without it, in
+the tags mode.
 
 bench prints, per row, one line
     row IMPL SIZE_GIB CONTENTS LAYOUT cycle=C tensors=N pause_ms=P resume_ms=R free_before=B free_paused=D
@@ -79,12 +84,14 @@ def free_gib():
 class Vmmkit:
     name = "vmmkit"
 
-    def __init__(self, pluggable=False):
+    def __init__(self, mode="vmmkit"):
         import vmmkit
         self.v = vmmkit
-        if pluggable:  # before any CUDA allocation of this process
+        if mode == "vmmkit-pluggable":  # before any CUDA allocation of this process
             vmmkit.use_as_torch_allocator()
-            self.name = "vmmkit-pluggable"
+        elif mode == "vmmkit-tags":
+            vmmkit.use_for_tags()
+        self.name = mode
         self.name = os.environ.get("IMPL_NAME", self.name)  # a variant's rows (settings) apart
 
     def region(self, tag, keep):
@@ -297,7 +304,7 @@ def main():
     if sys.argv[1] == "scenario":
         scenario()
     else:
-        impl = Tms() if sys.argv[2] == "tms" else Vmmkit(pluggable=sys.argv[2] == "vmmkit-pluggable")
+        impl = Tms() if sys.argv[2] == "tms" else Vmmkit(sys.argv[2])
         bench(impl, sys.argv[3:])
 
 

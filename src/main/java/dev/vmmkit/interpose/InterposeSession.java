@@ -36,6 +36,11 @@ final class InterposeSession {
     final ThreadTagRegions tagRegions = new ThreadTagRegions();
     final PeakProfileUse profile;
     final NotServedWatch notServed;
+    /**
+     * Whether the program routes all its device memory to vmmkit, so that memory from elsewhere is
+     * worth a line at exit; false under {@code VMM_SERVES=tags} (the stats file keeps the figure).
+     */
+    private final boolean servesAll;
     /** The breakdowns of the first large allocation, pause and resume ({@code VMM_LOG=info}), else null. */
     final FirstCalls firstCalls;
     private final Path statsFile;
@@ -43,13 +48,17 @@ final class InterposeSession {
 
     /** A session whose allocators come from {@code factory}, each wrapped in a recording adaptor when {@code recorder} records. */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile) {
-        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE, new NotServedWatch(), null);
+        this(monitorMode, factory, recorder, statsFile, PeakProfileUse.NONE, new NotServedWatch(), null, true);
     }
 
-    /** That, with the program's peak profile (read by {@code factory}'s allocators, saved at a successful exit). */
+    /**
+     * That, with the program's peak profile (read by {@code factory}'s allocators, saved at a
+     * successful exit); {@code servesAll}: see {@link #servesAll}.
+     */
     InterposeSession(boolean monitorMode, ResourceFactory factory, AllocationRecorder recorder, Path statsFile,
-                     PeakProfileUse profile, NotServedWatch notServed, FirstCalls firstCalls) {
+                     PeakProfileUse profile, NotServedWatch notServed, FirstCalls firstCalls, boolean servesAll) {
         this.monitorMode = monitorMode;
+        this.servesAll = servesAll;
         this.firstCalls = firstCalls;
         this.profile = profile;
         this.notServed = notServed;
@@ -78,7 +87,8 @@ final class InterposeSession {
         Path stats = RunParts.pathFor(RunParts.Output.STATS, env, pid);
         if (stats != null) markUnfinished(stats, monitorMode);
         Path trace = RunParts.pathFor(RunParts.Output.TRACE, env, pid);
-        return new InterposeSession(monitorMode, factory, recorder(trace, monitorMode), stats, profile, notServed, firstCalls);
+        return new InterposeSession(monitorMode, factory, recorder(trace, monitorMode), stats, profile, notServed, firstCalls,
+                !InterposeSettings.servesTagsOnly(env));
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */
@@ -109,6 +119,7 @@ final class InterposeSession {
     private void sayWhatWasNotServed() {
         try {
             notServed.stop();
+            if (!servesAll) return;
             List<Integer> devices = notServed.watchedDevices();
             if (devices.isEmpty()) {
                 NotServedMemory.linesWithoutDevices(NotServedMemory.Clues.ofThisProcess(0)).forEach(System.err::println);

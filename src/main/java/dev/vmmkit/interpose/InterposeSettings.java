@@ -13,7 +13,7 @@ import java.util.Set;
 /**
  * The one check of the environment an interposed program runs with: the allocator's VMM_* settings
  * ({@link VmmConfig#problems}) and the interposer's own, {@code VMM_MODE}, {@code VMM_DRIVER},
- * {@code VMM_ZERO_COPY}, {@code VMM_WARM_UP}, {@code VMM_DEVICE_MEMORY}, {@code VMM_PROFILE}, {@code VMM_PIN_AHEAD} ({@link PinAheadSetting}) and {@code VMM_PINNED_HOST}. {@code vmmkit run} refuses to start the program when it finds a problem
+ * {@code VMM_ZERO_COPY}, {@code VMM_WARM_UP}, {@code VMM_SERVES}, {@code VMM_DEVICE_MEMORY}, {@code VMM_PROFILE}, {@code VMM_PIN_AHEAD} ({@link PinAheadSetting}) and {@code VMM_PINNED_HOST}. {@code vmmkit run} refuses to start the program when it finds a problem
  * (exit 2); under a bare LD_PRELOAD the shim's Java side prints the problems and passes every call
  * to the CUDA runtime.
  */
@@ -23,6 +23,13 @@ public final class InterposeSettings {
     private static final Set<String> SWITCHES = Set.of("0", "1");
     /** How the CUDA driver pins host memory for paused tags' contents (CudaTransfers). */
     private static final Set<String> PINNED_HOST = Set.of("alloc", "register");
+    /**
+     * What the program routes to vmmkit: {@code all} (the default: under {@code vmmkit run}, or as
+     * PyTorch's whole allocator) or {@code tags} (only its memory tags' pools, as the Python module's
+     * {@code use_for_tags} does; memory from elsewhere is then expected, and not reported at exit).
+     */
+    static final String SERVES = "VMM_SERVES";
+    private static final Set<String> SERVES_VALUES = Set.of("all", "tags");
     /** How much device memory vmmkit may use; {@code vmmkit run --device-memory} sets it. */
     static final String DEVICE_MEMORY = "VMM_DEVICE_MEMORY";
 
@@ -37,6 +44,7 @@ public final class InterposeSettings {
         oneOf(env, "VMM_ZERO_COPY", SWITCHES, problems);
         oneOf(env, "VMM_PINNED_HOST", PINNED_HOST, problems);
         oneOf(env, StartUpWarmUp.SETTING, SWITCHES, problems);
+        oneOf(env, SERVES, SERVES_VALUES, problems);
         String deviceMemory = env.get(DEVICE_MEMORY);
         if (deviceMemory != null && !deviceMemory.isBlank() && deviceMemoryBytes(env) <= 0) {
             problems.add(DEVICE_MEMORY + "=" + deviceMemory + ": must be a size above 0 (examples: 64M, 8G), "
@@ -48,6 +56,12 @@ public final class InterposeSettings {
         if (pinAhead != null) problems.add(pinAhead);
         problems.addAll(VmmConfig.problems(env));
         return problems;
+    }
+
+    /** Whether {@code VMM_SERVES} says the program routes only its memory tags to vmmkit. */
+    static boolean servesTagsOnly(Map<String, String> env) {
+        String value = env.get(SERVES);
+        return value != null && value.trim().equals("tags");
     }
 
     /**

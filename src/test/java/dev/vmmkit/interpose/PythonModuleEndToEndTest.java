@@ -66,4 +66,20 @@ class PythonModuleEndToEndTest {
         assertTrue(result.stdout().contains("ok python-pluggable-captures"), result.toString());
         assertTrue(result.stderr().contains("refused: a CUDA stream capture is under way"), result.toString());
     }
+
+    /**
+     * In a PyTorch program with no vmmkit in it, the first region makes vmmkit serve the tagged
+     * tensors only, through PyTorch's memory pools; the rest stays PyTorch's, CUDA graphs are not
+     * refused, and a paused tag's region is refused while its pool may hold blocks given back.
+     */
+    @Test
+    void withoutVmmkitRunTheTagsPoolsAreVmmkitsAndTheRestIsPyTorchs() throws Exception {
+        Map<String, String> env = new HashMap<>(VmmkitRunCommand.dlopened());
+        env.put("VMM_STATS_FILE", dir.resolve("stats.json").toString());
+        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("tag_pools_test.py").toString(),
+                NATIVE.resolve("libcudart.so").toString()), env);
+        assertEquals(0, result.exitCode(), result.toString());
+        assertTrue(result.stdout().contains("ok python-tag-pools"), result.toString());
+        assertTrue(!result.stderr().contains("did not come from vmmkit"), result.toString());
+    }
 }
