@@ -1,7 +1,7 @@
 /*
  * vmmkit.h: the functions vmmkit's shim (libvmmkit_preload.so) exports beside the CUDA runtime's.
  * They exist in a process that runs under `vmmkit run` or loaded the shim as PyTorch's pluggable
- * allocator; a program that may also run without vmmkit looks them up with dlsym(RTLD_DEFAULT, ...)
+ * allocator (of all its memory, or of its memory tags' pools only); a program that may also run without vmmkit looks them up with dlsym(RTLD_DEFAULT, ...)
  * and treats a NULL as "vmmkit is not here".
  *
  * Include it after cuda_runtime.h; without CUDA's headers it declares cudaError_t as int, the
@@ -87,8 +87,8 @@ cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
  * synchronisation in progress to return. Calls nest as a count: every begin needs its end. While
  * one is under way, stream-ordered allocations and frees on a capturing stream are left to CUDA, as
  * the graph's own (under `vmmkit run` too). cudaErrorNotSupported when vmmkit serves no allocations.
- * (PyTorch's torch.cuda.CUDAGraph is refused where vmmkit is its pluggable allocator: python/vmmkit
- * says why.)
+ * (PyTorch's torch.cuda.CUDAGraph is refused where vmmkit is its whole pluggable allocator; where
+ * it serves the tags' pools only, python/vmmkit makes CUDAGraph's captures call these.)
  */
 cudaError_t vmmkit_capture_begin(void);
 cudaError_t vmmkit_capture_end(void);

@@ -32,6 +32,7 @@ import ctypes
 import os
 import sys
 import threading
+import warnings
 
 __all__ = ["region", "pause", "resume", "use_for_tags", "use_as_torch_allocator", "release_torch_pool", "library",
            "VmmkitError"]
@@ -43,8 +44,8 @@ _lock = threading.Lock()
 _library = None
 _pluggable = False      # vmmkit is PyTorch's whole allocator (use_as_torch_allocator)
 _tag_allocator = None   # vmmkit serves the tags' pools only (use_for_tags): their allocator
-_pools = {}
-_paused = set()         # tags with a pool, paused through this module
+_pools = {}             # tag -> {device: torch.cuda.MemPool}
+_paused = set()         # tags with pools, paused through this module
 
 
 class VmmkitError(RuntimeError):
@@ -135,28 +136,52 @@ def _has_mem_pools(torch):
     return hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
 
 
-def _torch_pool(tag):
-    """The tag's MemPool when PyTorch's caching allocator sits between the program and vmmkit: under
-    ``vmmkit run`` (a pool of PyTorch's own segments, which come from the shim) and with
-    :func:`use_for_tags` (a pool whose segments vmmkit allocates); None otherwise."""
+def _torch_pools(tag):
+    """The tag's MemPools by device when PyTorch's caching allocator sits between the program and
+    vmmkit, else None. Under ``vmmkit run``: one pool on every device, whose segments PyTorch gets
+    from the shim. With :func:`use_for_tags`: a pool per device whose segments vmmkit allocates
+    (PyTorch gives a pool's allocator to the device current when the pool was made only), for the
+    current device and each device with a CUDA context; making a context on a device the program
+    does not use would cost it device memory (:func:`_warn_unrouted` covers the rest)."""
     torch = sys.modules.get("torch")
     if torch is None or _pluggable or not _has_mem_pools(torch):
         return None
     if _tag_allocator is None and _SHIM not in os.environ.get("LD_PRELOAD", ""):
         return None  # loaded as the pluggable allocator by the program itself: no caching in between
+    count = torch.cuda.device_count()
     with _lock:
-        pool = _pools.get(tag)
-        if pool is None:
-            pool = (torch.cuda.MemPool() if _tag_allocator is None
-                    else torch.cuda.MemPool(allocator=_tag_allocator.allocator()))
-            _pools[tag] = pool
-        return pool
+        pools = _pools.setdefault(tag, {})
+        if _tag_allocator is None:
+            if not pools:
+                shared = torch.cuda.MemPool()
+                pools.update((device, shared) for device in range(count))
+            return pools
+        current = torch.cuda.current_device()
+        has_context = getattr(torch._C, "_cuda_hasPrimaryContext", lambda device: False)
+        for device in range(count):
+            if device not in pools and (device == current or has_context(device)):
+                with torch.cuda.device(device):
+                    pools[device] = torch.cuda.MemPool(allocator=_tag_allocator.allocator())
+        return pools
 
 
-def _refuse_paused(tag, pool):
+def _warn_unrouted(tag, devices):
+    """Warns when a device that had no CUDA context as the region began (so no pool of the tag) has
+    one now: tensors the region made there are PyTorch's own, untagged."""
+    torch = sys.modules["torch"]
+    has_context = getattr(torch._C, "_cuda_hasPrimaryContext", lambda device: False)
+    late = [device for device in devices if has_context(device)]
+    if late:
+        warnings.warn("vmmkit.region(%r): %s had no CUDA context when the region began, so tensors made there "
+                      "in it are PyTorch's own, not the tag's; use the device before the region (for example "
+                      "torch.cuda.set_device, or any tensor on it)" % (tag, ", ".join("cuda:%d" % d for d in late)),
+                      RuntimeWarning, stacklevel=3)
+
+
+def _refuse_paused(tag, pools):
     """A paused tag's pool may hold cached blocks, unmapped while it is paused, which PyTorch would
     hand out without asking vmmkit: a region of it is refused until it is resumed."""
-    if pool is not None and tag in _paused:
+    if pools and tag in _paused:
         raise VmmkitError("region(%r): the tag is paused; PyTorch would hand out its cached blocks, whose "
                           "memory is given back: resume it first" % tag, _MEMORY_ALLOCATION)
 
@@ -173,21 +198,23 @@ def region(tag, keep_contents=False):
     if _library is None and _loaded_shim_path() is None and sys.modules.get("torch") is not None:
         use_for_tags()
     lib = library()
-    pool = _torch_pool(tag)
-    _refuse_paused(tag, pool)
+    pools = _torch_pools(tag)
+    _refuse_paused(tag, pools)
     _check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
     try:
-        if pool is None:
+        if pools is None:
             yield
         else:
-            # The region tags this thread's allocations on every device, so the tag's pool takes
+            # The region tags this thread's allocations on every device, so the tag's pools take
             # them on every device: a segment of the tag in a device's shared pool would also hold
             # other tensors, which a pause would take with it.
             torch = sys.modules["torch"]
+            unrouted = [device for device in range(torch.cuda.device_count()) if device not in pools]
             with contextlib.ExitStack() as routed:
-                for device in range(torch.cuda.device_count()):
+                for device, pool in pools.items():
                     routed.enter_context(torch.cuda.use_mem_pool(pool, device=device))
                 yield
+            _warn_unrouted(tag, unrouted)
     finally:
         _check(lib.vmmkit_region_end(), "region_end", None)
 
@@ -203,9 +230,10 @@ def release_torch_pool(tag):
 
 def _refuse_during_torch_capture(what, tag):
     """Refuses a pause or resume while this thread's current PyTorch stream captures a CUDA graph.
-    As PyTorch's pluggable allocator vmmkit sees no capture unless the program tells it
-    (``vmmkit_capture_begin``; ``CUDAGraph``'s captures are refused there, :func:`_refuse_captures`),
-    so PyTorch is asked; under ``vmmkit run`` the shim sees every capture itself."""
+    Loaded by PyTorch, vmmkit sees no capture unless the program tells it (``vmmkit_capture_begin``;
+    ``CUDAGraph``'s captures are told for it where it serves the tags only, :func:`_tell_captures`,
+    and refused where it is the whole allocator, :func:`_refuse_captures`), so PyTorch is asked as
+    well; under ``vmmkit run`` the shim sees every capture itself."""
     torch = sys.modules.get("torch")
     try:
         capturing = torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
@@ -263,15 +291,17 @@ def host_memory():
 def use_for_tags(path=None):
     """Makes vmmkit serve the tagged tensors only, in a program that is not run under ``vmmkit run``.
 
-    Each tag's tensors come from a ``torch.cuda.MemPool`` of its own whose allocator is vmmkit (the
-    shim, which PyTorch opens as a pluggable allocator); every other tensor stays with PyTorch's own
-    allocator, and so do CUDA graphs' memory pools, so graphs captured over tagged tensors replay
-    after a pause and resume. The first :func:`region` calls this when vmmkit is not in the process
+    Each tag's tensors come from memory pools of its own (``torch.cuda.MemPool``, one per device
+    with a CUDA context) whose allocator is vmmkit (the shim, which PyTorch opens as a pluggable
+    allocator); every other tensor stays with PyTorch's own allocator, and so do CUDA graphs'
+    memory pools, so graphs captured over tagged tensors replay after a pause and resume. The first :func:`region` calls this when vmmkit is not in the process
     yet and PyTorch is imported; calling it first only chooses ``path``. No-op under ``vmmkit run``
     or after :func:`use_as_torch_allocator`. Returns the pools' allocator (or None when no-op).
 
-    A pause on another thread than a capture's, while the capture is under way, would invalidate
-    it, as any device synchronisation would: tell vmmkit of such captures (``vmmkit_capture_begin``).
+    ``torch.cuda.CUDAGraph``'s captures (``torch.cuda.graph``, ``torch.compile``'s graphs) tell
+    vmmkit when they begin and end, so a pause or resume on another thread is refused during one
+    (code 900) rather than invalidating it with its device synchronisation. A program that captures
+    through the runtime directly tells vmmkit itself (``vmmkit_capture_begin`` / ``_end``).
 
     ``path``: the shim, as for :func:`use_as_torch_allocator`.
     """
@@ -294,7 +324,42 @@ def use_for_tags(path=None):
     allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
     with _lock:
         _tag_allocator = allocator
+    _tell_captures(torch.cuda.graphs.CUDAGraph)
     return allocator
+
+
+def _tell_captures(graph_class):
+    """Makes ``graph_class``'s captures tell vmmkit when they begin and end (vmmkit_capture_begin /
+    _end), so that a pause or resume on any other thread is refused while one is under way: the
+    shim, loaded by PyTorch, sees no capture call, and a pause's device synchronisation would
+    invalidate the capture. Captures made through the runtime directly are the program's to tell."""
+    if getattr(graph_class.capture_begin, "_vmmkit_tells", False):
+        return
+    begin, end = graph_class.capture_begin, graph_class.capture_end
+
+    def told_end(graph):
+        if getattr(graph, "_vmmkit_told", False):
+            graph._vmmkit_told = False
+            library().vmmkit_capture_end()
+
+    def capture_begin(graph, *args, **kwargs):
+        # Not told only when vmmkit serves nothing (it did not start): then no pause can run either.
+        graph._vmmkit_told = library().vmmkit_capture_begin() == _SUCCESS
+        try:
+            return begin(graph, *args, **kwargs)
+        except BaseException:
+            told_end(graph)  # no capture began
+            raise
+
+    def capture_end(graph, *args, **kwargs):
+        try:
+            return end(graph, *args, **kwargs)
+        finally:
+            told_end(graph)
+
+    capture_begin._vmmkit_tells = True
+    graph_class.capture_begin = capture_begin
+    graph_class.capture_end = capture_end
 
 
 def use_as_torch_allocator(path=None):

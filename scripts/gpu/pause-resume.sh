@@ -23,7 +23,9 @@
 #      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only);
 #      then scripts/gpu/pluggable_capture.py, vmmkit as PyTorch's pluggable allocator: torch.cuda.graph
 #      refused; a capture through the runtime, told to vmmkit, on one thread while another pauses
-#      (natively first: torch.cuda.graph, and a synchronisation in the pause's place)
+#      (natively first: torch.cuda.graph, and a synchronisation in the pause's place); then the
+#      same with vmmkit serving the tags only: torch.cuda.graph replays, and one captured on another
+#      thread refuses a pause beside it (CUDAGraph tells vmmkit)
 # Rows (ROWS; default every size, contents and layout): SIZE_GIB:keep|discard:single|mixed;
 # "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
 # measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
@@ -201,6 +203,7 @@ extra scenario && run scenario-tags env PYTHONPATH="$root/python" "${bench[@]}" 
 if extra pluggable-capture; then
   run pluggable-capture-native "$py" scripts/gpu/pluggable_capture.py native
   run pluggable-capture env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py vmmkit
+  run pluggable-capture-tags env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py tags
 fi
 
 echo

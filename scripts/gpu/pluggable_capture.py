@@ -12,6 +12,13 @@ by PyTorch, not preloaded, so it sees no capture call itself).
                                         # told to vmmkit (vmmkit_capture_begin / _end), with
                                         # vmmkit.pause() from another thread during it: refused (900),
                                         # the graph launches; then pause, resume, launch again
+  python3 pluggable_capture.py tags     # vmmkit serving the tags only (the first region, no
+                                        # `vmmkit run`): torch.cuda.graph replays; one on a thread of
+                                        # its own, with vmmkit.pause() from this thread during it:
+                                        # refused (900, CUDAGraph told vmmkit), the graph replays;
+                                        # then pause, resume, replay again
+(native also runs torch.cuda.graph on a thread of its own with a synchronisation from this thread
+during it: what the pause would do untold.)
 
 Prints one line per check, "capture <name> ...", and exits 1 if a check the mode must pass fails.
 """
@@ -101,6 +108,52 @@ def capture_beside(rt, out, x, w, beside, tell=None):
     return got.get("graph"), got.get("rc"), result
 
 
+def graph_beside(out, x, w, beside):
+    """torch.cuda.graph of body() on a thread of its own; once the capture has recorded it, runs
+    beside() on this thread. Returns (the graph or None, the capture's exception or None, beside()'s
+    result or exception)."""
+    began, done, got = threading.Event(), threading.Event(), {}
+    stream = torch.cuda.Stream()
+
+    def capture():
+        try:
+            with torch.cuda.stream(stream):
+                body(out, x, w)  # warm-up outside the capture
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                body(out, x, w)
+                got["capturing"] = True
+                began.set()
+                done.wait()
+            got["graph"] = graph
+        except BaseException as e:
+            got["error"] = e
+        finally:
+            began.set()
+
+    thread = threading.Thread(target=capture, daemon=True)
+    thread.start()
+    began.wait()
+    result = "not run"
+    if got.get("capturing"):
+        try:
+            result = beside()
+        except BaseException as e:
+            result = e
+    done.set()
+    thread.join()
+    return got.get("graph"), got.get("error"), result
+
+
+def replay(graph, out):
+    out.zero_()
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    return out.clone()
+
+
 def launch(rt, graph, out):
     out.zero_()
     torch.cuda.synchronize()
@@ -166,9 +219,10 @@ def main():
         sys.exit(0 if ok else 1)
     failed = False
     vmmkit = None
-    if mode == "vmmkit":
+    if mode in ("vmmkit", "tags"):
         import vmmkit
-        vmmkit.use_as_torch_allocator()
+        if mode == "vmmkit":
+            vmmkit.use_as_torch_allocator()
     rt = runtime()
     torch.manual_seed(0)
     x = torch.randn(N, device="cuda")
@@ -193,6 +247,34 @@ def main():
         print("capture beside-synchronize: synchronize -> %s; end capture -> %d%s" % (
             "raised %s" % type(result).__name__ if isinstance(result, BaseException) else result or "returned",
             rc, " (the capture was invalidated)" if rc == 901 else ""))
+        graph, error, result = graph_beside(out, x, w, torch.cuda.synchronize)
+        print("capture torch-graph-beside-synchronize: synchronize -> %s; the capture %s" % (
+            "raised %s" % type(result).__name__ if isinstance(result, BaseException) else result or "returned",
+            "failed: %s" % str(error).splitlines()[0][:160] if error else "ended"))
+    elif mode == "tags":
+        kept = graph_memory_kept()
+        print("capture torch-graph: %s; a tensor allocated after the capture %s" % (
+            "replayed as eager" if result is True else "FAILED: %r" % (result,),
+            "unchanged by a replay" if kept else "OVERWRITTEN by a replay"))
+        failed |= result is not True or not kept
+        graph, error, result = graph_beside(out, x, w, vmmkit.pause)
+        pause_refused = isinstance(result, vmmkit.VmmkitError) and result.code == 900
+        print("capture torch-graph-beside-pause: pause -> %s" % ("refused (900)" if pause_refused else "%r" % (result,)))
+        first = replay(graph, out) if error is None and graph is not None else None
+        ok = pause_refused and first is not None and torch.equal(first, expected)
+        print("capture torch-graph-beside-pause: the capture %s; %s" % (
+            "ended" if error is None else "failed: %s" % str(error).splitlines()[0][:160],
+            "replayed, output as eager's" if ok else "FAILED"))
+        failed |= not ok
+        if ok:
+            free_before = torch.cuda.mem_get_info()[0]
+            vmmkit.pause("weights")
+            released = torch.cuda.mem_get_info()[0] - free_before
+            vmmkit.resume("weights")
+            same = torch.equal(replay(graph, out), first)
+            print("capture torch-graph-after-pause: released %.2f GiB; replay after resume %s" % (
+                released / 2 ** 30, "bit-identical" if same else "DIFFERENT"))
+            failed |= not same or released < 0.99 * N * 4
     else:
         refused = isinstance(result, vmmkit.VmmkitError) and result.code == 801
         print("capture torch-graph: %s" % (

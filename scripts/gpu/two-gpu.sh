@@ -124,6 +124,10 @@ else
   done
   step tags-keep-pluggable 90 env PYTHONPATH="$root/python" VMMKIT_JAR="$root/target/vmmkit.jar" \
     "$py" "$here/two_gpu_tags.py" keep --pluggable
+  # No `vmmkit run`: vmmkit serves the tags' pools only, on both devices.
+  for mode in keep discard; do
+    step "tags-$mode-pools" 90 env PYTHONPATH="$root/python" VMMKIT_JAR="$root/target/vmmkit.jar"       "$py" "$here/two_gpu_tags.py" "$mode"
+  done
   # torchrun, through the interpreter (the torchrun script may not be on PATH).
   torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
   # ddp NAME NATIVE_RESULT VARIABLE=VALUE...: the training under vmmkit with those variables, its

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Memory tags on two GPUs, for scripts/gpu/two-gpu.sh (under `vmmkit run`, or with --pluggable
-vmmkit as PyTorch's pluggable allocator; PYTHONPATH must hold the repository's python folder).
+"""Memory tags on two GPUs, for scripts/gpu/two-gpu.sh (under `vmmkit run`, with --pluggable
+vmmkit as PyTorch's pluggable allocator, or run plainly, where the region makes vmmkit serve the
+tags' memory pools only; PYTHONPATH must hold the repository's python folder).
 
     python3 two_gpu_tags.py keep|discard [--pluggable]
 

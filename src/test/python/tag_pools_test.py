@@ -2,7 +2,8 @@
 nor with vmmkit as its whole allocator, and a stand-in ``torch`` module whose caching allocator
 takes each MemPool's segments from the pool's allocator and every other segment from the CUDA
 runtime (the stand-in's). The first region loads the shim as the tags' pools' allocator; tagged
-tensors are vmmkit's, the rest the runtime's; CUDAGraph is not refused; a paused tag's region is
+tensors are vmmkit's, the rest the runtime's; CUDAGraph is not refused, and tells vmmkit of its
+captures (a pause on another thread is refused during one); a paused tag's region is
 refused (PyTorch would hand out its cached blocks), and after a resume its cached block is usable
 again and the kept bytes are back at the same address.
 argv[1]: the libcudart to load. Prints "ok python-tag-pools" and exits 0, or raises."""
@@ -12,6 +13,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 
 import vmmkit
 from device_copies import download, upload
@@ -38,10 +40,30 @@ class CUDAPluggableAllocator:
         return self
 
 
+class Devices:
+    """Two devices; device 0 current and with a context, device 1 without one until it is used."""
+    current = 0
+    contexts = {0}
+
+
+@contextlib.contextmanager
+def device(index):
+    before, Devices.current = Devices.current, index
+    Devices.contexts.add(index)  # as cudaSetDevice does
+    try:
+        yield
+    finally:
+        Devices.current = before
+
+
 class MemPool:
+    """As PyTorch's: the allocator serves the pool on the device current when it was made only; on
+    another device the pool's segments come from the runtime."""
+
     def __init__(self, allocator=None):
         assert allocator is not None, "the module made a pool without vmmkit as its allocator"
         self.allocator = allocator
+        self.device = Devices.current
         self.cached = {}  # size -> free blocks, as PyTorch keeps freed blocks of a pool's segments
         self.segments = []
 
@@ -66,7 +88,7 @@ owner = {}  # block -> (pool or None, size)
 
 @contextlib.contextmanager
 def use_mem_pool(pool, device=None):
-    stack = current.__dict__.setdefault("pools", [])
+    stack = current.__dict__.setdefault("pools", {}).setdefault(Devices.current if device is None else device, [])
     stack.append(pool)
     try:
         yield
@@ -74,14 +96,17 @@ def use_mem_pool(pool, device=None):
         stack.pop()
 
 
-def empty(size):
-    """A block of ``size`` bytes: a cached one of the current pool, else a new segment."""
-    stack = current.__dict__.get("pools") or [None]
+def empty(size, on=0):
+    """A block of ``size`` bytes on device ``on``: a cached one of the pool this thread routes that
+    device to, else a new segment."""
+    Devices.contexts.add(on)
+    stack = current.__dict__.get("pools", {}).get(on) or [None]
     pool = stack[-1]
     if pool is not None and pool.cached.get(size):
         block = pool.cached[size].pop()
     else:
-        block = (pool.allocator if pool else Runtime).alloc(size, 0, None)
+        served_by = pool.allocator if pool is not None and pool.device == on else Runtime
+        block = served_by.alloc(size, on, None)
         if not block:
             raise MemoryError("CUDA out of memory (the pool's allocator returned NULL)")
         if pool is not None:
@@ -104,31 +129,36 @@ def release_pool(pool):
         pool.allocator.free(block, size, 0, None)
 
 
-capturing = False
-
-
 class CUDAGraph:
+    """Captures on the stand-in runtime (unseen by the shim, which is not preloaded); the capturing
+    thread's current stream captures meanwhile, as under torch.cuda.graph."""
+
+    fail_to_begin = False
+
     def capture_begin(self, pool=None, capture_error_mode="global"):
-        global capturing
+        if CUDAGraph.fail_to_begin:
+            raise RuntimeError("cannot begin the capture (a stand-in failure)")
         assert cudart.cudaStreamBeginCapture(CAPTURE_STREAM, 0) == 0
-        capturing = True
+        current.capturing = True
 
     def capture_end(self):
-        global capturing
         graph = ctypes.c_void_p()
         assert cudart.cudaStreamEndCapture(CAPTURE_STREAM, ctypes.byref(graph)) == 0
-        capturing = False
+        current.capturing = False
 
 
 fake_torch = types.ModuleType("torch")
 fake_torch.cuda = types.SimpleNamespace(
     is_initialized=lambda: True,
-    is_current_stream_capturing=lambda: capturing,
-    device_count=lambda: 1,
+    is_current_stream_capturing=lambda: getattr(current, "capturing", False),
+    device_count=lambda: 2,
+    current_device=lambda: Devices.current,
+    device=device,
     MemPool=MemPool,
     use_mem_pool=use_mem_pool,
     memory=types.SimpleNamespace(CUDAPluggableAllocator=CUDAPluggableAllocator),
     graphs=types.SimpleNamespace(CUDAGraph=CUDAGraph))
+fake_torch._C = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda index: index in Devices.contexts)
 sys.modules["torch"] = fake_torch
 
 
@@ -151,26 +181,72 @@ def enter_region(tag):
 assert vmmkit._loaded_shim_path() is None, "the shim was loaded before the first region"
 runtime_mallocs = cudart.fake_cudart_malloc_calls()
 weights = bytes((i * 13 + 7) % 251 for i in range(3 * MIB))
-with vmmkit.region("weights", keep_contents=True):
-    w = empty(len(weights))
+with warnings.catch_warnings(record=True) as warned:
+    warnings.simplefilter("always")
+    with vmmkit.region("weights", keep_contents=True):
+        w = empty(len(weights))
+        early = empty(4096, on=1)  # device 1 had no context as the region began: PyTorch's own
 assert vmmkit._loaded_shim_path() is not None, "the first region did not load the shim"
+assert sorted(vmmkit._pools["weights"]) == [0], vmmkit._pools
+assert len(warned) == 1 and "cuda:1 had no CUDA context" in str(warned[0].message), [str(x.message) for x in warned]
+assert cudart.fake_cudart_malloc_calls() == runtime_mallocs + 1, "the untagged tensor on cuda:1 was not the runtime's"
+delete(early)
+runtime_mallocs = cudart.fake_cudart_malloc_calls()
 assert os.environ.get("VMM_SERVES") == "tags", os.environ.get("VMM_SERVES")
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs, "a tagged tensor came from the runtime"
 upload(cudart, w, weights)
 with vmmkit.region("kv_cache"):
     kv = empty(2 * MIB)
     scratch = empty(1 * MIB)
+    kv1 = empty(2 * MIB, on=1)  # device 1 has a context now: the tag's pool there is vmmkit's
 delete(scratch)  # cached in the KV cache's pool
+assert sorted(vmmkit._pools["kv_cache"]) == [0, 1], vmmkit._pools
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs, "a tagged tensor came from the runtime"
+upload(cudart, kv1, b"\x03" * (2 * MIB))
 activations = empty(1 * MIB)  # outside every region: PyTorch's own memory
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs + 1, "an untagged tensor did not come from the runtime"
 upload(cudart, activations, b"\x05" * MIB)
 
-# CUDA graphs are PyTorch's own business here: not refused; a pause during one on this thread is.
+# CUDA graphs are PyTorch's own business here: not refused; a pause during one on this thread is
+# refused by the module, and during one on another thread by vmmkit, which CUDAGraph told.
 graph = CUDAGraph()
 graph.capture_begin()
 refused(vmmkit.pause, None, 900)
 graph.capture_end()
+began, done, failures = threading.Event(), threading.Event(), []
+
+
+def capture_on_another_thread():
+    try:
+        other = CUDAGraph()
+        other.capture_begin()
+        began.set()
+        done.wait()
+        other.capture_end()
+    except BaseException as e:  # reported by the main thread
+        failures.append(e)
+    finally:
+        began.set()
+
+
+capturer = threading.Thread(target=capture_on_another_thread, daemon=True)
+capturer.start()
+began.wait()
+assert not failures, failures
+refused(vmmkit.pause, "weights", 900)
+refused(vmmkit.resume, None, 900)
+assert download(cudart, w, len(weights)) == weights, "a refused pause changed the weights"
+done.set()
+capturer.join()
+assert not failures, failures
+# A capture that fails to begin leaves nothing told: the pause below is not refused.
+CUDAGraph.fail_to_begin = True
+try:
+    CUDAGraph().capture_begin()
+    raise AssertionError("the failing capture began")
+except RuntimeError as e:
+    assert "cannot begin" in str(e), e
+CUDAGraph.fail_to_begin = False
 
 vmmkit.pause()
 assert "resume it first" in refused(enter_region, "kv_cache", 2)
@@ -191,11 +267,14 @@ with vmmkit.region("weights", keep_contents=True):
 refused(vmmkit.pause, "no such tag", 1)
 enter_region("kv_cache")
 
-for block in (w, kv, again, activations):
+upload(cudart, kv1, b"\x04" * (2 * MIB))  # resumed on device 1 too: usable
+assert download(cudart, kv1, 2 * MIB) == b"\x04" * (2 * MIB)
+for block in (w, kv, kv1, again, activations):
     delete(block)
 for tag in ("weights", "kv_cache"):
-    pool = vmmkit._pools[tag]
+    pools = vmmkit._pools[tag].values()
     vmmkit.release_torch_pool(tag)
-    release_pool(pool)
+    for pool in pools:
+        release_pool(pool)
 assert cudart.fake_cudart_free_calls() >= 1
 print("ok python-tag-pools")
