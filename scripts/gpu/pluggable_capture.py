@@ -58,41 +58,26 @@ def body(out, x, w):
     out.relu_()
 
 
-def capture_beside(rt, out, x, w, beside, tell=None):
-    """Captures body() through the runtime on a thread of its own (global mode), told to vmmkit
-    when ``tell`` is its library; once the capture has recorded it, runs beside() on this thread.
-    Returns (the launchable graph or None, the capture's result code, beside()'s result)."""
+def beside_a_capture(capture, beside):
+    """Runs capture(recorded) on a thread of its own; the capture calls recorded() once it has
+    recorded its kernels, and recorded() runs beside() on this thread before the capture goes on.
+    Returns (what capture returned, its exception or None, beside()'s result or exception)."""
     began, done, got = threading.Event(), threading.Event(), {}
-    stream = torch.cuda.Stream()
 
-    def capture():
+    def recorded():
+        got["capturing"] = True
+        began.set()
+        done.wait()
+
+    def run():
         try:
-            with torch.cuda.stream(stream):
-                body(out, x, w)  # warm-up outside the capture
-            torch.cuda.synchronize()
-            if tell is not None:
-                assert tell.vmmkit_capture_begin() == 0
-            handle = ctypes.c_void_p(stream.cuda_stream)
-            assert rt.cudaStreamBeginCapture(handle, 0) == 0
-            with torch.cuda.stream(stream):
-                body(out, x, w)
-            got["capturing"] = True
-            began.set()
-            done.wait()
-            graph = ctypes.c_void_p()
-            got["rc"] = rt.cudaStreamEndCapture(handle, ctypes.byref(graph))
-            if tell is not None:
-                tell.vmmkit_capture_end()
-            if got["rc"] == 0:
-                launchable = ctypes.c_void_p()
-                assert rt.cudaGraphInstantiate(ctypes.byref(launchable), graph, 0) == 0
-                got["graph"] = (launchable, handle)
+            got["value"] = capture(recorded)
         except BaseException as e:
             got["error"] = e
         finally:
             began.set()
 
-    thread = threading.Thread(target=capture, daemon=True)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     began.wait()
     result = "not run"
@@ -103,47 +88,60 @@ def capture_beside(rt, out, x, w, beside, tell=None):
             result = e
     done.set()
     thread.join()
-    if "error" in got:
-        raise got["error"]
-    return got.get("graph"), got.get("rc"), result
+    return got.get("value"), got.get("error"), result
+
+
+def capture_beside(rt, out, x, w, beside, tell=None):
+    """Captures body() through the runtime on a thread of its own (global mode), told to vmmkit
+    when ``tell`` is its library; once the capture has recorded it, runs beside() on this thread.
+    Returns (the launchable graph or None, the capture's result code, beside()'s result)."""
+    stream = torch.cuda.Stream()
+
+    def capture(recorded):
+        with torch.cuda.stream(stream):
+            body(out, x, w)  # warm-up outside the capture
+        torch.cuda.synchronize()
+        if tell is not None:
+            assert tell.vmmkit_capture_begin() == 0
+        handle = ctypes.c_void_p(stream.cuda_stream)
+        assert rt.cudaStreamBeginCapture(handle, 0) == 0
+        with torch.cuda.stream(stream):
+            body(out, x, w)
+        recorded()
+        graph = ctypes.c_void_p()
+        rc = rt.cudaStreamEndCapture(handle, ctypes.byref(graph))
+        if tell is not None:
+            tell.vmmkit_capture_end()
+        if rc != 0:
+            return None, rc
+        launchable = ctypes.c_void_p()
+        assert rt.cudaGraphInstantiate(ctypes.byref(launchable), graph, 0) == 0
+        return (launchable, handle), rc
+
+    value, error, result = beside_a_capture(capture, beside)
+    if error is not None:
+        raise error
+    graph, rc = value
+    return graph, rc, result
 
 
 def graph_beside(out, x, w, beside):
     """torch.cuda.graph of body() on a thread of its own; once the capture has recorded it, runs
     beside() on this thread. Returns (the graph or None, the capture's exception or None, beside()'s
     result or exception)."""
-    began, done, got = threading.Event(), threading.Event(), {}
     stream = torch.cuda.Stream()
 
-    def capture():
-        try:
-            with torch.cuda.stream(stream):
-                body(out, x, w)  # warm-up outside the capture
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
-                body(out, x, w)
-                got["capturing"] = True
-                began.set()
-                done.wait()
-            got["graph"] = graph
-        except BaseException as e:
-            got["error"] = e
-        finally:
-            began.set()
+    def capture(recorded):
+        with torch.cuda.stream(stream):
+            body(out, x, w)  # warm-up outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            body(out, x, w)
+            recorded()
+        return graph
 
-    thread = threading.Thread(target=capture, daemon=True)
-    thread.start()
-    began.wait()
-    result = "not run"
-    if got.get("capturing"):
-        try:
-            result = beside()
-        except BaseException as e:
-            result = e
-    done.set()
-    thread.join()
-    return got.get("graph"), got.get("error"), result
+    return beside_a_capture(capture, beside)
 
 
 def replay(graph, out):
@@ -161,6 +159,19 @@ def launch(rt, graph, out):
     assert rt.cudaGraphLaunch(launchable, stream) == 0
     torch.cuda.synchronize()
     return out.clone()
+
+
+def again_after_pause(vmmkit, run, first, label, verb):
+    """Pauses and resumes the kept weights, then runs the graph again; True when the pause gave back
+    at least 99 % of the weights' bytes and the output is bit-identical to ``first``."""
+    free_before = torch.cuda.mem_get_info()[0]
+    vmmkit.pause("weights")
+    released = torch.cuda.mem_get_info()[0] - free_before
+    vmmkit.resume("weights")
+    same = torch.equal(run(), first)
+    print("capture %s: released %.2f GiB; %s after resume %s" % (
+        label, released / 2 ** 30, verb, "bit-identical" if same else "DIFFERENT"))
+    return same and released >= 0.99 * N * 4
 
 
 def graph_api():
@@ -267,14 +278,7 @@ def main():
             "replayed, output as eager's" if ok else "FAILED"))
         failed |= not ok
         if ok:
-            free_before = torch.cuda.mem_get_info()[0]
-            vmmkit.pause("weights")
-            released = torch.cuda.mem_get_info()[0] - free_before
-            vmmkit.resume("weights")
-            same = torch.equal(replay(graph, out), first)
-            print("capture torch-graph-after-pause: released %.2f GiB; replay after resume %s" % (
-                released / 2 ** 30, "bit-identical" if same else "DIFFERENT"))
-            failed |= not same or released < 0.99 * N * 4
+            failed |= not again_after_pause(vmmkit, lambda: replay(graph, out), first, "torch-graph-after-pause", "replay")
     else:
         refused = isinstance(result, vmmkit.VmmkitError) and result.code == 801
         print("capture torch-graph: %s" % (
@@ -290,14 +294,7 @@ def main():
             rc, "launched, output as eager's" if ok else "FAILED"))
         failed |= not ok
         if ok:
-            free_before = torch.cuda.mem_get_info()[0]
-            vmmkit.pause("weights")
-            released = torch.cuda.mem_get_info()[0] - free_before
-            vmmkit.resume("weights")
-            same = torch.equal(launch(rt, graph, out), first)
-            print("capture after-pause: released %.2f GiB; launch after resume %s" % (
-                released / 2 ** 30, "bit-identical" if same else "DIFFERENT"))
-            failed |= not same
+            failed |= not again_after_pause(vmmkit, lambda: launch(rt, graph, out), first, "after-pause", "launch")
     sys.exit(1 if failed else 0)
 
 

@@ -12,6 +12,7 @@ import types
 
 import vmmkit
 from device_copies import download, upload
+from pluggable_library import CUDAPluggableAllocator
 
 cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 SHIM = sys.argv[2]
@@ -29,17 +30,6 @@ def end_capture():
 
 
 # ---- The stand-in torch: the parts of PyTorch's API the module uses -------------------------------
-
-class CUDAPluggableAllocator:
-    """Opens the shim with dlopen and finds the pair by name, as PyTorch does."""
-
-    def __init__(self, path, alloc_name, free_name):
-        lib = ctypes.CDLL(path)
-        self.alloc = getattr(lib, alloc_name)
-        self.alloc.argtypes, self.alloc.restype = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
-        self.free = getattr(lib, free_name)
-        self.free.argtypes, self.free.restype = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], None
-
 
 class CUDAGraph:
     began = 0

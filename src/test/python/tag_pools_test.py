@@ -16,7 +16,9 @@ import types
 import warnings
 
 import vmmkit
+from vmmkit import _shim, _torch
 from device_copies import download, upload
+from pluggable_library import CUDAPluggableAllocator
 
 cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 cudart.fake_cudart_malloc_calls.restype = cudart.fake_cudart_free_calls.restype = ctypes.c_long
@@ -25,20 +27,6 @@ CAPTURE_STREAM = ctypes.c_void_p(0x5400)
 
 
 # ---- The stand-in torch: the parts of PyTorch's API the module uses, with a caching allocator ----
-
-class CUDAPluggableAllocator:
-    """Opens the shim with dlopen and finds the pair by name, as PyTorch does."""
-
-    def __init__(self, path, alloc_name, free_name):
-        lib = ctypes.CDLL(path)
-        self.alloc = getattr(lib, alloc_name)
-        self.alloc.argtypes, self.alloc.restype = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
-        self.free = getattr(lib, free_name)
-        self.free.argtypes, self.free.restype = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], None
-
-    def allocator(self):
-        return self
-
 
 class Devices:
     """Two devices; device 0 current and with a context, device 1 without one until it is used."""
@@ -178,7 +166,7 @@ def enter_region(tag):
         pass
 
 
-assert vmmkit._loaded_shim_path() is None, "the shim was loaded before the first region"
+assert _shim.loaded_shim_path() is None, "the shim was loaded before the first region"
 runtime_mallocs = cudart.fake_cudart_malloc_calls()
 weights = bytes((i * 13 + 7) % 251 for i in range(3 * MIB))
 with warnings.catch_warnings(record=True) as warned:
@@ -186,8 +174,8 @@ with warnings.catch_warnings(record=True) as warned:
     with vmmkit.region("weights", keep_contents=True):
         w = empty(len(weights))
         early = empty(4096, on=1)  # device 1 had no context as the region began: PyTorch's own
-assert vmmkit._loaded_shim_path() is not None, "the first region did not load the shim"
-assert sorted(vmmkit._pools["weights"]) == [0], vmmkit._pools
+assert _shim.loaded_shim_path() is not None, "the first region did not load the shim"
+assert sorted(_torch._pools["weights"]) == [0], _torch._pools
 assert len(warned) == 1 and "cuda:1 had no CUDA context" in str(warned[0].message), [str(x.message) for x in warned]
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs + 1, "the untagged tensor on cuda:1 was not the runtime's"
 delete(early)
@@ -200,7 +188,7 @@ with vmmkit.region("kv_cache"):
     scratch = empty(1 * MIB)
     kv1 = empty(2 * MIB, on=1)  # device 1 has a context now: the tag's pool there is vmmkit's
 delete(scratch)  # cached in the KV cache's pool
-assert sorted(vmmkit._pools["kv_cache"]) == [0, 1], vmmkit._pools
+assert sorted(_torch._pools["kv_cache"]) == [0, 1], _torch._pools
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs, "a tagged tensor came from the runtime"
 upload(cudart, kv1, b"\x03" * (2 * MIB))
 activations = empty(1 * MIB)  # outside every region: PyTorch's own memory
@@ -239,6 +227,8 @@ assert download(cudart, w, len(weights)) == weights, "a refused pause changed th
 done.set()
 capturer.join()
 assert not failures, failures
+with vmmkit.region("weights", keep_contents=True):
+    pass  # the refused pauses (nothing done) left the tag as it was: not paused
 # A capture that fails to begin leaves nothing told: the pause below is not refused.
 CUDAGraph.fail_to_begin = True
 try:
@@ -272,7 +262,7 @@ assert download(cudart, kv1, 2 * MIB) == b"\x04" * (2 * MIB)
 for block in (w, kv, kv1, again, activations):
     delete(block)
 for tag in ("weights", "kv_cache"):
-    pools = vmmkit._pools[tag].values()
+    pools = _torch._pools[tag].values()
     vmmkit.release_torch_pool(tag)
     for pool in pools:
         release_pool(pool)
