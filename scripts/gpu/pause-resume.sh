@@ -259,8 +259,13 @@ for size, contents, layout, cycle in keys:
 print()
 for k, kv in rows.items():
     if k[0] not in ("vmmkit", "tms", "tms-after"):
-        print("%s row %s GiB %s %s cycle %s: pause %s ms, resume %s ms, backup / restore %s / %s GiB/s, intact %s" % (
-            k[0], k[1], k[2], k[3], k[4], kv["pause_ms"], kv["resume_ms"], kv["kept_backup_gibps"], kv["restore_gibps"], kv["intact"]))
+        v = kv
+        t = rows.get(("tms",) + k[1:4] + ("1",))
+        a = rows.get(("tms-after",) + k[1:4] + ("1",))
+        print("%s row %s GiB %s %s cycle %s: pause %s ms, resume %s ms, backup / restore %s / %s GiB/s, intact %s; "
+              "as fast as tms before / after: %s / %s" % (
+            k[0], k[1], k[2], k[3], k[4], kv["pause_ms"], kv["resume_ms"], kv["kept_backup_gibps"], kv["restore_gibps"], kv["intact"],
+            as_fast(t), as_fast(a)))
 PY
 grep -h "intact=no\|identical=no" "$out"/*.log && failed=1
 exit $failed
