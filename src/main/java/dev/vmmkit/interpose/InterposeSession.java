@@ -38,7 +38,8 @@ final class InterposeSession {
     final NotServedWatch notServed;
     /**
      * Whether the program routes all its device memory to vmmkit, so that memory from elsewhere is
-     * worth a line at exit; false under {@code VMM_SERVES=tags} (the stats file keeps the figure).
+     * worth a line at exit; false under {@code VMM_SERVES=tags} (the stats file keeps the figure,
+     * read at exit).
      */
     private final boolean servesAll;
     /** The breakdowns of the first large allocation, pause and resume ({@code VMM_LOG=info}), else null. */
@@ -77,7 +78,10 @@ final class InterposeSession {
         boolean lent = !monitorMode && ProcessAllocators.claimed();
         // Monitor mode has no allocator to hint, and its peaks are the runtime's: no profile.
         PeakProfileUse profile = monitorMode || lent ? PeakProfileUse.NONE : PeakProfileUse.fromEnvironment(env);
-        NotServedWatch notServed = new NotServedWatch();
+        // Serving the tags only, the rest is the program's own by design: no sampling thread
+        // beside it (and its cuMemGetInfo calls), only the sample at exit for the stats file.
+        boolean tagsOnly = InterposeSettings.servesTagsOnly(env);
+        NotServedWatch notServed = tagsOnly ? new NotServedWatch(0) : new NotServedWatch();
         if (!monitorMode && !lent) notServed.startEarly();
         FirstCalls firstCalls = !monitorMode && !lent && VmmLog.isInfo() ? new FirstCalls() : null;
         ResourceFactory factory = monitorMode ? device -> null
@@ -88,7 +92,7 @@ final class InterposeSession {
         if (stats != null) markUnfinished(stats, monitorMode);
         Path trace = RunParts.pathFor(RunParts.Output.TRACE, env, pid);
         return new InterposeSession(monitorMode, factory, recorder(trace, monitorMode), stats, profile, notServed, firstCalls,
-                !InterposeSettings.servesTagsOnly(env));
+                !tagsOnly);
     }
 
     /** The trace recorder; a trace that cannot be opened is one warning, and the program runs untraced. */

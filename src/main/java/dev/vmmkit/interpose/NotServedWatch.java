@@ -235,6 +235,11 @@ final class NotServedWatch {
         return d == null ? null : d.peak();
     }
 
+    /** Whether devices are sampled in the background, not only at exit. */
+    boolean samplesWhileRunning() {
+        return periodMs > 0;
+    }
+
     List<Integer> watchedDevices() {
         return devices.keySet().stream().sorted().toList();
     }

@@ -70,6 +70,21 @@ class NotServedAtExitTest {
     }
 
     @Test
+    void servingTheTagsOnlyTheWatchSamplesAtExitOnly() throws Exception {
+        Map<String, String> env = Map.of("VMM_DRIVER", "host", "VMM_PROFILE", "off");
+        InterposeSession all = InterposeSession.fromEnvironment(false, env);
+        InterposeSession tags = InterposeSession.fromEnvironment(false,
+                Map.of("VMM_DRIVER", "host", "VMM_PROFILE", "off", "VMM_SERVES", "tags"));
+        try {
+            assertTrue(all.notServed.samplesWhileRunning());
+            assertTrue(!tags.notServed.samplesWhileRunning());
+        } finally {
+            all.finish(0, 0);
+            tags.finish(0, 0);
+        }
+    }
+
+    @Test
     void theSettingIsChecked() {
         assertEquals(java.util.List.of("VMM_SERVES=some: must be all or tags"),
                 InterposeSettings.problems(Map.of("VMM_SERVES", "some")));
