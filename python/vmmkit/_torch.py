@@ -87,14 +87,14 @@ def tag_pools(tag):
             if not pools:
                 shared = torch.cuda.MemPool()
                 pools.update((device, shared) for device in range(count))
-            return pools
-        current = torch.cuda.current_device()
-        has_context = getattr(torch._C, "_cuda_hasPrimaryContext", lambda device: False)
-        for device in range(count):
-            if device not in pools and (device == current or has_context(device)):
-                with torch.cuda.device(device):
-                    pools[device] = torch.cuda.MemPool(allocator=_tag_allocator.allocator())
-        return pools
+        else:
+            current = torch.cuda.current_device()
+            has_context = getattr(torch._C, "_cuda_hasPrimaryContext", lambda device: False)
+            for device in range(count):
+                if device not in pools and (device == current or has_context(device)):
+                    with torch.cuda.device(device):
+                        pools[device] = torch.cuda.MemPool(allocator=_tag_allocator.allocator())
+        return dict(pools)  # a copy: another thread's region may add a device meanwhile
 
 
 def warn_unrouted(tag, devices):
