@@ -54,24 +54,33 @@ def region(tag, keep_contents=False):
         use_for_tags()
     lib = _shim.library()
     pools = _torch.tag_pools(tag)
-    _torch.refuse_paused(tag, pools)
-    _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
+    _torch.enter_region(tag, pools)
     try:
-        with _torch.routed(tag, pools):
-            yield
+        _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
+        try:
+            with _torch.routed(tag, pools):
+                yield
+        finally:
+            _shim.check(lib.vmmkit_region_end(), "region_end", None)
     finally:
-        _shim.check(lib.vmmkit_region_end(), "region_end", None)
+        _torch.leave_region(tag, pools)
 
 
 def pause(tag=None):
     """Gives the tag's GPU memory back to the driver, keeping its addresses (every tag when None).
 
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
-    new allocation into the tag fails. Refused (``VmmkitError``, code 900) while a CUDA graph is
-    being captured (include/vmmkit/vmmkit.h says why): any capture under ``vmmkit run``; where
-    PyTorch loaded the shim, a capture vmmkit was told of on any thread (``CUDAGraph``'s tell it
-    where vmmkit serves the tags only; ``vmmkit_capture_begin`` for a program's own), or any capture
-    on this thread's current PyTorch stream.
+    new allocation into the tag fails.
+
+    Where PyTorch caches the tag's memory (under ``vmmkit run`` and serving the tags only), a pause
+    is refused (``VmmkitError``, code 800) while a region of the tag is open on any thread, and a
+    region of a paused tag is refused (code 2): PyTorch would hand out the tag's cached blocks
+    there without asking vmmkit.
+
+    Refused (code 900) while a CUDA graph is being captured (include/vmmkit/vmmkit.h says why): any
+    capture under ``vmmkit run``; where PyTorch loaded the shim, a capture vmmkit was told of on any
+    thread (``CUDAGraph``'s tell it where vmmkit serves the tags only; ``vmmkit_capture_begin`` for
+    a program's own), or any capture on this thread's current PyTorch stream.
     """
     _torch.refuse_during_capture("pause", tag)
     name, lib = _shim.encode(tag), _shim.library()

@@ -16,6 +16,7 @@ _pluggable = False      # vmmkit is PyTorch's whole allocator (use_as_torch_allo
 _tag_allocator = None   # vmmkit serves the tags' pools only (use_for_tags): their allocator
 _pools = {}             # tag -> {device: torch.cuda.MemPool}
 _paused = set()         # tags with pools, paused through this module
+_open = {}              # tag with pools -> its regions open now, on any thread
 
 
 def serves_tags_by_default():
@@ -41,11 +42,40 @@ def routed(tag, pools):
     warn_unrouted(tag, unrouted)
 
 
+def enter_region(tag, pools):
+    """Counts a region of a tag with pools, refusing it while the tag is paused: its pools may hold
+    cached blocks, given back by the pause, which PyTorch would hand out without asking vmmkit."""
+    if not pools:
+        return
+    with _lock:
+        if tag in _paused:
+            raise VmmkitError("region(%r): the tag is paused; PyTorch would hand out its cached blocks, whose "
+                              "memory is given back: resume it first" % tag, _shim.MEMORY_ALLOCATION)
+        _open[tag] = _open.get(tag, 0) + 1
+
+
+def leave_region(tag, pools):
+    if not pools:
+        return
+    with _lock:
+        _open[tag] -= 1
+
+
 def mark_paused(tag):
     """Marks the tag (every tag with pools when None) paused, before its pause is called: a pause that
-    fails partway may have given some of the memory back. Returns the tags newly marked."""
+    fails partway may have given some of the memory back. Refuses the pause while a region of such
+    a tag is open on any thread: PyTorch could hand out the tag's cached blocks in it afterwards.
+    The check and the mark share the lock with :func:`enter_region`, so a region and a pause of one
+    tag never overlap. Returns the tags newly marked."""
     with _lock:
-        marked = {t for t in (_pools if tag is None else (tag,)) if t in _pools and t not in _paused}
+        tags = [t for t in (_pools if tag is None else (tag,)) if t in _pools]
+        busy = sorted(t for t in tags if _open.get(t))
+        if busy:
+            raise VmmkitError("pause(%s): a region of %s is open, on this thread or another; PyTorch could hand "
+                              "out the tag's cached blocks in it after the pause: pause once the region has ended"
+                              % ("" if tag is None else repr(tag), ", ".join(repr(t) for t in busy)),
+                              _shim.NOT_PERMITTED)
+        marked = {t for t in tags if t not in _paused}
         _paused.update(marked)
         return marked
 
@@ -108,14 +138,6 @@ def warn_unrouted(tag, devices):
                       "in it are PyTorch's own, not the tag's; use the device before the region (for example "
                       "torch.cuda.set_device, or any tensor on it)" % (tag, ", ".join("cuda:%d" % d for d in late)),
                       RuntimeWarning, stacklevel=2)
-
-
-def refuse_paused(tag, pools):
-    """A paused tag's pool may hold cached blocks, unmapped while it is paused, which PyTorch would
-    hand out without asking vmmkit: a region of it is refused until it is resumed."""
-    if pools and tag in _paused:
-        raise VmmkitError("region(%r): the tag is paused; PyTorch would hand out its cached blocks, whose "
-                          "memory is given back: resume it first" % tag, _shim.MEMORY_ALLOCATION)
 
 
 def release_torch_pool(tag):

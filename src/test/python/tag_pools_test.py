@@ -4,150 +4,26 @@ takes each MemPool's segments from the pool's allocator and every other segment 
 runtime (the stand-in's). The first region loads the shim as the tags' pools' allocator; tagged
 tensors are vmmkit's, the rest the runtime's; CUDAGraph is not refused, and tells vmmkit of its
 captures (a pause on another thread is refused during one); a paused tag's region is
-refused (PyTorch would hand out its cached blocks), and after a resume its cached block is usable
-again and the kept bytes are back at the same address.
+refused, and so is a pause while a region of the tag is open on any thread (PyTorch would hand out
+its cached blocks); after a resume its cached block is usable again and the kept bytes are back at
+the same address.
 argv[1]: the libcudart to load. Prints "ok python-tag-pools" and exits 0, or raises."""
-import contextlib
 import ctypes
 import os
 import sys
 import threading
-import types
 import warnings
 
 import vmmkit
 from vmmkit import _shim, _torch
 from device_copies import download, upload
-from pluggable_library import CUDAPluggableAllocator
+from standin_torch import CUDAGraph, delete, empty, release_pool
+import standin_torch
 
 cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 cudart.fake_cudart_malloc_calls.restype = cudart.fake_cudart_free_calls.restype = ctypes.c_long
+standin_torch.install(cudart)
 MIB = 1 << 20
-CAPTURE_STREAM = ctypes.c_void_p(0x5400)
-
-
-# ---- The stand-in torch: the parts of PyTorch's API the module uses, with a caching allocator ----
-
-class Devices:
-    """Two devices; device 0 current and with a context, device 1 without one until it is used."""
-    current = 0
-    contexts = {0}
-
-
-@contextlib.contextmanager
-def device(index):
-    before, Devices.current = Devices.current, index
-    Devices.contexts.add(index)  # as cudaSetDevice does
-    try:
-        yield
-    finally:
-        Devices.current = before
-
-
-class MemPool:
-    """As PyTorch's: the allocator serves the pool on the device current when it was made only; on
-    another device the pool's segments come from the runtime."""
-
-    def __init__(self, allocator=None):
-        assert allocator is not None, "the module made a pool without vmmkit as its allocator"
-        self.allocator = allocator
-        self.device = Devices.current
-        self.cached = {}  # size -> free blocks, as PyTorch keeps freed blocks of a pool's segments
-        self.segments = []
-
-
-class Runtime:
-    """The default pool: segments from the CUDA runtime."""
-
-    @staticmethod
-    def alloc(size, device, stream):
-        ptr = ctypes.c_void_p()
-        assert cudart.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0
-        return ptr.value
-
-    @staticmethod
-    def free(ptr, size, device, stream):
-        assert cudart.cudaFree(ctypes.c_void_p(ptr)) == 0
-
-
-current = threading.local()
-owner = {}  # block -> (pool or None, size)
-
-
-@contextlib.contextmanager
-def use_mem_pool(pool, device=None):
-    stack = current.__dict__.setdefault("pools", {}).setdefault(Devices.current if device is None else device, [])
-    stack.append(pool)
-    try:
-        yield
-    finally:
-        stack.pop()
-
-
-def empty(size, on=0):
-    """A block of ``size`` bytes on device ``on``: a cached one of the pool this thread routes that
-    device to, else a new segment."""
-    Devices.contexts.add(on)
-    stack = current.__dict__.get("pools", {}).get(on) or [None]
-    pool = stack[-1]
-    if pool is not None and pool.cached.get(size):
-        block = pool.cached[size].pop()
-    else:
-        served_by = pool.allocator if pool is not None and pool.device == on else Runtime
-        block = served_by.alloc(size, on, None)
-        if not block:
-            raise MemoryError("CUDA out of memory (the pool's allocator returned NULL)")
-        if pool is not None:
-            pool.segments.append((block, size))
-    owner[block] = (pool, size)
-    return block
-
-
-def delete(block):
-    pool, size = owner.pop(block)
-    if pool is None:
-        Runtime.free(block, size, 0, None)
-    else:
-        pool.cached.setdefault(size, []).append(block)
-
-
-def release_pool(pool):
-    """What PyTorch does once a pool is gone and the cache is emptied: its segments go back."""
-    for block, size in pool.segments:
-        pool.allocator.free(block, size, 0, None)
-
-
-class CUDAGraph:
-    """Captures on the stand-in runtime (unseen by the shim, which is not preloaded); the capturing
-    thread's current stream captures meanwhile, as under torch.cuda.graph."""
-
-    fail_to_begin = False
-
-    def capture_begin(self, pool=None, capture_error_mode="global"):
-        if CUDAGraph.fail_to_begin:
-            raise RuntimeError("cannot begin the capture (a stand-in failure)")
-        assert cudart.cudaStreamBeginCapture(CAPTURE_STREAM, 0) == 0
-        current.capturing = True
-
-    def capture_end(self):
-        graph = ctypes.c_void_p()
-        assert cudart.cudaStreamEndCapture(CAPTURE_STREAM, ctypes.byref(graph)) == 0
-        current.capturing = False
-
-
-fake_torch = types.ModuleType("torch")
-fake_torch.cuda = types.SimpleNamespace(
-    is_initialized=lambda: True,
-    is_current_stream_capturing=lambda: getattr(current, "capturing", False),
-    device_count=lambda: 2,
-    current_device=lambda: Devices.current,
-    device=device,
-    MemPool=MemPool,
-    use_mem_pool=use_mem_pool,
-    memory=types.SimpleNamespace(CUDAPluggableAllocator=CUDAPluggableAllocator),
-    graphs=types.SimpleNamespace(CUDAGraph=CUDAGraph))
-fake_torch._C = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda index: index in Devices.contexts)
-sys.modules["torch"] = fake_torch
 
 
 # ---- The program ------------------------------------------------------------------------------
@@ -229,6 +105,30 @@ capturer.join()
 assert not failures, failures
 with vmmkit.region("weights", keep_contents=True):
     pass  # the refused pauses (nothing done) left the tag as it was: not paused
+
+# A pause while a region of the tag is open, on another thread or this one, is refused: PyTorch
+# could hand out the tag's cached blocks in it afterwards. Other tags still pause.
+inside, leave = threading.Event(), threading.Event()
+
+
+def hold_a_region():
+    with vmmkit.region("kv_cache"):
+        inside.set()
+        leave.wait()
+
+
+holder = threading.Thread(target=hold_a_region, daemon=True)
+holder.start()
+inside.wait()
+assert "a region of 'kv_cache' is open" in refused(vmmkit.pause, "kv_cache", 800)
+refused(vmmkit.pause, None, 800)
+vmmkit.pause("weights")
+vmmkit.resume("weights")
+assert download(cudart, w, len(weights)) == weights, "a pause beside another tag's region changed the weights"
+leave.set()
+holder.join()
+with vmmkit.region("kv_cache"):
+    refused(vmmkit.pause, "kv_cache", 800)
 # A capture that fails to begin leaves nothing told: the pause below is not refused.
 CUDAGraph.fail_to_begin = True
 try:

@@ -82,4 +82,16 @@ class PythonModuleEndToEndTest {
         assertTrue(result.stdout().contains("ok python-tag-pools"), result.toString());
         assertTrue(!result.stderr().contains("did not come from vmmkit"), result.toString());
     }
+
+    /**
+     * Serving the tags only, with threads: four allocate into tags of their own while a fifth
+     * pauses and resumes them; refusals are the only failures, and every tensor's bytes come through.
+     */
+    @Test
+    void tagPoolsUnderThreadsKeepEveryTensor() throws Exception {
+        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("tag_pools_threads_test.py").toString(),
+                NATIVE.resolve("libcudart.so").toString()), VmmkitRunCommand.dlopened());
+        assertEquals(0, result.exitCode(), result.toString());
+        assertTrue(result.stdout().contains("ok python-tag-pools-threads"), result.toString());
+    }
 }
