@@ -25,6 +25,7 @@ cudaMemGetInfo (torch.cuda.mem_get_info), which vmmkit does not intercept.
 import os
 import random
 import sys
+import threading
 import time
 
 import torch
@@ -211,7 +212,8 @@ def bench(impl, rows):
 def scenario():
     """Weights (kept) and a KV cache (discarded), a CUDA graph of a decode step captured over them,
     pause, another phase allocates most of the GPU, resume: graph replay and generation must give
-    bit-identical output, and a pause tried during the capture must be refused without breaking it."""
+    bit-identical output, a pause tried during the capture must be refused without breaking it, and
+    so must one while another thread holds a region of a tag open."""
     import vmmkit
     torch.manual_seed(0)
     d, vocab, layers = 2048, 32000, 8
@@ -272,6 +274,26 @@ def scenario():
     capture_ms = (time.perf_counter() - t0) * 1e3
     tokens_a, logits_a = generate(graph)
 
+    # A pause while a region of a tag is open on another thread is refused (800): PyTorch could hand
+    # out the tag's cached blocks there after it.
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold_a_region():
+        with vmmkit.region("kv_cache", keep_contents=False):
+            inside.set()
+            leave.wait()
+
+    holder = threading.Thread(target=hold_a_region, daemon=True)
+    holder.start()
+    inside.wait()
+    try:
+        vmmkit.pause()
+        region_refused = "no"
+    except vmmkit.VmmkitError as e:
+        region_refused = "yes" if e.code == 800 else "code %d" % e.code
+    leave.set()
+    holder.join()
+
     held = torch.cuda.mem_get_info()[0]
     t0 = time.perf_counter()
     vmmkit.pause()
@@ -289,14 +311,17 @@ def scenario():
     tokens_b, logits_b = generate(graph)
     same = tokens_a == tokens_b and torch.equal(logits_a, logits_b)
     print("scenario graph-replay cache_gib=%.1f released_gib=%.2f other_phase_gib=%.1f pause_ms=%.1f resume_ms=%.1f "
-          "tokens=%s identical=%s pause_during_capture_refused=%s capture_ms=%.1f"
+          "tokens=%s identical=%s pause_during_capture_refused=%s capture_ms=%.1f pause_beside_region_refused=%s"
           % (cache.numel() * 4 / GIB, released / GIB, other_gib, pause_ms, resume_ms,
-             ",".join(map(str, tokens_a[:8])), "yes" if same else "no", refused, capture_ms), flush=True)
+             ",".join(map(str, tokens_a[:8])), "yes" if same else "no", refused, capture_ms, region_refused), flush=True)
     if not same:
         print("scenario: tokens before %s after %s" % (tokens_a, tokens_b), flush=True)
         sys.exit(1)
     if refused != "yes":
         print("scenario: a pause during the graph's capture was not refused (%s)" % refused, flush=True)
+        sys.exit(1)
+    if region_refused != "yes":
+        print("scenario: a pause beside an open region of a tag was not refused (%s)" % region_refused, flush=True)
         sys.exit(1)
 
 
