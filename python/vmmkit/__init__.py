@@ -26,16 +26,18 @@ tensors only (and cached blocks of the tag are paused with it); while the tag is
 of it is refused, since PyTorch would hand out those blocks. With :func:`use_as_torch_allocator`
 every tensor is an allocation of its own and no pool is needed.
 
-The module's parts: ``_shim`` reaches the shim's functions, ``_torch`` fits vmmkit into PyTorch;
-this file is the API.
+The module's parts: ``_shim`` reaches the shim's functions; ``_torch`` chooses how vmmkit serves
+PyTorch; ``_pools`` keeps the tags' memory pools and keeps regions and pauses of a tag apart;
+``_captures`` deals with CUDA graph captures the shim cannot see; this file is the API.
 """
 
 import contextlib
 import ctypes
 
-from . import _shim, _torch
+from . import _captures, _pools, _shim, _torch
 from ._shim import VmmkitError, library
-from ._torch import release_torch_pool, use_as_torch_allocator, use_for_tags
+from ._pools import release_torch_pool
+from ._torch import use_as_torch_allocator, use_for_tags
 
 __all__ = ["region", "pause", "resume", "host_memory", "use_for_tags", "use_as_torch_allocator", "release_torch_pool",
            "library", "VmmkitError"]
@@ -53,17 +55,17 @@ def region(tag, keep_contents=False):
     if _torch.serves_tags_by_default():
         use_for_tags()
     lib = _shim.library()
-    pools = _torch.tag_pools(tag)
-    _torch.enter_region(tag, pools)
+    pools = _pools.tag_pools(tag)
+    _pools.enter_region(tag, pools)
     try:
         _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
         try:
-            with _torch.routed(tag, pools):
+            with _pools.routed(tag, pools):
                 yield
         finally:
             _shim.check(lib.vmmkit_region_end(), "region_end", None)
     finally:
-        _torch.leave_region(tag, pools)
+        _pools.leave_region(tag, pools)
 
 
 def pause(tag=None):
@@ -82,21 +84,21 @@ def pause(tag=None):
     thread (``CUDAGraph``'s tell it where vmmkit serves the tags only; ``vmmkit_capture_begin`` for
     a program's own), or any capture on this thread's current PyTorch stream.
     """
-    _torch.refuse_during_capture("pause", tag)
+    _captures.refuse_during_capture("pause", tag)
     name, lib = _shim.encode(tag), _shim.library()
-    marked = _torch.mark_paused(tag)
+    marked = _pools.mark_paused(tag)
     code = lib.vmmkit_pause(name)
     if code in (_shim.INVALID_VALUE, _shim.NOT_SUPPORTED, _shim.STREAM_CAPTURE_UNSUPPORTED):  # refused, nothing done
-        _torch.unmark_paused(marked)
+        _pools.unmark_paused(marked)
     _shim.check(code, "pause", tag)
 
 
 def resume(tag=None):
     """Brings the tag's GPU memory back at the same addresses (every tag when None); refused, as
     ``pause`` is, while a CUDA graph is being captured."""
-    _torch.refuse_during_capture("resume", tag)
+    _captures.refuse_during_capture("resume", tag)
     _shim.check(_shim.library().vmmkit_resume(_shim.encode(tag)), "resume", tag)
-    _torch.mark_resumed(tag)
+    _pools.mark_resumed(tag)
 
 
 def host_memory():

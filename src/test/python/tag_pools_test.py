@@ -15,7 +15,7 @@ import threading
 import warnings
 
 import vmmkit
-from vmmkit import _shim, _torch
+from vmmkit import _pools, _shim
 from device_copies import download, upload
 from standin_torch import CUDAGraph, delete, empty, release_pool
 import standin_torch
@@ -51,7 +51,7 @@ with warnings.catch_warnings(record=True) as warned:
         w = empty(len(weights))
         early = empty(4096, on=1)  # device 1 had no context as the region began: PyTorch's own
 assert _shim.loaded_shim_path() is not None, "the first region did not load the shim"
-assert sorted(_torch._pools["weights"]) == [0], _torch._pools
+assert sorted(_pools._pools["weights"]) == [0], _pools._pools
 assert len(warned) == 1 and "cuda:1 had no CUDA context" in str(warned[0].message), [str(x.message) for x in warned]
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs + 1, "the untagged tensor on cuda:1 was not the runtime's"
 delete(early)
@@ -64,7 +64,7 @@ with vmmkit.region("kv_cache"):
     scratch = empty(1 * MIB)
     kv1 = empty(2 * MIB, on=1)  # device 1 has a context now: the tag's pool there is vmmkit's
 delete(scratch)  # cached in the KV cache's pool
-assert sorted(_torch._pools["kv_cache"]) == [0, 1], _torch._pools
+assert sorted(_pools._pools["kv_cache"]) == [0, 1], _pools._pools
 assert cudart.fake_cudart_malloc_calls() == runtime_mallocs, "a tagged tensor came from the runtime"
 upload(cudart, kv1, b"\x03" * (2 * MIB))
 activations = empty(1 * MIB)  # outside every region: PyTorch's own memory
@@ -162,7 +162,7 @@ assert download(cudart, kv1, 2 * MIB) == b"\x04" * (2 * MIB)
 for block in (w, kv, kv1, again, activations):
     delete(block)
 for tag in ("weights", "kv_cache"):
-    pools = _torch._pools[tag].values()
+    pools = _pools._pools[tag].values()
     vmmkit.release_torch_pool(tag)
     for pool in pools:
         release_pool(pool)
