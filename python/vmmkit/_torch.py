@@ -54,22 +54,21 @@ def use_for_tags(path=None):
     """
     global _tag_allocator
     import torch
-    with _lock:
+    with _lock:  # held throughout: two threads' first regions make one allocator
         if _tag_allocator is not None:
             return _tag_allocator
-    if _pluggable or _shim.preloaded():
-        return None
-    if not has_mem_pools(torch):
-        raise VmmkitError("this PyTorch has no torch.cuda.MemPool with an allocator (2.6 or later has): run the "
-                          "program under `vmmkit run`, or use vmmkit.use_as_torch_allocator()", _shim.NOT_SUPPORTED)
-    # Read when vmmkit starts, on the shim's load: the rest of the program's memory is PyTorch's own
-    # by design, so vmmkit says nothing at exit about memory it did not serve.
-    os.environ.setdefault("VMM_SERVES", "tags")
-    allocator = _pluggable_allocator(torch, path)
-    with _lock:
-        _tag_allocator = allocator
-    _captures.tell_captures(torch.cuda.graphs.CUDAGraph)
-    return allocator
+        if _pluggable or _shim.preloaded():
+            return None
+        if not has_mem_pools(torch):
+            raise VmmkitError("this PyTorch has no torch.cuda.MemPool with an allocator (2.6 or later has): run "
+                              "the program under `vmmkit run`, or use vmmkit.use_as_torch_allocator()",
+                              _shim.NOT_SUPPORTED)
+        # Read when vmmkit starts, on the shim's load: the rest of the program's memory is PyTorch's
+        # own by design, so vmmkit says nothing at exit about memory it did not serve.
+        os.environ.setdefault("VMM_SERVES", "tags")
+        _tag_allocator = _pluggable_allocator(torch, path)
+        _captures.tell_captures(torch.cuda.graphs.CUDAGraph)
+        return _tag_allocator
 
 
 def _pluggable_allocator(torch, path):
@@ -77,7 +76,8 @@ def _pluggable_allocator(torch, path):
     :func:`use_as_torch_allocator`."""
     shim = path or _shim.loaded_shim_path() or _shim.checkout_shim_path()
     if not os.path.exists(shim):
-        raise VmmkitError("no vmmkit shim at %s: build it first (./mvnw -DskipTests package)" % shim, _shim.NOT_SUPPORTED)
+        raise VmmkitError("no vmmkit shim at %s: build it first (./mvnw -DskipTests package)" % shim,
+                          _shim.NOT_SUPPORTED)
     return torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
 
 

@@ -83,8 +83,6 @@ def free_gib():
 
 
 class Vmmkit:
-    name = "vmmkit"
-
     def __init__(self, mode="vmmkit"):
         import vmmkit
         self.v = vmmkit
@@ -92,8 +90,7 @@ class Vmmkit:
             vmmkit.use_as_torch_allocator()
         elif mode == "vmmkit-tags":
             vmmkit.use_for_tags()
-        self.name = mode
-        self.name = os.environ.get("IMPL_NAME", self.name)  # a variant's rows (settings) apart
+        self.name = os.environ.get("IMPL_NAME", mode)  # a variant's rows (settings) apart
 
     def region(self, tag, keep):
         return self.v.region(tag, keep_contents=keep)

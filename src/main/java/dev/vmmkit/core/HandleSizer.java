@@ -7,8 +7,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * unbacked pages it fills as the cap allows. Fewer, larger handles cost less (setAccess and unmap
  * are charged per handle, GPU-FACTS), but a handle moves only whole: one that is partly live cannot
  * be reclaimed, and that is fragmentation. The driver maps, grants and unmaps a handle only whole (a
- * mapping at an offset into it, or an unmap of one of its pages, is refused: docs/generation-traces.md, "The family, and what passes 1.05"), so
- * its size is the only lever.
+ * mapping at an offset into it, or an unmap of one of its pages, is refused:
+ * docs/generation-traces.md, "The family, and what passes 1.05"), so its size is the only lever.
  *
  * <p>The cap ({@code VMM_HANDLE_CAP}) is fixed when set, and then sizes every handle. Otherwise it
  * is 1/64 of the peak of live bytes reached, or half the peak hint if more
