@@ -87,8 +87,8 @@ cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
  * synchronisation in progress to return. Calls nest as a count: every begin needs its end. While
  * one is under way, stream-ordered allocations and frees on a capturing stream are left to CUDA, as
  * the graph's own (under `vmmkit run` too). cudaErrorNotSupported when vmmkit serves no allocations.
- * (PyTorch's torch.cuda.CUDAGraph is refused where vmmkit is its whole pluggable allocator; where
- * it serves the tags' pools only, python/vmmkit makes CUDAGraph's captures call these.)
+ * (python/vmmkit makes PyTorch's torch.cuda.CUDAGraph captures call these, where vmmkit is its
+ * whole pluggable allocator and where it serves the tags' pools only.)
  */
 cudaError_t vmmkit_capture_begin(void);
 cudaError_t vmmkit_capture_end(void);

@@ -2,7 +2,8 @@
 the same addresses.
 
 Works three ways. Under ``vmmkit run`` the shim is preloaded and PyTorch's caching allocator gets
-all its segments from it. With :func:`use_as_torch_allocator` vmmkit is PyTorch's whole allocator.
+all its segments from it. With :func:`use_as_torch_allocator` vmmkit is PyTorch's whole allocator
+(what CUDA graph captures allocate is CUDA's, the graph's own).
 And in a plain PyTorch program (neither of those) vmmkit serves the tagged tensors only
 (:func:`use_for_tags`, which the first region makes the mode): each tag's tensors come from a
 ``torch.cuda.MemPool`` whose allocator is vmmkit, every other tensor stays PyTorch's own, and CUDA
@@ -18,7 +19,6 @@ loaded.
     vmmkit.pause()              # every tag; the GPU memory goes back to the driver
     ...                         # another phase uses it
     vmmkit.resume()             # same addresses: tensors and captured CUDA graphs stay valid
-                                # (not with use_as_torch_allocator, which says why)
 
 Under ``vmmkit run`` and with :func:`use_for_tags` PyTorch caches the memory it gets: a tag's
 tensors then come from ``torch.cuda.MemPool`` pools of their own, so that its segments hold the tag's
@@ -81,8 +81,8 @@ def pause(tag=None):
 
     Refused (code 900) while a CUDA graph is being captured (include/vmmkit/vmmkit.h says why): any
     capture under ``vmmkit run``; where PyTorch loaded the shim, a capture vmmkit was told of on any
-    thread (``CUDAGraph``'s tell it where vmmkit serves the tags only; ``vmmkit_capture_begin`` for
-    a program's own), or any capture on this thread's current PyTorch stream.
+    thread (``CUDAGraph``'s tell it; ``vmmkit_capture_begin`` for a program's own), or any capture
+    on this thread's current PyTorch stream.
     """
     _captures.refuse_during_capture("pause", tag)
     name, lib = _shim.encode(tag), _shim.library()

@@ -84,10 +84,11 @@ def _pluggable_allocator(torch, path):
 def use_as_torch_allocator(path=None):
     """Makes vmmkit PyTorch's CUDA allocator (before the first CUDA allocation).
 
-    CUDA graph capture (``torch.cuda.graph``, ``torch.cuda.CUDAGraph``) then raises ``VmmkitError``
-    (801) before anything is captured: PyTorch keeps a graph's memory only in its own caching
-    allocator. A program that captures CUDA graphs runs under ``vmmkit run``, or lets vmmkit serve
-    its tagged tensors only (:func:`use_for_tags`).
+    ``torch.cuda.CUDAGraph``'s captures (``torch.cuda.graph``, ``torch.compile``'s graphs) tell
+    vmmkit when they begin and end. A capture's allocations and frees on its streams are then
+    CUDA's, the graph's own memory, as with PyTorch's cudaMallocAsync backend; everything else is
+    vmmkit's. As with that backend, memory a capture allocated is backed once the graph has run. A
+    pause or resume on another thread during a capture is refused (code 900).
 
     ``path``: the shim; by default the one loaded in this process, else ``VMMKIT_SHIM``, else this
     checkout's ``target/native/libvmmkit_preload.so``.
@@ -97,5 +98,5 @@ def use_as_torch_allocator(path=None):
     allocator = _pluggable_allocator(torch, path)
     torch.cuda.memory.change_current_allocator(allocator)
     _pluggable = True
-    _captures.refuse_captures(torch.cuda.graphs.CUDAGraph)
+    _captures.tell_captures(torch.cuda.graphs.CUDAGraph)
     return allocator

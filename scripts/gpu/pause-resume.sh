@@ -20,12 +20,12 @@
 #      pluggable allocator, and two (TAGS_ROWS) with vmmkit serving the tags' memory pools only, no `vmmkit run`
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
-#      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only);
-#      then scripts/gpu/pluggable_capture.py, vmmkit as PyTorch's pluggable allocator: torch.cuda.graph
-#      refused; a capture through the runtime, told to vmmkit, on one thread while another pauses
-#      (natively first: torch.cuda.graph, and a synchronisation in the pause's place); then the
-#      same with vmmkit serving the tags only: torch.cuda.graph replays, and one captured on another
-#      thread refuses a pause beside it (CUDAGraph tells vmmkit)
+#      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only, then vmmkit as
+#      PyTorch's whole allocator); then scripts/gpu/pluggable_capture.py, natively first
+#      (torch.cuda.graph, and a synchronisation in the pause's place), then with vmmkit as PyTorch's
+#      whole allocator and serving the tags only: torch.cuda.graph replays, and one captured on
+#      another thread refuses a pause beside it (CUDAGraph tells vmmkit); as the whole allocator, a
+#      capture through the runtime, told to vmmkit, on one thread while another pauses
 # Rows (ROWS; default every size, contents and layout): SIZE_GIB:keep|discard:single|mixed;
 # "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
 # measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
@@ -197,9 +197,10 @@ fi
 extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "${bench[@]}" scenario
 # The same without `vmmkit run`: vmmkit serves the tags' pools, PyTorch the rest and the graph's memory.
 extra scenario && run scenario-tags env PYTHONPATH="$root/python" "${bench[@]}" scenario
-# vmmkit as the pluggable allocator: torch.cuda.graph refused, and a told capture on one thread
-# beside a pause on another; natively first, a device synchronisation in the pause's place (what
-# the pause would do without being told).
+# vmmkit as PyTorch's whole allocator: the graph's memory is CUDA's (its own nodes).
+extra scenario && run scenario-pluggable env PYTHONPATH="$root/python" "${bench[@]}" scenario pluggable
+# CUDA graphs beside a pause, where PyTorch loads the shim; natively first, a device synchronisation
+# in the pause's place (what the pause would do without being told).
 if extra pluggable-capture; then
   run pluggable-capture-native "$py" scripts/gpu/pluggable_capture.py native
   run pluggable-capture env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py vmmkit

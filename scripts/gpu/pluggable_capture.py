@@ -8,15 +8,18 @@ by PyTorch, not preloaded, so it sees no capture call itself).
                                         # PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync its
                                         # allocations are stream-ordered, and under `vmmkit run` the
                                         # capture's must stay CUDA's (the graph's own nodes)
-  python3 pluggable_capture.py vmmkit   # torch.cuda.graph must be refused (801); the runtime capture,
-                                        # told to vmmkit (vmmkit_capture_begin / _end), with
-                                        # vmmkit.pause() from another thread during it: refused (900),
-                                        # the graph launches; then pause, resume, launch again
+  python3 pluggable_capture.py vmmkit   # vmmkit as PyTorch's whole allocator: the torch.cuda.graph
+                                        # checks of `tags` (the capture's memory is CUDA's, the
+                                        # graph's own nodes); then a runtime capture, told to vmmkit
+                                        # (vmmkit_capture_begin / _end), with vmmkit.pause() from
+                                        # another thread during it: refused (900), the graph
+                                        # launches; then pause, resume, launch again
   python3 pluggable_capture.py tags     # vmmkit serving the tags only (the first region, no
-                                        # `vmmkit run`): torch.cuda.graph replays; one on a thread of
-                                        # its own, with vmmkit.pause() from this thread during it:
-                                        # refused (900, CUDAGraph told vmmkit), the graph replays;
-                                        # then pause, resume, replay again
+                                        # `vmmkit run`): torch.cuda.graph replays, twice, and a
+                                        # tensor allocated after a capture is unchanged by a replay;
+                                        # one on a thread of its own, with vmmkit.pause() from this
+                                        # thread during it: refused (900, CUDAGraph told vmmkit), the
+                                        # graph replays; then pause, resume, replay again
 (native also runs torch.cuda.graph on a thread of its own with a synchronisation from this thread
 during it: what the pause would do untold.)
 
@@ -175,8 +178,8 @@ def again_after_pause(vmmkit, run, first, label, verb):
 
 
 def graph_api():
-    """torch.cuda.graph over a small matrix product: natively it replays; under vmmkit's pluggable
-    allocator it must be refused before anything is captured."""
+    """torch.cuda.graph over a small matrix product; returns (True when its replay matches eager, or
+    what the capture raised; whether the stream still captures after)."""
     a = torch.randn(256, 256, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -217,6 +220,28 @@ def graph_memory_kept():
     return bool((z == 7.0).all()) and torch.allclose(b, torch.relu(a @ a))
 
 
+def torch_graph_checks(vmmkit, result, out, x, w, expected):
+    """The torch.cuda.graph checks where vmmkit is loaded by PyTorch (``result``: graph_api()'s):
+    replays as eager, twice; a tensor allocated after a capture is unchanged by its replay; a pause
+    from this thread during a capture on another is refused and the graph replays; after a pause
+    and a resume the replay is bit-identical. True when all passed."""
+    second, _ = graph_api()  # a second graph: the first one's memory in use beside it
+    kept = graph_memory_kept()
+    print("capture torch-graph: %s; a tensor allocated after the capture %s" % (
+        "replayed as eager, twice" if result is True and second is True else "FAILED: %r %r" % (result, second),
+        "unchanged by a replay" if kept else "OVERWRITTEN by a replay"))
+    graph, error, beside = graph_beside(out, x, w, vmmkit.pause)
+    pause_refused = isinstance(beside, vmmkit.VmmkitError) and beside.code == 900
+    print("capture torch-graph-beside-pause: pause -> %s" % ("refused (900)" if pause_refused else "%r" % (beside,)))
+    first = replay(graph, out) if error is None and graph is not None else None
+    ok = pause_refused and first is not None and torch.equal(first, expected)
+    print("capture torch-graph-beside-pause: the capture %s; %s" % (
+        "ended" if error is None else "failed: %s" % str(error).splitlines()[0][:160],
+        "replayed, output as eager's" if ok else "FAILED"))
+    ok = ok and result is True and second is True and kept
+    return ok and again_after_pause(vmmkit, lambda: replay(graph, out), first, "torch-graph-after-pause", "replay")
+
+
 def main():
     mode = sys.argv[1]
     if mode == "graph":  # torch.cuda.graph alone, under whatever allocator the environment sets
@@ -246,7 +271,7 @@ def main():
     expected = torch.relu(x * w + w)
     torch.cuda.synchronize()
 
-    result, still_capturing = graph_api()
+    result, _ = graph_api()
     if mode == "native":
         print("capture torch-graph: %s" % ("replayed as eager" if result is True else "FAILED: %r" % (result,)))
         failed |= result is not True
@@ -262,29 +287,9 @@ def main():
         print("capture torch-graph-beside-synchronize: synchronize -> %s; the capture %s" % (
             "raised %s" % type(result).__name__ if isinstance(result, BaseException) else result or "returned",
             "failed: %s" % str(error).splitlines()[0][:160] if error else "ended"))
-    elif mode == "tags":
-        kept = graph_memory_kept()
-        print("capture torch-graph: %s; a tensor allocated after the capture %s" % (
-            "replayed as eager" if result is True else "FAILED: %r" % (result,),
-            "unchanged by a replay" if kept else "OVERWRITTEN by a replay"))
-        failed |= result is not True or not kept
-        graph, error, result = graph_beside(out, x, w, vmmkit.pause)
-        pause_refused = isinstance(result, vmmkit.VmmkitError) and result.code == 900
-        print("capture torch-graph-beside-pause: pause -> %s" % ("refused (900)" if pause_refused else "%r" % (result,)))
-        first = replay(graph, out) if error is None and graph is not None else None
-        ok = pause_refused and first is not None and torch.equal(first, expected)
-        print("capture torch-graph-beside-pause: the capture %s; %s" % (
-            "ended" if error is None else "failed: %s" % str(error).splitlines()[0][:160],
-            "replayed, output as eager's" if ok else "FAILED"))
-        failed |= not ok
-        if ok:
-            failed |= not again_after_pause(vmmkit, lambda: replay(graph, out), first, "torch-graph-after-pause", "replay")
     else:
-        refused = isinstance(result, vmmkit.VmmkitError) and result.code == 801
-        print("capture torch-graph: %s" % (
-            "refused (801) before capturing; stream capturing after: %s" % still_capturing if refused
-            else "FAILED: %r" % (result,)))
-        failed |= not refused or still_capturing
+        failed |= not torch_graph_checks(vmmkit, result, out, x, w, expected)
+    if mode == "vmmkit":
         graph, rc, result = capture_beside(rt, out, x, w, vmmkit.pause, tell=vmmkit.library())
         pause_refused = isinstance(result, vmmkit.VmmkitError) and result.code == 900
         print("capture beside-pause: pause -> %s" % ("refused (900)" if pause_refused else "%r" % (result,)))

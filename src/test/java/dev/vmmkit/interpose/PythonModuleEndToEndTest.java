@@ -53,13 +53,14 @@ class PythonModuleEndToEndTest {
     }
 
     /**
-     * As PyTorch's pluggable allocator: CUDAGraph's captures are refused before anything is
-     * captured, and a capture the program tells vmmkit of (the shim sees no capture call there),
-     * made on another thread, refuses a pause or resume beside it: without being told, the pause
-     * would synchronise the device under the capture.
+     * As PyTorch's pluggable allocator (the shim sees no capture call there): CUDAGraph's captures
+     * tell vmmkit, so what they allocate and free on the capturing stream is the graph's own
+     * (the runtime's), and a block vmmkit freed there waits for the capture's end; a capture the
+     * program tells vmmkit of itself, made on another thread, refuses a pause or resume beside
+     * it: without being told, the pause would synchronise the device under the capture.
      */
     @Test
-    void asThePluggableAllocatorCudaGraphIsRefusedAndToldCapturesHoldPausesBack() throws Exception {
+    void asThePluggableAllocatorCapturesAllocateTheGraphsOwnAndHoldPausesBack() throws Exception {
         ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("pluggable_captures_test.py").toString(),
                 NATIVE.resolve("libcudart.so").toString(), VmmkitRunCommand.SHIM.toString()), VmmkitRunCommand.dlopened());
         assertEquals(0, result.exitCode(), result.toString());
