@@ -64,8 +64,9 @@ def use_for_tags(path=None):
                               "the program under `vmmkit run`, or use vmmkit.use_as_torch_allocator()",
                               _shim.NOT_SUPPORTED)
         # Read when vmmkit starts, on the shim's load: the rest of the program's memory is PyTorch's
-        # own by design, so vmmkit says nothing at exit about memory it did not serve.
-        os.environ.setdefault("VMM_SERVES", "tags")
+        # own by design, so vmmkit says nothing at exit about memory it did not serve. Set, not
+        # defaulted: a parent process's value (another way in) is inherited.
+        os.environ["VMM_SERVES"] = "tags"
         _tag_allocator = _pluggable_allocator(torch, path)
         _captures.tell_captures(torch.cuda.graphs.CUDAGraph)
         return _tag_allocator
@@ -95,6 +96,7 @@ def use_as_torch_allocator(path=None):
     """
     global _pluggable
     import torch
+    os.environ["VMM_SERVES"] = "all"  # every allocation is vmmkit's, whatever a parent process set
     allocator = _pluggable_allocator(torch, path)
     torch.cuda.memory.change_current_allocator(allocator)
     _pluggable = True

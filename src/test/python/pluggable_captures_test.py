@@ -8,6 +8,7 @@ thread, refuses them as well; once it has ended they work.
 argv[1]: the libcudart to load, argv[2]: the shim. Prints "ok python-pluggable-captures" and exits
 0, or raises."""
 import ctypes
+import os
 import sys
 import threading
 import types
@@ -67,7 +68,9 @@ def refused(call, tag):
     raise AssertionError("%s(%r) during a capture was accepted" % (call.__name__, tag))
 
 
+os.environ["VMM_SERVES"] = "tags"  # as a parent serving its tags only would leave it
 allocator = vmmkit.use_as_torch_allocator(SHIM)
+assert os.environ["VMM_SERVES"] == "all", "the whole allocator kept a parent's VMM_SERVES"
 vmmkit.use_as_torch_allocator(SHIM)  # a second call wraps nothing twice
 lib = vmmkit.library()
 

@@ -27,8 +27,10 @@ public final class InterposeSettings {
      * What the program routes to vmmkit: {@code all} (the default: under {@code vmmkit run}, or as
      * PyTorch's whole allocator) or {@code tags} (only its memory tags' pools, as the Python module's
      * {@code use_for_tags} does; memory from elsewhere is then expected, and not reported at exit).
+     * Each way in sets it, since a child process inherits its parent's value: {@code vmmkit run}
+     * and the module's {@code use_as_torch_allocator} set {@code all}, {@code use_for_tags} {@code tags}.
      */
-    static final String SERVES = "VMM_SERVES";
+    public static final String SERVES = "VMM_SERVES";
     private static final Set<String> SERVES_VALUES = Set.of("all", "tags");
     /** How much device memory vmmkit may use; {@code vmmkit run --device-memory} sets it. */
     static final String DEVICE_MEMORY = "VMM_DEVICE_MEMORY";

@@ -198,6 +198,7 @@ public final class RunCommand implements Callable<Integer> {
         Map<String, String> env = new HashMap<>();
         env.put("LD_PRELOAD", NativeShim.preloadList(shim.toAbsolutePath(), current.get("LD_PRELOAD")));
         if (mode != null) env.put("VMM_MODE", mode);
+        env.put(InterposeSettings.SERVES, "all"); // preloaded, vmmkit serves every allocation, whatever a parent set
         if (driver != null) env.put("VMM_DRIVER", driver);
         if (deviceMemory.given()) env.put(DeviceMemoryOption.ENVIRONMENT, Long.toString(deviceMemory.bytes()));
         if (stats != null) env.put("VMM_STATS_FILE", stats.toAbsolutePath().toString());

@@ -44,6 +44,13 @@ class RunCommandTest {
     }
 
     @Test
+    void theProgramIsServedWholeWhateverAParentProcessSet() throws Exception {
+        // A Python program serving its tags only (VMM_SERVES=tags) that starts a child under vmmkit run.
+        Map<String, String> env = parse("--", "prog").environment(Map.of("VMM_SERVES", "tags"), Path.of("/s.so"));
+        assertEquals("all", env.get("VMM_SERVES"));
+    }
+
+    @Test
     void theProfileOptionIsOffAutoOrAnAbsolutePath() throws Exception {
         assertEquals("off", parse("--profile", "off", "--", "prog").environment(Map.of(), Path.of("/s.so")).get("VMM_PROFILE"));
         assertEquals("auto", parse("--profile", "auto", "--", "prog").environment(Map.of(), Path.of("/s.so")).get("VMM_PROFILE"));
