@@ -25,7 +25,9 @@
 #      (torch.cuda.graph, and a synchronisation in the pause's place), then with vmmkit as PyTorch's
 #      whole allocator and serving the tags only: torch.cuda.graph replays, and one captured on
 #      another thread refuses a pause beside it (CUDAGraph tells vmmkit); as the whole allocator, a
-#      capture through the runtime, told to vmmkit, on one thread while another pauses
+#      capture through the runtime, told to vmmkit, on one thread while another pauses; then
+#      scripts/gpu/compiled_graphs.py (torch.compile's graph trees) natively with both PyTorch
+#      backends and every way vmmkit serves PyTorch
 # Rows (ROWS; default every size, contents and layout): SIZE_GIB:keep|discard:single|mixed;
 # "mixed" is many tensors of mixed sizes (64 KiB to 1 GiB) making up the size. Each process also
 # measures a plain pinned copy (cudaMemcpyAsync on pinned memory, 4 GiB, best of 3), the physical
@@ -84,7 +86,7 @@ run() {
     # interesting region") after printing every row: the anchor's figures stand, and it is said.
     echo "=== $name: the anchor exited $rc after its rows (its figures are kept)"
   elif [ $rc -ne 0 ]; then failed=1; echo "=== $name FAILED (exit $rc)"; fi
-  grep -E '^(row|pinned|pinning|copy|unpin|scenario|capture) ' "$out/$name.log" >> "$results"
+  grep -E '^(row|pinned|pinning|copy|unpin|scenario|capture|compiled) ' "$out/$name.log" >> "$results"
   return 0
 }
 
@@ -205,6 +207,13 @@ if extra pluggable-capture; then
   run pluggable-capture-native "$py" scripts/gpu/pluggable_capture.py native
   run pluggable-capture env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py vmmkit
   run pluggable-capture-tags env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py tags
+  # torch.compile's graph trees: natively with both PyTorch backends, then every way vmmkit serves
+  # PyTorch (the whole allocator fails as PyTorch's own cudaMallocAsync backend does).
+  run compiled-native "$py" scripts/gpu/compiled_graphs.py native
+  run compiled-native-async env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$py" scripts/gpu/compiled_graphs.py native
+  run compiled-vmmkit env PYTHONPATH="$root/python" "$py" scripts/gpu/compiled_graphs.py vmmkit
+  run compiled-tags env PYTHONPATH="$root/python" "$py" scripts/gpu/compiled_graphs.py tags
+  run compiled-run env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "$py" scripts/gpu/compiled_graphs.py tags
 fi
 
 echo
