@@ -85,11 +85,13 @@ def _pluggable_allocator(torch, path):
 def use_as_torch_allocator(path=None):
     """Makes vmmkit PyTorch's CUDA allocator (before the first CUDA allocation).
 
-    ``torch.cuda.CUDAGraph``'s captures (``torch.cuda.graph``, ``torch.compile``'s graphs) tell
+    ``torch.cuda.CUDAGraph``'s captures (``torch.cuda.graph``, ``make_graphed_callables``) tell
     vmmkit when they begin and end. A capture's allocations and frees on its streams are then
     CUDA's, the graph's own memory, as with PyTorch's cudaMallocAsync backend; everything else is
-    vmmkit's. As with that backend, memory a capture allocated is backed once the graph has run. A
-    pause or resume on another thread during a capture is refused (code 900).
+    vmmkit's. As with that backend, memory a capture allocated is backed once the graph has run,
+    and ``torch.compile``'s CUDA graph trees (``mode="reduce-overhead"``) raise: PyTorch asks about
+    pools only its own caching allocator has (they work with :func:`use_for_tags` and under
+    ``vmmkit run``). A pause or resume on another thread during a capture is refused (code 900).
 
     ``path``: the shim; by default the one loaded in this process, else ``VMMKIT_SHIM``, else this
     checkout's ``target/native/libvmmkit_preload.so``.

@@ -220,16 +220,23 @@ def graph_memory_kept():
     return bool((z == 7.0).all()) and torch.allclose(b, torch.relu(a @ a))
 
 
-def torch_graph_checks(vmmkit, result, out, x, w, expected):
-    """The torch.cuda.graph checks where vmmkit is loaded by PyTorch (``result``: graph_api()'s):
-    replays as eager, twice; a tensor allocated after a capture is unchanged by its replay; a pause
-    from this thread during a capture on another is refused and the graph replays; after a pause
-    and a resume the replay is bit-identical. True when all passed."""
+def graphs_replay(result, label):
+    """A second torch.cuda.graph beside the first (``result``: graph_api()'s), then
+    graph_memory_kept(); prints one line and returns True when both graphs replayed as eager and
+    the tensor allocated after a capture came through its replay unchanged."""
     second, _ = graph_api()  # a second graph: the first one's memory in use beside it
     kept = graph_memory_kept()
-    print("capture torch-graph: %s; a tensor allocated after the capture %s" % (
-        "replayed as eager, twice" if result is True and second is True else "FAILED: %r %r" % (result, second),
+    print("capture %s: %s; a tensor allocated after the capture %s" % (
+        label, "replayed as eager, twice" if result is True and second is True else "FAILED: %r %r" % (result, second),
         "unchanged by a replay" if kept else "OVERWRITTEN by a replay"))
+    return result is True and second is True and kept
+
+
+def torch_graph_checks(vmmkit, result, out, x, w, expected):
+    """The torch.cuda.graph checks where vmmkit is loaded by PyTorch (``result``: graph_api()'s):
+    graphs_replay(); a pause from this thread during a capture on another is refused and the graph
+    replays; after a pause and a resume the replay is bit-identical. True when all passed."""
+    replayed = graphs_replay(result, "torch-graph")
     graph, error, beside = graph_beside(out, x, w, vmmkit.pause)
     pause_refused = isinstance(beside, vmmkit.VmmkitError) and beside.code == 900
     print("capture torch-graph-beside-pause: pause -> %s" % ("refused (900)" if pause_refused else "%r" % (beside,)))
@@ -238,21 +245,14 @@ def torch_graph_checks(vmmkit, result, out, x, w, expected):
     print("capture torch-graph-beside-pause: the capture %s; %s" % (
         "ended" if error is None else "failed: %s" % str(error).splitlines()[0][:160],
         "replayed, output as eager's" if ok else "FAILED"))
-    ok = ok and result is True and second is True and kept
-    return ok and again_after_pause(vmmkit, lambda: replay(graph, out), first, "torch-graph-after-pause", "replay")
+    return ok and replayed and again_after_pause(vmmkit, lambda: replay(graph, out), first, "torch-graph-after-pause", "replay")
 
 
 def main():
     mode = sys.argv[1]
     if mode == "graph":  # torch.cuda.graph alone, under whatever allocator the environment sets
         result, _ = graph_api()
-        result2, _ = graph_api()  # a second graph: the first one's memory in use beside it
-        kept = graph_memory_kept()
-        ok = result is True and result2 is True and kept
-        print("capture torch-graph %s: %s; a tensor allocated after the capture %s" % (
-            torch.cuda.get_allocator_backend(), "replayed as eager, twice" if result is True and result2 is True
-            else "FAILED: %r %r" % (result, result2), "unchanged by a replay" if kept else "OVERWRITTEN by a replay"))
-        sys.exit(0 if ok else 1)
+        sys.exit(0 if graphs_replay(result, "torch-graph " + torch.cuda.get_allocator_backend()) else 1)
     failed = False
     vmmkit = None
     if mode in ("vmmkit", "tags"):
