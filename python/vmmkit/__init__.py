@@ -33,14 +33,18 @@ PyTorch; ``_pools`` keeps the tags' memory pools and keeps regions and pauses of
 
 import contextlib
 import ctypes
+import sys
+import threading
 
 from . import _captures, _pools, _shim, _torch
 from ._shim import VmmkitError, library
 from ._pools import release_torch_pool
 from ._torch import use_as_torch_allocator, use_for_tags
 
-__all__ = ["region", "pause", "resume", "host_memory", "use_for_tags", "use_as_torch_allocator", "release_torch_pool",
-           "library", "VmmkitError"]
+__all__ = ["region", "cuda_graph", "pause", "resume", "host_memory", "use_for_tags", "use_as_torch_allocator",
+           "release_torch_pool", "library", "VmmkitError"]
+
+_thread = threading.local()  # regions: this thread's regions open now
 
 
 @contextlib.contextmanager
@@ -56,7 +60,8 @@ def region(tag, keep_contents=False):
         use_for_tags()
     lib = _shim.library()
     pools = _pools.tag_pools(tag)
-    _pools.enter_region(tag, pools)
+    _pools.enter_region(tag, bool(pools))
+    _thread.regions = getattr(_thread, "regions", 0) + 1
     try:
         _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
         try:
@@ -65,7 +70,52 @@ def region(tag, keep_contents=False):
         finally:
             _shim.check(lib.vmmkit_region_end(), "region_end", None)
     finally:
-        _pools.leave_region(tag, pools)
+        _thread.regions -= 1
+        _pools.leave_region(tag, bool(pools))
+
+
+@contextlib.contextmanager
+def cuda_graph(graph, tag="cuda_graph", keep_contents=False, pool=None, stream=None, capture_error_mode="global"):
+    """``torch.cuda.graph(graph, pool, stream, capture_error_mode)`` whose memory carries ``tag``: a
+    pause of the tag gives the graph's memory back with the rest of the tag, and a resume brings it
+    back at the same addresses, so the graph replays after it (not while it is paused).
+    ``keep_contents`` as for :func:`region`: a graph's scratch buffers need none, but a static
+    output read after a resume, before a replay, is undefined unless kept.
+
+    Where vmmkit serves the tags only, the graph captures into a pool of its own whose allocator is
+    vmmkit; ``pool`` may name another graph's of the tag (``other.pool()``) to share it, as
+    ``torch.cuda.graph`` shares pools. Under ``vmmkit run`` the graph's private pool gets its
+    segments from cudaMalloc while this thread is in the tag's region; allocations this thread makes
+    on other streams during the capture carry the tag as well (keep them out of the capture). As
+    PyTorch's whole allocator a capture's memory is CUDA's, and this is refused (801).
+
+    Refused inside a region (code 1): the region's pool would take the capture's allocations. While
+    the tag is paused a capture of it is refused (code 2), and a pause of the tag during the
+    capture is refused (900, the capture is told; 800 for the tag's open capture)."""
+    name = _shim.encode(tag)
+    if getattr(_thread, "regions", 0):
+        raise VmmkitError("cuda_graph(%r) inside a region: the region's pool would take the capture's "
+                          "allocations; capture outside it" % tag, _shim.INVALID_VALUE)
+    if _torch.serves_tags_by_default():
+        use_for_tags()
+    if _torch.serves_all():
+        raise VmmkitError("cuda_graph(%r): with vmmkit as PyTorch's whole allocator a capture's memory is "
+                          "CUDA's (the graph's own), which vmmkit cannot pause; capture with "
+                          "torch.cuda.graph, or serve the tags only (use_for_tags) or run under `vmmkit run`"
+                          % tag, _shim.NOT_SUPPORTED)
+    torch = sys.modules["torch"]
+    lib = _shim.library()
+    _pools.enter_region(tag, True)
+    try:
+        capture_pool = _pools.graph_pool(tag, graph, pool)
+        with torch.cuda.graph(graph, pool=capture_pool, stream=stream, capture_error_mode=capture_error_mode):
+            _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
+            try:
+                yield
+            finally:
+                _shim.check(lib.vmmkit_region_end(), "region_end", None)
+    finally:
+        _pools.leave_region(tag, True)
 
 
 def pause(tag=None):
@@ -75,9 +125,9 @@ def pause(tag=None):
     new allocation into the tag fails.
 
     Where PyTorch caches the tag's memory (under ``vmmkit run`` and serving the tags only), a pause
-    is refused (``VmmkitError``, code 800) while a region of the tag is open on any thread, and a
-    region of a paused tag is refused (code 2): PyTorch would hand out the tag's cached blocks
-    there without asking vmmkit.
+    is refused (``VmmkitError``, code 800) while a region or a :func:`cuda_graph` capture of the tag
+    is open on any thread, and a region or capture of a paused tag is refused (code 2): PyTorch
+    would hand out the tag's cached blocks there without asking vmmkit.
 
     Refused (code 900) while a CUDA graph is being captured (include/vmmkit/vmmkit.h says why): any
     capture under ``vmmkit run``; where PyTorch loaded the shim, a capture vmmkit was told of on any

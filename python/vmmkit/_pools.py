@@ -1,19 +1,28 @@
 """The tags' memory pools where PyTorch's caching allocator sits between a program and vmmkit (under
-``vmmkit run``, and where vmmkit serves the tags only), and the rule that a region and a pause of
-one tag never overlap: PyTorch hands out a pool's cached blocks without asking vmmkit."""
+``vmmkit run``, and where vmmkit serves the tags only), the pools the tags' CUDA graphs capture
+into, and the rule that a region (or a capture) and a pause of one tag never overlap: PyTorch hands
+out a pool's cached blocks without asking vmmkit."""
 
 import contextlib
 import sys
 import threading
 import warnings
+import weakref
 
 from . import _shim, _torch
 from ._shim import VmmkitError
 
 _lock = threading.Lock()
 _pools = {}             # tag -> {device: torch.cuda.MemPool}
+_graph_pools = {}       # tag of CUDA graphs -> {(device, pool id): torch.cuda.MemPool} they capture into
+                        # (use_for_tags; weak: a pool lives while its graphs do)
 _paused = set()         # tags with pools, paused through this module
-_open = {}              # tag with pools -> its regions open now, on any thread
+_open = {}              # tag with pools -> its regions and captures open now, on any thread
+
+
+def _cached_tags():
+    """The tags whose blocks PyTorch may cache: those with pools, and those graphs captured into."""
+    return _pools.keys() | _graph_pools.keys()
 
 
 @contextlib.contextmanager
@@ -34,10 +43,11 @@ def routed(tag, pools):
     warn_unrouted(tag, unrouted)
 
 
-def enter_region(tag, pools):
-    """Counts a region of a tag with pools, refusing it while the tag is paused: its pools may hold
-    cached blocks, given back by the pause, which PyTorch would hand out without asking vmmkit."""
-    if not pools:
+def enter_region(tag, cached):
+    """Counts a region (or a graph's capture) of a tag whose blocks PyTorch caches (``cached``),
+    refusing it while the tag is paused: its pools may hold cached blocks, given back by the pause,
+    which PyTorch would hand out without asking vmmkit."""
+    if not cached:
         return
     with _lock:
         if tag in _paused:
@@ -46,8 +56,8 @@ def enter_region(tag, pools):
         _open[tag] = _open.get(tag, 0) + 1
 
 
-def leave_region(tag, pools):
-    if not pools:
+def leave_region(tag, cached):
+    if not cached:
         return
     with _lock:
         _open[tag] -= 1
@@ -60,7 +70,8 @@ def mark_paused(tag):
     The check and the mark share the lock with :func:`enter_region`, so a region and a pause of one
     tag never overlap. Returns the tags newly marked."""
     with _lock:
-        tags = [t for t in (_pools if tag is None else (tag,)) if t in _pools]
+        cached = _cached_tags()
+        tags = [t for t in (cached if tag is None else (tag,)) if t in cached]
         busy = sorted(t for t in tags if _open.get(t))
         if busy:
             raise VmmkitError("pause(%s): a region of %s is open, on this thread or another; PyTorch could hand "
@@ -116,6 +127,37 @@ def tag_pools(tag):
         return dict(pools)  # a copy: another thread's region may add a device meanwhile
 
 
+def graph_pool(tag, graph, pool):
+    """The pool ``graph`` of ``tag`` captures into, on the current device, so that its memory
+    carries the tag. Where vmmkit serves the tags only: a MemPool whose allocator is vmmkit, new
+    for the graph, or, as ``torch.cuda.graph`` shares pools, the one ``pool`` names, which must be
+    another graph's of the tag on this device (``graph.pool()``); any other pool's segments would
+    be PyTorch's own. It is the graph's alone (eager tensors of the tag use the tag's other pools,
+    since a block a graph freed during its capture is still written by its replays) and lives as
+    long as the graphs that use it. Under ``vmmkit run``: ``pool`` as given (None: a private pool
+    of the graph's own), whose segments PyTorch gets from cudaMalloc while the capturing thread is
+    in the tag's region. Either way the tag counts as one whose blocks PyTorch caches, for
+    :func:`enter_region` and :func:`mark_paused`."""
+    torch = sys.modules["torch"]
+    allocator = _torch.tag_allocator()
+    with _lock:
+        by_id = _graph_pools.setdefault(tag, weakref.WeakValueDictionary())
+        if allocator is None:
+            return pool
+        device = torch.cuda.current_device()
+        if pool is None:
+            mem_pool = torch.cuda.MemPool(allocator=allocator.allocator())
+            by_id[(device, mem_pool.id)] = mem_pool
+        else:
+            mem_pool = by_id.get((device, tuple(pool)))
+            if mem_pool is None:
+                raise VmmkitError("cuda_graph(%r, pool=%r): where vmmkit serves the tags only, a graph shares only "
+                                  "the pool of another graph of the tag on this device (its .pool()); another "
+                                  "pool's segments would be PyTorch's own" % (tag, pool), _shim.INVALID_VALUE)
+    graph.__dict__.setdefault("_vmmkit_pools", []).append(mem_pool)  # the pool lives while its graphs do
+    return mem_pool.id
+
+
 def warn_unrouted(tag, devices):
     """Warns when a device that had no CUDA context as the region began (so no pool of the tag) has
     one now: tensors the region made there are PyTorch's own, untagged."""
@@ -130,9 +172,10 @@ def warn_unrouted(tag, devices):
 
 
 def release_torch_pool(tag):
-    """Drops the PyTorch pool of ``tag`` (under ``vmmkit run`` and with ``use_for_tags``), so
-    that once its tensors are gone ``torch.cuda.empty_cache()`` gives its cached segments back.
-    No-op when the tag has none."""
+    """Drops the PyTorch pools of ``tag`` (under ``vmmkit run`` and with ``use_for_tags``; its
+    graphs' pools too), so that once its tensors and graphs are gone ``torch.cuda.empty_cache()``
+    gives its cached segments back. No-op when the tag has none."""
     with _lock:
         _pools.pop(tag, None)
+        _graph_pools.pop(tag, None)
         _paused.discard(tag)

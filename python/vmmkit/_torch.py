@@ -67,19 +67,21 @@ def use_for_tags(path=None):
         # own by design, so vmmkit says nothing at exit about memory it did not serve. Set, not
         # defaulted: a parent process's value (another way in) is inherited.
         os.environ["VMM_SERVES"] = "tags"
-        _tag_allocator = _pluggable_allocator(torch, path)
+        # The pools' segments: PyTorch's caching allocator owns them, also while a graph captures
+        # into a pool (cuda_graph), so vmmkit allocates them as cudaMalloc does (vmmkit_pool_alloc).
+        _tag_allocator = _pluggable_allocator(torch, path, "vmmkit_pool_alloc", "vmmkit_pool_free")
         _captures.tell_captures(torch.cuda.graphs.CUDAGraph)
         return _tag_allocator
 
 
-def _pluggable_allocator(torch, path):
-    """The shim as a PyTorch pluggable allocator (PyTorch opens it with dlopen); ``path`` as for
-    :func:`use_as_torch_allocator`."""
+def _pluggable_allocator(torch, path, alloc="vmmkit_torch_alloc", free="vmmkit_torch_free"):
+    """The shim as a PyTorch pluggable allocator (PyTorch opens it with dlopen) through the pair
+    ``alloc``/``free``; ``path`` as for :func:`use_as_torch_allocator`."""
     shim = path or _shim.loaded_shim_path() or _shim.checkout_shim_path()
     if not os.path.exists(shim):
         raise VmmkitError("no vmmkit shim at %s: build it first (./mvnw -DskipTests package)" % shim,
                           _shim.NOT_SUPPORTED)
-    return torch.cuda.memory.CUDAPluggableAllocator(shim, "vmmkit_torch_alloc", "vmmkit_torch_free")
+    return torch.cuda.memory.CUDAPluggableAllocator(shim, alloc, free)
 
 
 def use_as_torch_allocator(path=None):

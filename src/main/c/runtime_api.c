@@ -189,6 +189,24 @@ EXPORT void vmmkit_torch_free(void *ptr, ssize_t size, int device, cudaStream_t 
         freed_by_runtime(REAL(cudaFreeAsync, ptr, stream));
 }
 
+/* The pair a torch.cuda.MemPool's allocator calls for the pool's segments (python/vmmkit serving the
+ * tags only). PyTorch's caching allocator owns a segment, and hands its blocks out on any stream,
+ * also to a CUDA graph capturing into the pool: so a segment is allocated and freed as cudaMalloc
+ * and cudaFree do, never left to CUDA as a graph's own node when the current stream captures. */
+EXPORT void *vmmkit_pool_alloc(ssize_t size, int device, cudaStream_t stream) {
+    (void) stream;
+    void *ptr = NULL;
+    if (size < 0) return NULL;
+    int rc = vmmkit_malloc(&ptr, (size_t) size, device, NULL);
+    if (rc == CALL_REAL) rc = served_by_runtime(REAL(cudaMalloc, &ptr, (size_t) size), &ptr, size, NULL);
+    return rc == cudaSuccess ? ptr : NULL;
+}
+
+EXPORT void vmmkit_pool_free(void *ptr, ssize_t size, int device, cudaStream_t stream) {
+    (void) size; (void) stream;
+    if (vmmkit_free(ptr, device, DEVICE_WIDE_STREAM) == CALL_REAL && ptr) freed_by_runtime(REAL(cudaFree, ptr));
+}
+
 /* ---- Lookups by handle --------------------------------------------------------------------- */
 
 void *runtime_api_substitute(const char *name, void *runtime_fn) {

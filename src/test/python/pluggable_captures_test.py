@@ -72,6 +72,11 @@ os.environ["VMM_SERVES"] = "tags"  # as a parent serving its tags only would lea
 allocator = vmmkit.use_as_torch_allocator(SHIM)
 assert os.environ["VMM_SERVES"] == "all", "the whole allocator kept a parent's VMM_SERVES"
 vmmkit.use_as_torch_allocator(SHIM)  # a second call wraps nothing twice
+try:  # a capture's memory is CUDA's here: vmmkit could not pause a tagged graph's
+    with vmmkit.cuda_graph(CUDAGraph(), tag="graphs"):
+        raise AssertionError("cuda_graph was accepted with vmmkit as the whole allocator")
+except vmmkit.VmmkitError as e:
+    assert e.code == 801 and "CUDA's" in str(e), (e.code, str(e))
 lib = vmmkit.library()
 
 weights = bytes((i * 11 + 5) % 251 for i in range(3 * MIB))

@@ -2,7 +2,10 @@
 of PyTorch's API the module uses, with a caching allocator. As PyTorch's, a MemPool's allocator
 serves the pool only on the device current when the pool was made, and every other segment comes
 from the CUDA runtime (the stand-in's). Two devices: device 0 current and with a context, device 1
-without one until it is used. Captures run on the stand-in runtime, unseen by the shim."""
+without one until it is used. Captures run on the stand-in runtime, unseen by the shim; while one is
+under way, the capturing thread's blocks come from the capture's pool (a MemPool named by its id,
+else a private pool whose segments come from the runtime), its allocator called with the capture's
+stream, as PyTorch's caching allocator does."""
 import contextlib
 import ctypes
 import sys
@@ -34,6 +37,7 @@ def device(index):
 class MemPool:
     """As PyTorch's: the allocator serves the pool on the device current when it was made only; on
     another device the pool's segments come from the runtime."""
+    made = 0
 
     def __init__(self, allocator=None):
         assert allocator is not None, "the module made a pool without vmmkit as its allocator"
@@ -41,6 +45,12 @@ class MemPool:
         self.device = Devices.current
         self.cached = {}  # size -> free blocks, as PyTorch keeps freed blocks of a pool's segments
         self.segments = []
+        MemPool.made += 1
+        self.id = (MemPool.made, 0)
+        pools_by_id[self.id] = self
+
+
+pools_by_id = {}
 
 
 class Runtime:
@@ -72,16 +82,17 @@ def use_mem_pool(pool, device=None):
 
 
 def empty(size, on=0):
-    """A block of ``size`` bytes on device ``on``: a cached one of the pool this thread routes that
-    device to, else a new segment."""
+    """A block of ``size`` bytes on device ``on``: a cached one of the pool this thread's capture or
+    routing gives that device, else a new segment."""
     Devices.contexts.add(on)
     stack = current.__dict__.get("pools", {}).get(on) or [None]
-    pool = stack[-1]
+    capture_pool = getattr(current, "capture_pool", None)
+    pool = capture_pool or stack[-1]
     if pool is not None and pool.cached.get(size):
         block = pool.cached[size].pop()
     else:
         served_by = pool.allocator if pool is not None and pool.device == on else Runtime
-        block = served_by.alloc(size, on, None)
+        block = served_by.alloc(size, on, CAPTURE_STREAM if capture_pool else None)
         if not block:
             raise MemoryError("CUDA out of memory (the pool's allocator returned NULL)")
         if pool is not None:
@@ -114,12 +125,27 @@ class CUDAGraph:
         if CUDAGraph.fail_to_begin:
             raise RuntimeError("cannot begin the capture (a stand-in failure)")
         assert cudart.cudaStreamBeginCapture(CAPTURE_STREAM, 0) == 0
-        current.capturing = True
+        # No pool given: a private pool of the graph's, whose segments come from the runtime.
+        self.pool_used = pools_by_id[pool] if pool is not None else MemPool(allocator=Runtime)
+        current.capturing, current.capture_pool = True, self.pool_used
 
     def capture_end(self):
         graph = ctypes.c_void_p()
         assert cudart.cudaStreamEndCapture(CAPTURE_STREAM, ctypes.byref(graph)) == 0
-        current.capturing = False
+        current.capturing, current.capture_pool = False, None
+
+    def pool(self):
+        return self.pool_used.id
+
+
+@contextlib.contextmanager
+def graph(cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+    """As torch.cuda.graph: the capture begins (into ``pool`` when given) and ends around the block."""
+    cuda_graph.capture_begin(*(() if pool is None else (pool,)), capture_error_mode=capture_error_mode)
+    try:
+        yield
+    finally:
+        cuda_graph.capture_end()
 
 
 def install(runtime):
@@ -140,5 +166,6 @@ fake_torch.cuda = types.SimpleNamespace(
     MemPool=MemPool,
     use_mem_pool=use_mem_pool,
     memory=types.SimpleNamespace(CUDAPluggableAllocator=CUDAPluggableAllocator),
+    graph=graph,
     graphs=types.SimpleNamespace(CUDAGraph=CUDAGraph))
 fake_torch._C = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda index: index in Devices.contexts)

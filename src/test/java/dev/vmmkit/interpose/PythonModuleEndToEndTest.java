@@ -95,4 +95,18 @@ class PythonModuleEndToEndTest {
         assertEquals(0, result.exitCode(), result.toString());
         assertTrue(result.stdout().contains("ok python-tag-pools-threads"), result.toString());
     }
+
+    /**
+     * Serving the tags only, a CUDA graph captured with vmmkit.cuda_graph takes its memory from a
+     * pool of its own whose segments are vmmkit's, under the tag: a pause gives them back (kept
+     * bytes return, discarded ones do not) and leaves a plain graph's memory alone; a capture of
+     * a paused tag, inside a region, or into a pool that is not the tag's graphs' is refused.
+     */
+    @Test
+    void taggedGraphsMemoryIsPausedWithTheTag() throws Exception {
+        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("tag_graphs_test.py").toString(),
+                NATIVE.resolve("libcudart.so").toString()), VmmkitRunCommand.dlopened());
+        assertEquals(0, result.exitCode(), result.toString());
+        assertTrue(result.stdout().contains("ok python-tag-graphs"), result.toString());
+    }
 }
