@@ -207,6 +207,10 @@ if extra pluggable-capture; then
   run pluggable-capture-native "$py" scripts/gpu/pluggable_capture.py native
   run pluggable-capture env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py vmmkit
   run pluggable-capture-tags env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py tags
+  # vmmkit.cuda_graph: a graph's memory in a tag, paused with it (the whole allocator refuses it).
+  run tagged-graph-tags env PYTHONPATH="$root/python" "$py" scripts/gpu/pluggable_capture.py tagged-graph
+  run tagged-graph-run env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "$py" scripts/gpu/pluggable_capture.py tagged-graph
+  run tagged-graph-whole env PYTHONPATH="$root/python" TAGGED_GRAPH_WHOLE=1 "$py" scripts/gpu/pluggable_capture.py tagged-graph
   # torch.compile's graph trees: natively with both PyTorch backends, then every way vmmkit serves
   # PyTorch (the whole allocator fails as PyTorch's own cudaMallocAsync backend does).
   run compiled-native "$py" scripts/gpu/compiled_graphs.py native
