@@ -208,16 +208,23 @@ def graph_api():
     return torch.allclose(b, a @ a), False
 
 
-def graph_memory_kept():
-    """A temporary freed during the capture, then a tensor allocated after it on the capture's
-    stream: the graph's replay writes the temporary's memory, so it must not be the new tensor's.
-    Returns True when the new tensor came through the replay unchanged."""
-    a = torch.randn(2048, 2048, device="cuda")
+def warmed_up_product(n):
+    """An n x n matrix and a side stream on which relu(a @ a) has run once (outside any capture,
+    so that the libraries' own first allocations are made); returns (a, side)."""
+    a = torch.randn(n, n, device="cuda") * 0.01
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         torch.relu(a @ a)
     torch.cuda.synchronize()
+    return a, side
+
+
+def graph_memory_kept():
+    """A temporary freed during the capture, then a tensor allocated after it on the capture's
+    stream: the graph's replay writes the temporary's memory, so it must not be the new tensor's.
+    Returns True when the new tensor came through the replay unchanged."""
+    a, side = warmed_up_product(2048)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
         t = a @ a
@@ -268,12 +275,7 @@ def tagged_graph():
     import vmmkit
     if os.environ.get("TAGGED_GRAPH_WHOLE") == "1":
         vmmkit.use_as_torch_allocator()
-    a = torch.randn(8192, 8192, device="cuda") * 0.01  # 256 MiB, outside any tag
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.relu(a @ a)
-    torch.cuda.synchronize()
+    a, side = warmed_up_product(8192)  # 256 MiB, outside any tag
     graph = torch.cuda.CUDAGraph()
     try:
         with vmmkit.cuda_graph(graph, tag="graph", stream=side):

@@ -7,6 +7,7 @@ import org.junit.jupiter.api.io.TempDir;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -43,6 +44,23 @@ class PythonModuleEndToEndTest {
         return VmmkitRunCommand.run(command, env, dir);
     }
 
+    /**
+     * Runs src/test/python's {@code program} with the shim opened by the program (no preload) and
+     * {@code args} after it, and checks that it exited 0 after printing {@code okLine}.
+     */
+    private ProcessResult runDlopened(String program, Map<String, String> extraEnv, String okLine, String... args)
+            throws IOException, InterruptedException {
+        Map<String, String> env = new HashMap<>(VmmkitRunCommand.dlopened());
+        env.putAll(extraEnv);
+        List<String> command = new ArrayList<>(List.of(python().toString(), PROGRAMS.resolve(program).toString(),
+                NATIVE.resolve("libcudart.so").toString()));
+        command.addAll(List.of(args));
+        ProcessResult result = run(command, env);
+        assertEquals(0, result.exitCode(), result.toString());
+        assertTrue(result.stdout().contains(okLine), result.toString());
+        return result;
+    }
+
     /** Under vmmkit run: regions, pause, resume, their errors, a capture seen by the shim. */
     @Test
     void thePythonModulePausesAndResumesTags() throws Exception {
@@ -61,10 +79,8 @@ class PythonModuleEndToEndTest {
      */
     @Test
     void asThePluggableAllocatorCapturesAllocateTheGraphsOwnAndHoldPausesBack() throws Exception {
-        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("pluggable_captures_test.py").toString(),
-                NATIVE.resolve("libcudart.so").toString(), VmmkitRunCommand.SHIM.toString()), VmmkitRunCommand.dlopened());
-        assertEquals(0, result.exitCode(), result.toString());
-        assertTrue(result.stdout().contains("ok python-pluggable-captures"), result.toString());
+        ProcessResult result = runDlopened("pluggable_captures_test.py", Map.of(), "ok python-pluggable-captures",
+                VmmkitRunCommand.SHIM.toString());
         assertTrue(result.stderr().contains("refused: a CUDA stream capture is under way"), result.toString());
     }
 
@@ -75,12 +91,8 @@ class PythonModuleEndToEndTest {
      */
     @Test
     void withoutVmmkitRunTheTagsPoolsAreVmmkitsAndTheRestIsPyTorchs() throws Exception {
-        Map<String, String> env = new HashMap<>(VmmkitRunCommand.dlopened());
-        env.put("VMM_STATS_FILE", dir.resolve("stats.json").toString());
-        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("tag_pools_test.py").toString(),
-                NATIVE.resolve("libcudart.so").toString()), env);
-        assertEquals(0, result.exitCode(), result.toString());
-        assertTrue(result.stdout().contains("ok python-tag-pools"), result.toString());
+        ProcessResult result = runDlopened("tag_pools_test.py", Map.of("VMM_STATS_FILE", dir.resolve("stats.json").toString()),
+                "ok python-tag-pools");
         assertTrue(!result.stderr().contains("did not come from vmmkit"), result.toString());
     }
 
@@ -90,10 +102,7 @@ class PythonModuleEndToEndTest {
      */
     @Test
     void tagPoolsUnderThreadsKeepEveryTensor() throws Exception {
-        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("tag_pools_threads_test.py").toString(),
-                NATIVE.resolve("libcudart.so").toString()), VmmkitRunCommand.dlopened());
-        assertEquals(0, result.exitCode(), result.toString());
-        assertTrue(result.stdout().contains("ok python-tag-pools-threads"), result.toString());
+        runDlopened("tag_pools_threads_test.py", Map.of(), "ok python-tag-pools-threads");
     }
 
     /**
@@ -104,9 +113,6 @@ class PythonModuleEndToEndTest {
      */
     @Test
     void taggedGraphsMemoryIsPausedWithTheTag() throws Exception {
-        ProcessResult result = run(List.of(python().toString(), PROGRAMS.resolve("tag_graphs_test.py").toString(),
-                NATIVE.resolve("libcudart.so").toString()), VmmkitRunCommand.dlopened());
-        assertEquals(0, result.exitCode(), result.toString());
-        assertTrue(result.stdout().contains("ok python-tag-graphs"), result.toString());
+        runDlopened("tag_graphs_test.py", Map.of(), "ok python-tag-graphs");
     }
 }
