@@ -93,6 +93,9 @@ def cuda_graph(graph, tag="cuda_graph", keep_contents=False, pool=None, stream=N
     the tag is paused a capture of it is refused (code 2), and a pause of the tag during the
     capture is refused (900, the capture is told; 800 for the tag's open capture)."""
     name = _shim.encode(tag)
+    torch = sys.modules.get("torch")
+    if torch is None:
+        raise VmmkitError("cuda_graph(%r) captures through PyTorch: import torch first" % tag, _shim.NOT_SUPPORTED)
     if getattr(_thread, "regions", 0):
         raise VmmkitError("cuda_graph(%r) inside a region: the region's pool would take the capture's "
                           "allocations; capture outside it" % tag, _shim.INVALID_VALUE)
@@ -103,7 +106,6 @@ def cuda_graph(graph, tag="cuda_graph", keep_contents=False, pool=None, stream=N
                           "CUDA's (the graph's own), which vmmkit cannot pause; capture with "
                           "torch.cuda.graph, or serve the tags only (use_for_tags) or run under `vmmkit run`"
                           % tag, _shim.NOT_SUPPORTED)
-    torch = sys.modules["torch"]
     lib = _shim.library()
     _pools.enter_region(tag, True)
     try:

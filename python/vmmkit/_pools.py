@@ -140,6 +140,9 @@ def graph_pool(tag, graph, pool):
     :func:`enter_region` and :func:`mark_paused`."""
     torch = sys.modules["torch"]
     allocator = _torch.tag_allocator()
+    if allocator is None and not _shim.preloaded():
+        raise VmmkitError("cuda_graph(%r): vmmkit serves none of PyTorch's memory in this process (the shim was "
+                          "loaded by the program, not by PyTorch or `vmmkit run`)" % tag, _shim.NOT_SUPPORTED)
     with _lock:
         by_id = _graph_pools.setdefault(tag, weakref.WeakValueDictionary())
         if allocator is None:

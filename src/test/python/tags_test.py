@@ -18,6 +18,12 @@ def malloc(size):
     return rc, ptr.value
 
 
+try:  # a graph's capture goes through PyTorch, which this program has not imported
+    with vmmkit.cuda_graph(object(), tag="graphs"):
+        raise AssertionError("cuda_graph was accepted without PyTorch")
+except vmmkit.VmmkitError as e:
+    assert e.code == 801 and "import torch" in str(e), (e.code, str(e))
+
 weights = bytes((i * 7 + 3) % 251 for i in range(3 * MIB))
 with vmmkit.region("weights", keep_contents=True):
     rc, w = malloc(len(weights))
