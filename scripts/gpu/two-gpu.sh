@@ -128,6 +128,10 @@ else
   for mode in keep discard; do
     step "tags-$mode-pools" 90 env PYTHONPATH="$root/python" VMMKIT_JAR="$root/target/vmmkit.jar"       "$py" "$here/two_gpu_tags.py" "$mode"
   done
+  # A CUDA graph's memory in a tag (vmmkit.cuda_graph) on cuda:1, paused from cuda:0: serving the
+  # tags only (the graph's pool made on its device), then under `vmmkit run`.
+  step tags-graph-pools 90 env PYTHONPATH="$root/python" VMMKIT_JAR="$root/target/vmmkit.jar" "$py" "$here/two_gpu_tags.py" graph
+  step tags-graph 90 env PYTHONPATH="$root/python" $vmmkit run --driver cuda -- "$py" "$here/two_gpu_tags.py" graph
   # torchrun, through the interpreter (the torchrun script may not be on PATH).
   torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$here/two_gpu_ddp.py" --steps 8)
   # ddp NAME NATIVE_RESULT VARIABLE=VALUE...: the training under vmmkit with those variables, its

@@ -4,6 +4,11 @@ vmmkit as PyTorch's pluggable allocator, or run plainly, where the region makes 
 tags' memory pools only; PYTHONPATH must hold the repository's python folder).
 
     python3 two_gpu_tags.py keep|discard [--pluggable]
+    python3 two_gpu_tags.py graph
+
+graph: a CUDA graph captured on cuda:1 with vmmkit.cuda_graph (its 1 GiB result and 1 GiB
+temporary in the tag), paused and resumed with cuda:0 current: the free memory of cuda:1 must rise
+by at least 99 % of 2 GiB and the replay after the resume must be bit-identical.
 
 With cuda:0 current, one region makes a 1 GiB tensor on each device and a small one on cuda:1;
 an untagged tensor on cuda:1 follows the region. A pause of the tag, still with cuda:0 current, must
@@ -20,7 +25,39 @@ import vmmkit
 MIB = 1 << 20
 
 
+def graph_on_second_device():
+    torch.cuda.set_device(0)
+    with torch.cuda.device(1):
+        x = torch.full((256 * MIB,), 2.0, device="cuda:1")  # 1 GiB of floats, outside any tag
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.sqrt(x * 3)
+        torch.cuda.synchronize(1)
+        graph = torch.cuda.CUDAGraph()
+        with vmmkit.cuda_graph(graph, tag="graph", stream=side):
+            t = x * 3
+            y = torch.sqrt(t)
+            del t
+        graph.replay()
+        torch.cuda.synchronize(1)
+        first = y.clone()
+    before = torch.cuda.mem_get_info(1)[0]
+    vmmkit.pause("graph")  # cuda:0 is current
+    released = (torch.cuda.mem_get_info(1)[0] - before) / MIB
+    vmmkit.resume("graph")
+    with torch.cuda.device(1):
+        graph.replay()
+        torch.cuda.synchronize(1)
+    same = torch.equal(y, first)
+    ok = released >= 0.99 * 2048 and same
+    print(("ok " if ok else "FAILED ") + str({"released_mib_cuda1": released, "replay_identical": same}), flush=True)
+    return 0 if ok else 1
+
+
 def main():
+    if sys.argv[1] == "graph":
+        return graph_on_second_device()
     keep = sys.argv[1] == "keep"
     if "--pluggable" in sys.argv:
         vmmkit.use_as_torch_allocator()
