@@ -51,8 +51,8 @@ def enter_region(tag, cached):
         return
     with _lock:
         if tag in _paused:
-            raise VmmkitError("region(%r): the tag is paused; PyTorch would hand out its cached blocks, whose "
-                              "memory is given back: resume it first" % tag, _shim.MEMORY_ALLOCATION)
+            raise VmmkitError("region or capture of %r: the tag is paused; PyTorch would hand out its cached "
+                              "blocks, whose memory is given back: resume it first" % tag, _shim.MEMORY_ALLOCATION)
         _open[tag] = _open.get(tag, 0) + 1
 
 
@@ -74,8 +74,8 @@ def mark_paused(tag):
         tags = [t for t in (cached if tag is None else (tag,)) if t in cached]
         busy = sorted(t for t in tags if _open.get(t))
         if busy:
-            raise VmmkitError("pause(%s): a region of %s is open, on this thread or another; PyTorch could hand "
-                              "out the tag's cached blocks in it after the pause: pause once the region has ended"
+            raise VmmkitError("pause(%s): a region or capture of %s is open, on this thread or another; PyTorch "
+                              "could hand out the tag's cached blocks in it after the pause: pause once it has ended"
                               % ("" if tag is None else repr(tag), ", ".join(repr(t) for t in busy)),
                               _shim.NOT_PERMITTED)
         marked = {t for t in tags if t not in _paused}

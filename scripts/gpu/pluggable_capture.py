@@ -263,7 +263,8 @@ def torch_graph_checks(vmmkit, result, out, x, w, expected):
     print("capture torch-graph-beside-pause: the capture %s; %s" % (
         "ended" if error is None else "failed: %s" % str(error).splitlines()[0][:160],
         "replayed, output as eager's" if ok else "FAILED"))
-    return ok and replayed and again_after_pause(vmmkit, lambda: replay(graph, out), first, "torch-graph-after-pause", "replay")
+    return ok and replayed and again_after_pause(vmmkit, lambda: replay(graph, out), first,
+                                                 "torch-graph-after-pause", "replay")
 
 
 def tagged_graph():
@@ -304,9 +305,9 @@ def tagged_graph():
     shares.replay()
     torch.cuda.synchronize()
     same = torch.equal(b, first) and torch.equal(c, first * 2)
-    print("capture tagged-graph: two graphs sharing a pool, replays %s; the pause released %.3f GiB (the graph's blocks: 0.5); after a resume "
-          "the replay %s" % ("as eager" if as_eager else "DIFFERENT from eager", released / 2 ** 30,
-                             "bit-identical" if same else "DIFFERENT"))
+    print("capture tagged-graph: two graphs sharing a pool, replays %s; the pause released %.3f GiB (the graph's "
+          "blocks: 0.5); after a resume the replay %s" % ("as eager" if as_eager else "DIFFERENT from eager",
+                                                          released / 2 ** 30, "bit-identical" if same else "DIFFERENT"))
     return as_eager and same and released >= 0.99 * (512 << 20) and os.environ.get("TAGGED_GRAPH_WHOLE") != "1"
 
 

@@ -120,7 +120,7 @@ def hold_a_region():
 holder = threading.Thread(target=hold_a_region, daemon=True)
 holder.start()
 inside.wait()
-assert "a region of 'kv_cache' is open" in refused(vmmkit.pause, "kv_cache", 800)
+assert "a region or capture of 'kv_cache' is open" in refused(vmmkit.pause, "kv_cache", 800)
 refused(vmmkit.pause, None, 800)
 vmmkit.pause("weights")
 vmmkit.resume("weights")

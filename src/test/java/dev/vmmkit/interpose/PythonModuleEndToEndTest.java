@@ -91,8 +91,8 @@ class PythonModuleEndToEndTest {
      */
     @Test
     void withoutVmmkitRunTheTagsPoolsAreVmmkitsAndTheRestIsPyTorchs() throws Exception {
-        ProcessResult result = runDlopened("tag_pools_test.py", Map.of("VMM_STATS_FILE", dir.resolve("stats.json").toString()),
-                "ok python-tag-pools");
+        ProcessResult result = runDlopened("tag_pools_test.py",
+                Map.of("VMM_STATS_FILE", dir.resolve("stats.json").toString()), "ok python-tag-pools");
         assertTrue(!result.stderr().contains("did not come from vmmkit"), result.toString());
     }
 
