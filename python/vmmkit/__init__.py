@@ -120,11 +120,16 @@ def cuda_graph(graph, tag="cuda_graph", keep_contents=False, pool=None, stream=N
         _pools.leave_region(tag, True)
 
 
-def pause(tag=None):
+def pause(tag=None, keep_contents=None):
     """Gives the tag's GPU memory back to the driver, keeping its addresses (every tag when None).
 
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
     new allocation into the tag fails.
+
+    ``keep_contents`` (a named tag only): the tag's setting from this pause on, as a region of it
+    would set it (``vmmkit_region_begin``); None keeps the setting its regions gave. So a kept
+    tag's contents can be discarded at one pause (vLLM's sleep level 2 for its weights) and kept
+    again at the next.
 
     Where PyTorch caches the tag's memory (under ``vmmkit run`` and serving the tags only), a pause
     is refused (``VmmkitError``, code 800) while a region or a :func:`cuda_graph` capture of the tag
@@ -136,10 +141,19 @@ def pause(tag=None):
     thread (``CUDAGraph``'s tell it; ``vmmkit_capture_begin`` for a program's own), or any capture
     on this thread's current PyTorch stream.
     """
+    if keep_contents is not None and tag is None:
+        raise VmmkitError("pause(keep_contents=...) needs a tag: keeping contents is each tag's setting",
+                          _shim.INVALID_VALUE)
     _captures.refuse_during_capture("pause", tag)
     name, lib = _shim.encode(tag), _shim.library()
     marked = _pools.mark_paused(tag)
-    code = lib.vmmkit_pause(name)
+    code = _shim.SUCCESS
+    if keep_contents is not None:  # a region of the tag with nothing allocated in it sets the tag's setting
+        code = lib.vmmkit_region_begin(name, 1 if keep_contents else 0)
+        if code == _shim.SUCCESS:
+            code = lib.vmmkit_region_end()
+    if code == _shim.SUCCESS:
+        code = lib.vmmkit_pause(name)
     if code in (_shim.INVALID_VALUE, _shim.NOT_SUPPORTED, _shim.STREAM_CAPTURE_UNSUPPORTED):  # refused, nothing done
         _pools.unmark_paused(marked)
     _shim.check(code, "pause", tag)

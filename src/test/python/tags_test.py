@@ -71,6 +71,20 @@ pinned, ready = vmmkit.host_memory()  # the copy's host memory, kept for the nex
 assert ready >= len(weights) and pinned >= ready, (pinned, ready)
 upload(cudart, kv, b"\x01" * (2 * MIB))
 assert download(cudart, kv, 2 * MIB) == b"\x01" * (2 * MIB)
+# A pause may set its tag's setting, as vLLM's sleep levels choose per sleep: discarded this time
+# (the emulation backs the resume with fresh pages), then kept again.
+vmmkit.pause("weights", keep_contents=False)
+vmmkit.resume("weights")
+assert download(cudart, w, len(weights)) != weights, "a pause told to discard kept the weights"
+upload(cudart, w, weights)
+vmmkit.pause("weights", keep_contents=True)
+vmmkit.resume("weights")
+assert download(cudart, w, len(weights)) == weights, "a pause told to keep lost the weights"
+try:
+    vmmkit.pause(keep_contents=False)
+    raise AssertionError("a setting for every tag was accepted")
+except vmmkit.VmmkitError as e:
+    assert e.code == 1, e.code
 assert cudart.cudaFree(ctypes.c_void_p(w)) == 0
 assert cudart.cudaFree(ctypes.c_void_p(kv)) == 0
 print("ok python-tags")
