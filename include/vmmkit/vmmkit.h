@@ -41,7 +41,8 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * address ranges and physical handles of their own. `keep_contents` is the tag's setting, shared
  * by its allocations from every region (the latest region opened sets it): when set, a pause
  * copies their bytes to pinned host memory and a resume copies them back; otherwise their
- * contents after a resume are undefined (the memory is usable).
+ * contents after a resume are undefined (the memory is usable). A region with nothing allocated in
+ * it changes the setting before a pause (vLLM's sleep level 2: discard kept weights this time).
  *
  * vmmkit_pause: waits for the device's queued work, copies kept contents, unmaps and releases
  * every physical handle of the tag (its cached free memory included); the addresses stay

@@ -21,7 +21,8 @@
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
 #      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only, then vmmkit as
-#      PyTorch's whole allocator); then scripts/gpu/pluggable_capture.py, natively first
+#      PyTorch's whole allocator); scripts/gpu/sleep_levels.py (vLLM's sleep levels) both ways;
+#      then scripts/gpu/pluggable_capture.py, natively first
 #      (torch.cuda.graph, and a synchronisation in the pause's place), then with vmmkit as PyTorch's
 #      whole allocator and serving the tags only: torch.cuda.graph replays, and one captured on
 #      another thread refuses a pause beside it (CUDAGraph tells vmmkit); as the whole allocator, a
@@ -86,7 +87,7 @@ run() {
     # interesting region") after printing every row: the anchor's figures stand, and it is said.
     echo "=== $name: the anchor exited $rc after its rows (its figures are kept)"
   elif [ $rc -ne 0 ]; then failed=1; echo "=== $name FAILED (exit $rc)"; fi
-  grep -E '^(row|pinned|pinning|copy|unpin|scenario|capture|compiled) ' "$out/$name.log" >> "$results"
+  grep -E '^(row|pinned|pinning|copy|unpin|scenario|capture|compiled|sleep) ' "$out/$name.log" >> "$results"
   return 0
 }
 
@@ -201,6 +202,9 @@ extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driv
 extra scenario && run scenario-tags env PYTHONPATH="$root/python" "${bench[@]}" scenario
 # vmmkit as PyTorch's whole allocator: the graph's memory is CUDA's (its own nodes).
 extra scenario && run scenario-pluggable env PYTHONPATH="$root/python" "${bench[@]}" scenario pluggable
+# vLLM's two sleep levels (a kept tag discarded at one pause with keep_contents=False, kept at the next).
+extra scenario && run sleep-levels env PYTHONPATH="$root/python" "$py" scripts/gpu/sleep_levels.py 4 8
+extra scenario && run sleep-levels-run env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "$py" scripts/gpu/sleep_levels.py 4 8
 # CUDA graphs beside a pause, where PyTorch loads the shim; natively first, a device synchronisation
 # in the pause's place (what the pause would do without being told).
 if extra pluggable-capture; then
