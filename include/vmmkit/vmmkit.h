@@ -41,8 +41,7 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * address ranges and physical handles of their own. `keep_contents` is the tag's setting, shared
  * by its allocations from every region (the latest region opened sets it): when set, a pause
  * copies their bytes to pinned host memory and a resume copies them back; otherwise their
- * contents after a resume are undefined (the memory is usable). A region with nothing allocated in
- * it changes the setting before a pause (vLLM's sleep level 2: discard kept weights this time).
+ * contents after a resume are undefined (the memory is usable).
  *
  * vmmkit_pause: waits for the device's queued work, copies kept contents, unmaps and releases
  * every physical handle of the tag (its cached free memory included); the addresses stay
@@ -75,6 +74,10 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
 cudaError_t vmmkit_region_begin(const char *tag, int keep_contents);
 cudaError_t vmmkit_region_end(void);
 cudaError_t vmmkit_pause(const char *tag);
+/* vmmkit_pause of a named tag that first sets the tag's keep_contents on every device, for this pause
+ * and the later ones, as a region of it opened now would (vLLM's sleep levels choose per sleep: 0
+ * discards kept weights this time). cudaErrorInvalidValue for NULL or an unknown tag (nothing done). */
+cudaError_t vmmkit_pause_keeping(const char *tag, int keep_contents);
 cudaError_t vmmkit_resume(const char *tag);
 cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
 

@@ -58,17 +58,12 @@ def region(tag, keep_contents=False):
     name = _shim.encode(tag)
     if _torch.serves_tags_by_default():
         use_for_tags()
-    lib = _shim.library()
     pools = _pools.tag_pools(tag)
     _pools.enter_region(tag, bool(pools))
     _thread.regions = getattr(_thread, "regions", 0) + 1
     try:
-        _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
-        try:
-            with _pools.routed(tag, pools):
-                yield
-        finally:
-            _shim.check(lib.vmmkit_region_end(), "region_end", None)
+        with _shim.tag_region(name, tag, keep_contents), _pools.routed(tag, pools):
+            yield
     finally:
         _thread.regions -= 1
         _pools.leave_region(tag, bool(pools))
@@ -106,16 +101,12 @@ def cuda_graph(graph, tag="cuda_graph", keep_contents=False, pool=None, stream=N
                           "CUDA's (the graph's own), which vmmkit cannot pause; capture with "
                           "torch.cuda.graph, or serve the tags only (use_for_tags) or run under `vmmkit run`"
                           % tag, _shim.NOT_SUPPORTED)
-    lib = _shim.library()
     _pools.enter_region(tag, True)
     try:
         capture_pool = _pools.graph_pool(tag, graph, pool)
-        with torch.cuda.graph(graph, pool=capture_pool, stream=stream, capture_error_mode=capture_error_mode):
-            _shim.check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
-            try:
-                yield
-            finally:
-                _shim.check(lib.vmmkit_region_end(), "region_end", None)
+        with torch.cuda.graph(graph, pool=capture_pool, stream=stream, capture_error_mode=capture_error_mode), \
+                _shim.tag_region(name, tag, keep_contents):
+            yield
     finally:
         _pools.leave_region(tag, True)
 
@@ -126,10 +117,10 @@ def pause(tag=None, keep_contents=None):
     Waits for the device's queued work first. While paused, freeing the tag's tensors works and a
     new allocation into the tag fails.
 
-    ``keep_contents`` (a named tag only): the tag's setting from this pause on, as a region of it
-    would set it (``vmmkit_region_begin``); None keeps the setting its regions gave. So a kept
-    tag's contents can be discarded at one pause (vLLM's sleep level 2 for its weights) and kept
-    again at the next.
+    ``keep_contents`` (a named tag only, ``vmmkit_pause_keeping``): the tag's setting from this pause
+    on, on every device, as a region of it opened now would set it; None keeps the setting its
+    regions gave. So a kept tag's contents can be discarded at one pause (vLLM's sleep level 2 for
+    its weights) and kept again at the next.
 
     Where PyTorch caches the tag's memory (under ``vmmkit run`` and serving the tags only), a pause
     is refused (``VmmkitError``, code 800) while a region or a :func:`cuda_graph` capture of the tag
@@ -147,13 +138,10 @@ def pause(tag=None, keep_contents=None):
     _captures.refuse_during_capture("pause", tag)
     name, lib = _shim.encode(tag), _shim.library()
     marked = _pools.mark_paused(tag)
-    code = _shim.SUCCESS
-    if keep_contents is not None:  # a region of the tag with nothing allocated in it sets the tag's setting
-        code = lib.vmmkit_region_begin(name, 1 if keep_contents else 0)
-        if code == _shim.SUCCESS:
-            code = lib.vmmkit_region_end()
-    if code == _shim.SUCCESS:
+    if keep_contents is None:
         code = lib.vmmkit_pause(name)
+    else:
+        code = lib.vmmkit_pause_keeping(name, 1 if keep_contents else 0)
     if code in (_shim.INVALID_VALUE, _shim.NOT_SUPPORTED, _shim.STREAM_CAPTURE_UNSUPPORTED):  # refused, nothing done
         _pools.unmark_paused(marked)
     _shim.check(code, "pause", tag)

@@ -1,5 +1,6 @@
 """The shim's exported functions, reached with ctypes, and what their result codes mean."""
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -67,6 +68,7 @@ def library():
         for name, argtypes in (("vmmkit_region_begin", [ctypes.c_char_p, ctypes.c_int]),
                                ("vmmkit_region_end", []),
                                ("vmmkit_pause", [ctypes.c_char_p]),
+                               ("vmmkit_pause_keeping", [ctypes.c_char_p, ctypes.c_int]),
                                ("vmmkit_resume", [ctypes.c_char_p]),
                                ("vmmkit_host_memory", [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
                                ("vmmkit_capture_begin", []),
@@ -76,6 +78,17 @@ def library():
             fn.restype = ctypes.c_int
         _library = lib
         return lib
+
+
+@contextlib.contextmanager
+def tag_region(name, tag, keep_contents):
+    """The shim's region of ``tag`` (``name``: its encoding) for this thread, begun and ended."""
+    lib = library()
+    check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
+    try:
+        yield
+    finally:
+        check(lib.vmmkit_region_end(), "region_end", None)
 
 
 def check(code, what, tag):

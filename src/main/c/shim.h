@@ -102,7 +102,8 @@ struct entry_table {
     /* memory tags (vmmkit_regions.c): 0 or -cudaError; a tag is a NUL-terminated string, 0 = every tag */
     int32_t (*region_begin)(int64_t tag, int32_t tag_length, int32_t keep_contents, int32_t device);
     int32_t (*region_end)(int32_t device);
-    int32_t (*pause)(int64_t tag, int32_t tag_length, int32_t device);
+    /* keep_contents: 0 or 1 sets the tag's setting on every device first (a tag is given), -1 leaves it */
+    int32_t (*pause)(int64_t tag, int32_t tag_length, int32_t device, int32_t keep_contents);
     int32_t (*resume)(int64_t tag, int32_t tag_length, int32_t device);
     /* pinned host memory held for tags, in all and ready for the next pause: writes out[0], out[1]; 0 or -cudaError */
     int32_t (*host_memory)(int64_t out);

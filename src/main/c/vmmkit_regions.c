@@ -44,7 +44,14 @@ EXPORT cudaError_t vmmkit_pause(const char *tag) {
     int32_t length = tag_length(tag);
     if (tag && length == 0) return cudaErrorInvalidValue;
     if (!serving()) return cudaErrorNotSupported;
-    return from_java(java.pause((int64_t) (intptr_t) tag, length, current_device()));
+    return from_java(java.pause((int64_t) (intptr_t) tag, length, current_device(), -1));
+}
+
+EXPORT cudaError_t vmmkit_pause_keeping(const char *tag, int keep_contents) {
+    int32_t length = tag_length(tag);
+    if (length == 0) return cudaErrorInvalidValue; /* the setting is each tag's: no NULL here */
+    if (!serving()) return cudaErrorNotSupported;
+    return from_java(java.pause((int64_t) (intptr_t) tag, length, current_device(), keep_contents != 0));
 }
 
 EXPORT cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes) {

@@ -35,10 +35,7 @@ def end_capture():
 # ---- The stand-in torch: the parts of PyTorch's API the module uses -------------------------------
 
 class CUDAGraph:
-    began = 0
-
     def capture_begin(self, pool=None, capture_error_mode="global"):
-        CUDAGraph.began += 1
         if cudart.cudaStreamBeginCapture(CAPTURE_STREAM, 0) != 0:
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 

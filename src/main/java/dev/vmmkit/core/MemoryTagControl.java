@@ -45,6 +45,14 @@ public interface MemoryTagControl {
      */
     void resume(String tag);
 
+    /**
+     * Sets whether pauses of {@code tag} keep its contents, from the next pause on, as a region of it
+     * opened now would (vLLM's sleep levels choose this per sleep).
+     *
+     * @throws IllegalArgumentException when {@code tag} is null or no region of that name was ever opened
+     */
+    void keepContents(String tag, boolean keepContents);
+
     /** True when a region named {@code tag} was ever opened on this allocator. */
     boolean knowsTag(String tag);
 

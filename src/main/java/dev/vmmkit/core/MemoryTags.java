@@ -58,9 +58,19 @@ final class MemoryTags {
             inOrder.add(made);
             return made;
         });
-        t.keepContents(keepContents);
+        setKeepContents(t, keepContents);
         entered.get().push(t);
         anyEntered = true;
+    }
+
+    /** Sets the setting of {@code tag} (known: IllegalArgumentException otherwise), as a region of it opened now would. */
+    void keepContents(String tag, boolean keepContents) {
+        if (tag == null) throw new IllegalArgumentException("keeping contents is each tag's setting: name a tag");
+        setKeepContents(named(tag).getFirst(), keepContents);
+    }
+
+    private void setKeepContents(MemoryTag t, boolean keepContents) {
+        t.keepContents(keepContents);
         if (keepContents) pinAhead.wake(); // the tag may hold memory already
     }
 

@@ -362,6 +362,11 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     }
 
     @Override
+    public void keepContents(String tag, boolean keepContents) {
+        tags.keepContents(tag, keepContents);
+    }
+
+    @Override
     public boolean knowsTag(String tag) {
         return tags.knows(tag);
     }

@@ -99,6 +99,11 @@ public final class NativeBootstrap {
         return TABLE.byteOffset(MemoryLayout.PathElement.groupElement(field));
     }
 
+    /** The C signature of the table's entry {@code field}: what a downcall to its stub takes ({@link TagCallWarmUp}). */
+    static FunctionDescriptor descriptor(String field) {
+        return ENTRIES.stream().filter(e -> e.field().equals(field)).findFirst().orElseThrow().descriptor();
+    }
+
     /** One entry of the table: {@code field} gets an upcall stub to {@code owner.method}. */
     private record Entry(Class<?> owner, String field, String method, FunctionDescriptor descriptor) {
         Entry(String field, String method, FunctionDescriptor descriptor) {
@@ -121,7 +126,7 @@ public final class NativeBootstrap {
             new Entry("address_range", "addressRange", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG)),
             new Entry(TagCalls.class, "region_begin", "regionBegin", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT)),
             new Entry(TagCalls.class, "region_end", "regionEnd", FunctionDescriptor.of(JAVA_INT, JAVA_INT)),
-            new Entry(TagCalls.class, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT)),
+            new Entry(TagCalls.class, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT)),
             new Entry(TagCalls.class, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT)),
             new Entry(TagCalls.class, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG)),
             new Entry(CaptureCalls.class, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT)));

@@ -1,15 +1,12 @@
 package dev.vmmkit.interpose;
 
 import java.lang.foreign.Arena;
-import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 
 import static dev.vmmkit.interpose.NativeBootstrap.offset;
 import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * Calls the shim's memory-tag entry points through their own upcall stubs with arguments that reach
@@ -37,21 +34,17 @@ final class TagCallWarmUp {
         int done = 0;
         try {
             Linker linker = Linker.nativeLinker();
-            MethodHandle regionBegin = linker.downcallHandle(table.get(ADDRESS, offset("region_begin")),
-                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT));
-            MethodHandle regionEnd = linker.downcallHandle(table.get(ADDRESS, offset("region_end")),
-                    FunctionDescriptor.of(JAVA_INT, JAVA_INT));
-            MethodHandle pause = linker.downcallHandle(table.get(ADDRESS, offset("pause")),
-                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
-            MethodHandle resume = linker.downcallHandle(table.get(ADDRESS, offset("resume")),
-                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT));
+            MethodHandle regionBegin = downcall(linker, table, "region_begin");
+            MethodHandle regionEnd = downcall(linker, table, "region_end");
+            MethodHandle pause = downcall(linker, table, "pause");
+            MethodHandle resume = downcall(linker, table, "resume");
             try (Arena arena = Arena.ofConfined()) {
                 MemorySegment name = arena.allocateFrom("vmmkit-warm-up");
                 int length = (int) name.byteSize() - 1;
                 for (; done < rounds; done++) {
                     int begun = (int) regionBegin.invokeExact(name.address(), length, 0, NO_DEVICE);
                     int ended = (int) regionEnd.invokeExact(NO_DEVICE);
-                    int paused = (int) pause.invokeExact(name.address(), 0, NO_DEVICE);
+                    int paused = (int) pause.invokeExact(name.address(), 0, NO_DEVICE, TagCalls.KEEP_AS_SET);
                     int resumed = (int) resume.invokeExact(name.address(), 0, NO_DEVICE);
                 }
             }
@@ -59,5 +52,10 @@ final class TagCallWarmUp {
             // A warm-up is worth nothing once it fails; the program's own calls report real problems.
         }
         return done;
+    }
+
+    /** A downcall to the stub in the table's entry {@code field}, with the signature the table gives it. */
+    private static MethodHandle downcall(Linker linker, MemorySegment table, String field) {
+        return linker.downcallHandle(table.get(ADDRESS, offset(field)), NativeBootstrap.descriptor(field));
     }
 }

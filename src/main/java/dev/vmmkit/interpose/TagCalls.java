@@ -57,17 +57,24 @@ public final class TagCalls {
         }
     }
 
-    /** Pauses the tag at C string {@code tagAddress} of {@code tagLength} bytes (every tag when 0). */
-    public static int pause(long tagAddress, int tagLength, int device) {
-        return transition(tagAddress, tagLength, true);
+    /**
+     * Pauses the tag at C string {@code tagAddress} of {@code tagLength} bytes (every tag when 0);
+     * {@code keep} 0 or 1 first sets whether it keeps its contents, on every device's allocator
+     * (vmmkit_pause_keeping; the shim passes a tag then), -1 leaves the setting as it is.
+     */
+    public static int pause(long tagAddress, int tagLength, int device, int keep) {
+        return transition(tagAddress, tagLength, true, keep);
     }
 
     /** Resumes the tag at C string {@code tagAddress} of {@code tagLength} bytes (every tag when 0). */
     public static int resume(long tagAddress, int tagLength, int device) {
-        return transition(tagAddress, tagLength, false);
+        return transition(tagAddress, tagLength, false, KEEP_AS_SET);
     }
 
-    private static int transition(long tagAddress, int tagLength, boolean pause) {
+    /** {@link #pause}'s {@code keep} that leaves the tag's setting as its regions set it. */
+    static final int KEEP_AS_SET = -1;
+
+    private static int transition(long tagAddress, int tagLength, boolean pause, int keep) {
         try {
             String tag = tagAddress == 0 ? null : cString(tagAddress, tagLength);
             List<MemoryTagControl> targets = new ArrayList<>();
@@ -85,6 +92,10 @@ public final class TagCalls {
             FirstCalls first = InterposedCalls.session().firstCalls; // null unless VMM_LOG=info: Kind stays unloaded
             FirstCalls.Kind kind = first == null ? null : pause ? FirstCalls.Kind.PAUSE : FirstCalls.Kind.RESUME;
             boolean timed = first != null && !targets.isEmpty() && first.wants(kind);
+            if (keep != KEEP_AS_SET) {
+                if (tag == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE; // the setting is each tag's
+                for (MemoryTagControl tags : targets) tags.keepContents(tag, keep != 0);
+            }
             if (timed) first.begin(kind, -1);
             try {
                 for (MemoryTagControl tags : targets) {

@@ -45,14 +45,14 @@ class TagCallWarmUpTest {
                 MemorySegment name = arena.allocateFrom("vmmkit-warm-up");
                 assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.regionBegin(name.address(), 14, 0, -1));
                 assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.regionEnd(-1));
-                assertEquals(0, TagCalls.pause(name.address(), 0, -1));
+                assertEquals(0, TagCalls.pause(name.address(), 0, -1, TagCalls.KEEP_AS_SET));
                 assertEquals(0, TagCalls.resume(name.address(), 0, -1));
             } finally {
                 System.setErr(err);
             }
             assertEquals("", printed.toString());
             assertEquals(0, manager.stats().tags().pausedBytes());
-            assertEquals(0, TagCalls.pause(kv.address(), 2, 0)); // the program's own pause still works
+            assertEquals(0, TagCalls.pause(kv.address(), 2, 0, TagCalls.KEEP_AS_SET)); // the program's own pause still works
             assertEquals(8 * MIB, manager.stats().tags().pausedBytes());
             assertEquals(0, TagCalls.resume(kv.address(), 2, 0));
             assertEquals(InterposedCalls.FREED, InterposedCalls.release(block, 0, 0));

@@ -63,13 +63,40 @@ class TagRegionsAcrossDevicesTest {
         long untagged = InterposedCalls.allocate(6 * MIB, 1, 0);   // after the region: not the tag's
         assertTrue(onOne > 0 && onZero > 0 && untagged > 0);
 
-        assertEquals(0, TagCalls.pause(kv, 2, 0));
+        assertEquals(0, TagCalls.pause(kv, 2, 0, TagCalls.KEEP_AS_SET));
         assertEquals(8 * MIB, paused(device1, "kv"));
         assertEquals(4 * MIB, paused(device0, "kv"));
         assertEquals(8 * MIB, device1.stats().tags().pausedBytes(), "the untagged block stays");
         assertEquals(0, TagCalls.resume(kv, 2, 0));
         assertEquals(0, device1.stats().tags().pausedBytes());
         assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.regionEnd(0), "no region is open any more");
+    }
+
+    private static TagStats.Tag tagOf(VmmManager manager, String tag) {
+        for (TagStats.Tag t : manager.stats().tags().tags()) if (t.name().equals(tag)) return t;
+        return null;
+    }
+
+    @Test
+    void aPauseThatSetsKeepingSetsItOnEveryDeviceTheTagReached() {
+        long weights = name("weights");
+        assertEquals(0, TagCalls.regionBegin(weights, 7, 1, 0));  // kept, device 0 current
+        InterposedCalls.allocate(8 * MIB, 1, 0);
+        InterposedCalls.allocate(4 * MIB, 0, 0);
+        assertEquals(0, TagCalls.regionEnd(0));
+        assertTrue(tagOf(device0, "weights").keepContents() && tagOf(device1, "weights").keepContents());
+
+        assertEquals(0, TagCalls.pause(weights, 7, 0, 0));         // discarded this time, on both devices
+        for (VmmManager device : new VmmManager[] {device0, device1}) {
+            TagStats.Tag t = tagOf(device, "weights");
+            assertTrue(t.paused() && !t.keepContents() && t.keptBytes() == 0, t.toString());
+        }
+        assertEquals(0, TagCalls.resume(weights, 7, 0));
+        long unknown = name("nothing");
+        assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.pause(unknown, 7, 0, 0));
+        assertTrue(!device0.knowsTag("nothing") && !device1.knowsTag("nothing"), "a refused setting made a tag");
+        assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.pause(0, 0, 0, 1), "every tag has no one setting");
+        assertTrue(!tagOf(device0, "weights").paused(), "the refused call paused nothing");
     }
 
     @Test
@@ -83,9 +110,9 @@ class TagRegionsAcrossDevicesTest {
         InterposedCalls.allocate(10 * MIB, 0, 0);                  // device 0 gets the outer region now
         assertEquals(0, TagCalls.regionEnd(1));
 
-        assertEquals(0, TagCalls.pause(inner, 5, 0));
+        assertEquals(0, TagCalls.pause(inner, 5, 0, TagCalls.KEEP_AS_SET));
         assertEquals(2 * MIB, paused(device1, "inner"));
-        assertEquals(0, TagCalls.pause(outer, 5, 0));
+        assertEquals(0, TagCalls.pause(outer, 5, 0, TagCalls.KEEP_AS_SET));
         assertEquals(6 * MIB, paused(device1, "outer"));
         assertEquals(10 * MIB, paused(device0, "outer"));
         assertEquals(0, TagCalls.resume(0, 0, 0));                 // every tag
@@ -105,7 +132,7 @@ class TagRegionsAcrossDevicesTest {
         InterposedCalls.allocate(2 * MIB, 1, 0);
         assertEquals(0, TagCalls.regionEnd(0));
         assertTrue(other.get() > 0);
-        assertEquals(0, TagCalls.pause(kv, 2, 0));
+        assertEquals(0, TagCalls.pause(kv, 2, 0, TagCalls.KEEP_AS_SET));
         assertEquals(2 * MIB, paused(device1, "kv"));
     }
 }
