@@ -21,7 +21,8 @@
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
 #      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only, then vmmkit as
-#      PyTorch's whole allocator); scripts/gpu/sleep_levels.py (vLLM's sleep levels) both ways;
+#      PyTorch's whole allocator); scripts/gpu/sleep_levels.py (vLLM's sleep levels) by vLLM's own
+#      CuMemAllocator (built from .device/vllm, scripts/gpu/vllm_anchor.py), then by vmmkit both ways;
 #      then scripts/gpu/pluggable_capture.py, natively first
 #      (torch.cuda.graph, and a synchronisation in the pause's place), then with vmmkit as PyTorch's
 #      whole allocator and serving the tags only: torch.cuda.graph replays, and one captured on
@@ -202,7 +203,19 @@ extra scenario && run scenario env PYTHONPATH="$root/python" ./vmmkit run --driv
 extra scenario && run scenario-tags env PYTHONPATH="$root/python" "${bench[@]}" scenario
 # vmmkit as PyTorch's whole allocator: the graph's memory is CUDA's (its own nodes).
 extra scenario && run scenario-pluggable env PYTHONPATH="$root/python" "${bench[@]}" scenario pluggable
-# vLLM's two sleep levels (a kept tag discarded at one pause with keep_contents=False, kept at the next).
+# vLLM's two sleep levels (a kept tag discarded at one pause with keep_contents=False, kept at the next):
+# first by vLLM's own sleep-mode allocator, built from .device/vllm (its PROVENANCE names the commits).
+if extra scenario; then
+  if [ -f .device/vllm/csrc/cumem_allocator.cpp ]; then
+    if "$py" scripts/gpu/vllm_anchor.py .device/vllm "$out/vllm-anchor" > "$out/vllm-build.log" 2>&1; then
+      run sleep-levels-vllm "$py" scripts/gpu/sleep_levels.py --vllm "$out/vllm-anchor" 4 8
+    else
+      failed=1; echo "pause-resume: vLLM's cumem allocator did not build:"; tail -30 "$out/vllm-build.log"
+    fi
+  else
+    echo "pause-resume: no .device/vllm (carry vLLM's cumem allocator source): the sleep levels' anchor is missing"; failed=1
+  fi
+fi
 extra scenario && run sleep-levels env PYTHONPATH="$root/python" "$py" scripts/gpu/sleep_levels.py 4 8
 extra scenario && run sleep-levels-run env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "$py" scripts/gpu/sleep_levels.py 4 8
 # CUDA graphs beside a pause, where PyTorch loads the shim; natively first, a device synchronisation
