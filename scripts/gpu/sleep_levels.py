@@ -3,9 +3,9 @@
     PYTHONPATH=python python3 scripts/gpu/sleep_levels.py [WEIGHTS_GIB] [CACHE_GIB]
     python3 scripts/gpu/sleep_levels.py --vllm DIR [WEIGHTS_GIB] [CACHE_GIB]
 
-By default vmmkit's tags: level 1 pauses both tags as their regions set them (the weights backed
-up to host memory); level 2 pauses the weights with keep_contents=False (discarded) and the cache;
-then level 1 again, with keep_contents=True. Runs serving the tags only, or under `vmmkit run`
+By default vmmkit's tags: level 1 pauses the cache and then the weights as their regions set them
+(backed up to host memory); level 2 pauses the cache and the weights with keep_contents=False
+(discarded); then level 1 again, with keep_contents=True. Runs serving the tags only, or under `vmmkit run`
 when run there. With --vllm, the anchor: vLLM's own `CuMemAllocator` (built into DIR by
 scripts/gpu/vllm_anchor.py), whose `sleep(offload_tags=("weights",))` is level 1 and
 `sleep(offload_tags=())` level 2, as vLLM's worker calls them.
@@ -40,8 +40,10 @@ class VmmkitTags:
         return self.vmmkit.region(tag, keep_contents=(tag == "weights"))
 
     def sleep(self, level, keep):
-        self.vmmkit.pause("weights", keep_contents=keep)
+        # The discarded cache first, as vmmkit.pause() orders every tag: the driver clears what a
+        # release gives back while the weights are copied out, not during the wake-up's copies.
         self.vmmkit.pause("kv_cache")
+        self.vmmkit.pause("weights", keep_contents=keep)
 
     def wake_up(self, tag):
         self.vmmkit.resume(tag)
