@@ -5,8 +5,8 @@
 
 By default vmmkit's tags: level 1 pauses the cache and then the weights as their regions set them
 (backed up to host memory); level 2 pauses the cache and the weights with keep_contents=False
-(discarded); then level 1 again, with keep_contents=True. Runs serving the tags only, or under `vmmkit run`
-when run there. With --vllm, the anchor: vLLM's own `CuMemAllocator` (built into DIR by
+(discarded); then level 1 again, with keep_contents=True. Runs serving the tags only, or under
+`vmmkit run` when run there. With --vllm, the anchor: vLLM's own `CuMemAllocator` (built into DIR by
 scripts/gpu/vllm_anchor.py), whose `sleep(offload_tags=("weights",))` is level 1 and
 `sleep(offload_tags=())` level 2, as vLLM's worker calls them.
 
@@ -53,7 +53,7 @@ class VllmCuMem:
     name = "vllm"
 
     def __init__(self, built):
-        sys.path.insert(0, __file__.rsplit("/", 1)[0])
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import vllm_anchor
         self.allocator = vllm_anchor.load(built).get_instance()
 
