@@ -100,9 +100,10 @@ def main(args):
         resume_ms = sum(wake_ms.values())
         intact = torch.equal(weights.cpu(), original)
         ok = released >= 0.99 * (weights_gib + cache_gib) and (intact or level == 2)
-        print("sleep impl=%s gap_ms=%g level=%d pause_ms=%.1f resume_ms=%.1f (weights %.1f, kv_cache %.1f) released_gib=%.2f "
-              "weights_intact=%s%s" % (impl.name, gap_ms, level, pause_ms, resume_ms, wake_ms["weights"], wake_ms["kv_cache"],
-                                       released, "yes" if intact else "no", "" if ok else " FAILED"), flush=True)
+        print("sleep impl=%s gap_ms=%g level=%d pause_ms=%.1f resume_ms=%.1f (weights %.1f, kv_cache %.1f) "
+              "released_gib=%.2f weights_intact=%s%s" % (
+                  impl.name, gap_ms, level, pause_ms, resume_ms, wake_ms["weights"], wake_ms["kv_cache"],
+                  released, "yes" if intact else "no", "" if ok else " FAILED"), flush=True)
         failed |= not ok
         if level == 2:
             weights.copy_(original.cuda())  # new weights arrive from the trainer
