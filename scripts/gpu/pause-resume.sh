@@ -21,9 +21,9 @@
 #   4. the scenario: weights (kept) + KV cache (discarded), a CUDA graph captured over them, pause,
 #      another phase allocates most of the GPU, resume: graph replay and generation bit-identical
 #      (under `vmmkit run`, then without it: vmmkit serving the tags' pools only, then vmmkit as
-#      PyTorch's whole allocator); scripts/gpu/sleep_levels.py (vLLM's sleep levels) by vLLM's own
-#      CuMemAllocator (built from .device/vllm, scripts/gpu/vllm_anchor.py), then by vmmkit both ways;
-#      then scripts/gpu/pluggable_capture.py, natively first
+#      PyTorch's whole allocator); then (sleep-levels) scripts/gpu/sleep_levels.py (vLLM's sleep
+#      levels) by vLLM's own CuMemAllocator (built from .device/vllm, scripts/gpu/vllm_anchor.py),
+#      then by vmmkit both ways; then (pluggable-capture) scripts/gpu/pluggable_capture.py, natively first
 #      (torch.cuda.graph, and a synchronisation in the pause's place), then with vmmkit as PyTorch's
 #      whole allocator and serving the tags only: torch.cuda.graph replays, and one captured on
 #      another thread refuses a pause beside it (CUDAGraph tells vmmkit); as the whole allocator, a
@@ -41,7 +41,7 @@
 # timed once that memory is ready (pin_wait_ms, ready_ms in the row lines say how long that took).
 # Prints one line per row, cycle and implementation, then a table to paste. About 7 minutes.
 # Knobs: PYTHON, ROWS, RUN_LIMIT (seconds per process, 150), TMS_CUDA_MAJOR (13), PAUSE_EXTRAS (which
-# of steps 3 and 4: words of "no-pin-ahead alloc pluggable tags scenario pluggable-capture", all by default; 0 none; also
+# of steps 3 and 4: words of "no-pin-ahead alloc pluggable tags scenario sleep-levels pluggable-capture", all by default; 0 none; also
 # "plain-handles": the rows of PLAIN_ROWS, by default 8 GiB discarded and kept, with no handle of the
 # process exportable for CUDA IPC (a tag's handles are plain anyway); "create-after-release": scripts/gpu/create_after_release.c, the driver
 # alone, for each of RELEASE_SIZES_GIB (8 40), RELEASE_EXPORTABLE (1 0: exportable handles and
@@ -132,8 +132,9 @@ for row in "${rows[@]}"; do
     IMPL_NAME=tms-after "${bench[@]}" bench tms "$row"
 done
 # 3. Variants of 8 GiB kept, and vmmkit as PyTorch's pluggable allocator.
-extras="${PAUSE_EXTRAS:-no-pin-ahead alloc pluggable tags scenario pluggable-capture}"
-[ "$extras" = 1 ] && extras="no-pin-ahead alloc pluggable tags scenario pluggable-capture"
+all_extras="no-pin-ahead alloc pluggable tags scenario sleep-levels pluggable-capture"
+extras="${PAUSE_EXTRAS:-$all_extras}"
+[ "$extras" = 1 ] && extras="$all_extras"
 extra() { [[ " $extras " == *" $1 "* ]]; }
 extra no-pin-ahead && run vmmkit-no-pin-ahead env PYTHONPATH="$root/python" VMM_PIN_AHEAD=off PIN_WAIT=0 IMPL_NAME=vmmkit-no-pin-ahead \
   ./vmmkit run --driver cuda -- "${bench[@]}" bench vmmkit 8:keep:single
@@ -205,7 +206,7 @@ extra scenario && run scenario-tags env PYTHONPATH="$root/python" "${bench[@]}" 
 extra scenario && run scenario-pluggable env PYTHONPATH="$root/python" "${bench[@]}" scenario pluggable
 # vLLM's two sleep levels (a kept tag discarded at one pause with keep_contents=False, kept at the next):
 # first by vLLM's own sleep-mode allocator, built from .device/vllm (its PROVENANCE names the commits).
-if extra scenario; then
+if extra sleep-levels; then
   if [ -f .device/vllm/csrc/cumem_allocator.cpp ]; then
     if "$py" scripts/gpu/vllm_anchor.py .device/vllm "$out/vllm-anchor" > "$out/vllm-build.log" 2>&1; then
       run sleep-levels-vllm "$py" scripts/gpu/sleep_levels.py --vllm "$out/vllm-anchor" 4 8
@@ -216,8 +217,8 @@ if extra scenario; then
     echo "pause-resume: no .device/vllm (carry vLLM's cumem allocator source): the sleep levels' anchor is missing"; failed=1
   fi
 fi
-extra scenario && run sleep-levels env PYTHONPATH="$root/python" "$py" scripts/gpu/sleep_levels.py 4 8
-extra scenario && run sleep-levels-run env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "$py" scripts/gpu/sleep_levels.py 4 8
+extra sleep-levels && run sleep-levels env PYTHONPATH="$root/python" "$py" scripts/gpu/sleep_levels.py 4 8
+extra sleep-levels && run sleep-levels-run env PYTHONPATH="$root/python" ./vmmkit run --driver cuda -- "$py" scripts/gpu/sleep_levels.py 4 8
 # CUDA graphs beside a pause, where PyTorch loads the shim; natively first, a device synchronisation
 # in the pause's place (what the pause would do without being told).
 if extra pluggable-capture; then
