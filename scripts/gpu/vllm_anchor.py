@@ -39,7 +39,7 @@ def find_loaded_library(name):
     with open("/proc/self/maps") as maps:
         for line in maps:
             path = line.split()[-1]
-            if os.path.basename(path).startswith(name) or os.path.basename(path).startswith("lib" + name):
+            if os.path.basename(path).startswith(name):
                 return path
     return None
 
