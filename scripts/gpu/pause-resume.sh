@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Pause and resume of tagged GPU memory: vmmkit against torch_memory_saver, same machine, same run.
-# Run from the repository root on a machine with an NVIDIA GPU (80 GB class), CUDA 13 with nvcc,
-# python3 with PyTorch, and runtime/ (scripts/build-runtime.sh), target/ and
-# .device/torch_memory_saver (its public source) carried:
+# Pause and resume of tagged GPU memory: vmmkit against torch_memory_saver (and vLLM's sleep mode),
+# same machine, same run. Run from the repository root on a machine with an NVIDIA GPU (80 GB
+# class), CUDA 13 with nvcc, python3 with PyTorch, and runtime/ (scripts/build-runtime.sh),
+# target/, .device/torch_memory_saver (its public source) and .device/vllm (the three files of
+# vLLM's source that scripts/gpu/vllm_anchor.py names, with a PROVENANCE of their commits) carried:
 #   bash scripts/gpu/pause-resume.sh
 # Steps (each under a time limit; logs in $OUT/pause-resume/ when OUT is set; results.txt there
 # grows after every process, so a run cut short keeps what it measured):
