@@ -33,7 +33,8 @@
  *                               a larger reservation: an address aligned to a page but to nothing larger,
  *                               where the driver's own reservations come 32 MiB-aligned
  * Each allocation is then unmapped and released, timed too (the second first). FIRST_VMM_IDLE_MS=N
- * sleeps N ms before the timed allocations. FIRST_VMM_EXTRA_VA_GIB="286 286" reserves address ranges
+ * makes no driver call for N ms before the timed allocations (FIRST_VMM_IDLE_KIND: how, at idle()
+ * below). FIRST_VMM_EXTRA_VA_GIB="286 286" reserves address ranges
  * of those sizes first and leaves them unused (as vmmkit's regions reserve twice the device's memory
  * each): whether address space reserved elsewhere in the process slows the calls.
  * Prints one JSON line per allocation. Built by scripts/gpu/cold-path.sh (step "driver").
@@ -73,13 +74,40 @@ static size_t offset_bytes;
 static int exportable;
 static int rdma_capable;
 
-/* FIRST_VMM_IDLE_MS: the process sleeps this long before the timed allocations (after its warm-up),
- * to show what an idle spell between a program's start and its first large allocation costs. */
+/* FIRST_VMM_IDLE_MS: the process makes no driver call for this long before the timed allocations
+ * (after its warm-up), to show what an idle spell between a program's start and its first large
+ * allocation costs. FIRST_VMM_IDLE_KIND says how it spends the spell, to tell the CPU's idle states
+ * from the driver's: sleep (the default), spin (the calling thread busy on the CPU throughout),
+ * sleep-info (asleep, then one cuMemGetInfo, a call into the kernel driver, just before) or
+ * sleep-create (asleep, then a 2 MiB cuMemCreate and cuMemRelease just before). */
+static CUresult (*cuMemGetInfo)(size_t *, size_t *);
 static void idle(void) {
     const char *ms = getenv("FIRST_VMM_IDLE_MS");
     if (!ms || atoi(ms) <= 0) return;
+    const char *kind = getenv("FIRST_VMM_IDLE_KIND");
+    if (!kind) kind = "sleep";
+    if (strcmp(kind, "spin") == 0) {
+        volatile unsigned long n = 0;
+        for (double end = now_us() + atoi(ms) * 1000.0; now_us() < end;) n++;
+        return;
+    }
     struct timespec t = {atoi(ms) / 1000, (atoi(ms) % 1000) * 1000000L};
     nanosleep(&t, NULL);
+    if (strcmp(kind, "sleep-info") == 0) {
+        size_t free_bytes, total_bytes;
+        check("cuMemGetInfo", cuMemGetInfo(&free_bytes, &total_bytes));
+    } else if (strcmp(kind, "sleep-create") == 0) {
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = 1;
+        prop.location.type = 1;
+        CUmemHandle handle;
+        check("cuMemCreate (2 MiB)", cuMemCreate(&handle, 2u << 20, &prop, 0));
+        check("cuMemRelease (2 MiB)", cuMemRelease(handle));
+    } else if (strcmp(kind, "sleep") != 0) {
+        fprintf(stderr, "first_vmm: FIRST_VMM_IDLE_KIND %s is none of sleep, spin, sleep-info, sleep-create\n", kind);
+        exit(2);
+    }
 }
 /* FIRST_VMM_EXTRA_VA_GIB: unused reservations of these sizes (GiB, space-separated), made first. */
 static void reserve_extra_va(void) {
@@ -211,6 +239,7 @@ int main(int argc, char **argv) {
     void *lib = open_driver(&ctx);
     cuMemAlloc = sym(lib, "cuMemAlloc_v2");
     cuMemAddressFree = sym(lib, "cuMemAddressFree");
+    cuMemGetInfo = sym(lib, "cuMemGetInfo_v2");
     cuThreadExchangeStreamCaptureMode = sym(lib, "cuThreadExchangeStreamCaptureMode");
     context = ctx;
     CUdeviceptr small;
