@@ -81,6 +81,7 @@ static int rdma_capable;
  * sleep-info (asleep, then one cuMemGetInfo, a call into the kernel driver, just before) or
  * sleep-create (asleep, then a 2 MiB cuMemCreate and cuMemRelease just before). */
 static CUresult (*cuMemGetInfo)(size_t *, size_t *);
+static CUmemAllocationProp device_memory(int posix_descriptor);
 static void idle(void) {
     const char *ms = getenv("FIRST_VMM_IDLE_MS");
     if (!ms || atoi(ms) <= 0) return;
@@ -97,10 +98,7 @@ static void idle(void) {
         size_t free_bytes, total_bytes;
         check("cuMemGetInfo", cuMemGetInfo(&free_bytes, &total_bytes));
     } else if (strcmp(kind, "sleep-create") == 0) {
-        CUmemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        prop.type = 1;
-        prop.location.type = 1;
+        CUmemAllocationProp prop = device_memory(0);
         CUmemHandle handle;
         check("cuMemCreate (2 MiB)", cuMemCreate(&handle, 2u << 20, &prop, 0));
         check("cuMemRelease (2 MiB)", cuMemRelease(handle));
