@@ -163,6 +163,14 @@ final class PageTable {
         }
     }
 
+    /**
+     * Grants access to {@code [va, va + size)}, mapped already: a run whose grant failed and whose
+     * undoing unmap failed too stays mapped without access until this succeeds.
+     */
+    void grantAccess(long va, long size) {
+        access.openNewRun(va, size);
+    }
+
     /** Rollback: unmaps the first {@code count} handles of {@code run} mapped from {@code va}; a failure stays mapped and recorded. */
     private void unmapFirst(long va, HandleRun run, int count, RuntimeException cause) {
         for (int i = 0; i < count; i++) {

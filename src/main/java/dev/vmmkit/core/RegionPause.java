@@ -19,9 +19,10 @@ import org.agrona.collections.LongArrayList;
  * copies the kept bytes back: the same addresses, as few handles as before or fewer.
  *
  * <p>Each run is in one of three states: mapped (as the allocator left it), released, or mapped
- * again by a resume whose copies have not all landed. A failure partway leaves every run in one of
- * them, with bookkeeping equal to the driver's state: a pause or a resume called again picks up
- * where it stopped. The caller (the tag) lets no allocation into the region meanwhile.
+ * again by a resume whose copies have not all landed (and, if its grant failed beyond undoing,
+ * whose access has not been granted). A failure partway leaves every run in one of them, with
+ * bookkeeping equal to the driver's state: a pause or a resume called again picks up where it
+ * stopped. The caller (the tag) lets no allocation into the region meanwhile.
  */
 final class RegionPause {
     private final RegionHeap region;
@@ -29,6 +30,11 @@ final class RegionPause {
     private final LongArrayList released = new LongArrayList();
     /** Runs mapped again by a resume whose contents were not copied back yet. */
     private final LongArrayList remapped = new LongArrayList();
+    /**
+     * The runs of {@link #remapped} mapped without access: their grant failed, and so did the unmap
+     * that should have undone their map. The next resume grants them before it copies into them.
+     */
+    private final LongArrayList ungranted = new LongArrayList();
     /** Unmapped handles the driver refused to release, released again by the next pause or resume. */
     private final HandleRun unreleased = new HandleRun();
     private PinnedBackup backup;
@@ -74,6 +80,7 @@ final class RegionPause {
             // Runs a failed resume mapped hold nothing copied back yet: their bytes are in the backup.
             while (!remapped.isEmpty()) {
                 unmapAndRelease(remapped.getLong(0), remapped.getLong(1));
+                removePair(ungranted, remapped.getLong(0));
                 moveFirstPair(remapped, released);
             }
             long kept = 0;
@@ -134,6 +141,11 @@ final class RegionPause {
         PinnedBackup.Restore restore = backup == null ? null : backup.restore();
         try {
             releaseUnreleased();
+            while (!ungranted.isEmpty()) {
+                region.pages.grantAccess(ungranted.getLong(0), ungranted.getLong(1));
+                ungranted.removeAt(0);
+                ungranted.removeAt(0);
+            }
             // Runs a failed resume mapped wait for their copies; each run mapped now gets its copies
             // at once, so they run while the next run is mapped.
             if (restore != null) {
@@ -191,6 +203,7 @@ final class RegionPause {
         }
         released.clear();
         remapped.clear();
+        ungranted.clear();
     }
 
     private void mapAgain(long va, long size, Runnable releaseCachedMemory) {
@@ -210,7 +223,10 @@ final class RegionPause {
             region.pages.mapRun(va, run);
         } catch (RuntimeException e) {
             if (region.pages.isMapped(va)) {
-                // The rollback's unmap failed: the run stays mapped, as the page table says.
+                // The grant failed and so did the unmap undoing the map: the run stays mapped, as
+                // the page table says, without access.
+                ungranted.addLong(va);
+                ungranted.addLong(size);
                 moveFirstPair(released, remapped);
             } else {
                 release(handle, size);
@@ -265,6 +281,17 @@ final class RegionPause {
         pairs.setLong(1, bytes);
         pairs.addLong(2, va + bytes);
         pairs.addLong(3, size - bytes);
+    }
+
+    /** Removes the pair starting at {@code va} from {@code pairs}, if there is one. */
+    private static void removePair(LongArrayList pairs, long va) {
+        for (int i = 0; i < pairs.size(); i += 2) {
+            if (pairs.getLong(i) == va) {
+                pairs.removeAt(i);
+                pairs.removeAt(i);
+                return;
+            }
+        }
     }
 
     private static void moveFirstPair(LongArrayList from, LongArrayList to) {

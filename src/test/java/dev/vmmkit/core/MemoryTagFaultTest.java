@@ -9,6 +9,7 @@ import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
 
 import java.time.Duration;
@@ -159,6 +160,50 @@ class MemoryTagFaultTest {
         assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": figures equal the driver's");
         for (Block b : weights) {
             if (host.isAccessible(b.address(), b.size())) assertFullyIntact(host, b.address(), b.size(), b.seed(), note);
+        }
+    }
+
+    /**
+     * A resume whose grant of access fails, and whose undoing unmap fails too, leaves the run
+     * mapped without access: the next resume grants it before the tag runs again, so no block of
+     * the tag is handed out, or read, where the device may not touch it. A pause instead gives it
+     * back as it gives back any run a failed resume mapped.
+     */
+    @ParameterizedTest(name = "contents kept: {0}, then {1}")
+    @CsvSource({"false, resume", "true, resume", "false, pause", "true, pause"})
+    void aRunLeftMappedWithoutAccessIsGrantedBeforeTheTagRunsAgain(boolean keep, String then) {
+        HostDriver host = hostDriver(16 * MIB);
+        FaultPlan plan = new FaultPlan();
+        try (VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), smallConfig(16 * MIB))) {
+            m.beginTagRegion("cache", keep);
+            long block = m.allocate(1 * MIB, 0);
+            fill(host, block, 1 * MIB, 17);
+            m.endTagRegion();
+            m.pause("cache");
+            plan.failNth(DriverCall.SET_ACCESS, 1, CudaResult.OUT_OF_MEMORY).failNth(DriverCall.UNMAP, 1, CudaResult.INVALID_VALUE);
+            assertThrows(TagTransitionException.class, () -> m.resume("cache"));
+            plan.clear();
+            assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), "figures equal the driver's");
+            if (then.equals("pause")) {
+                m.pause("cache");
+                assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), "figures equal the driver's when paused");
+                m.resume("cache");
+            } else {
+                m.resume("cache");
+            }
+            assertTrue(host.isAccessible(block, 1 * MIB), "the tag's block is mapped with access after the resume");
+            if (keep) assertFullyIntact(host, block, 1 * MIB, 17, "kept contents after the resume");
+            m.beginTagRegion("cache", keep);
+            long next = m.allocate(1 * MIB + 5, 0);
+            fill(host, next, 1 * MIB + 5, 18);
+            m.endTagRegion();
+            m.deallocate(next, 0);
+            m.deallocate(block, 0);
+            m.freeKeptHostMemory();
+        } finally {
+            HostDriver.Usage usage = host.usage();
+            host.close();
+            assertTrue(usage.isEmpty() || usage.aliveBytes() == 0, "after close the driver holds " + usage);
         }
     }
 
