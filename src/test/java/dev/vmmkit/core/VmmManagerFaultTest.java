@@ -11,6 +11,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -42,6 +43,11 @@ class VmmManagerFaultTest {
     private static final DriverCall[] KINDS = {
             DriverCall.CREATE, DriverCall.MAP, DriverCall.SET_ACCESS, DriverCall.UNMAP,
             DriverCall.RELEASE, DriverCall.RESERVE, DriverCall.EVENT_RECORD, DriverCall.EVENT_QUERY};
+    /** The kinds that fail together in the mixed-fault runs: the allocator's calls, its events and its synchronisations. */
+    private static final DriverCall[] MIXED_KINDS = {
+            DriverCall.CREATE, DriverCall.MAP, DriverCall.SET_ACCESS, DriverCall.UNMAP, DriverCall.RELEASE,
+            DriverCall.RESERVE, DriverCall.EVENT_CREATE, DriverCall.EVENT_RECORD, DriverCall.EVENT_QUERY,
+            DriverCall.EVENT_SYNCHRONIZE, DriverCall.DEVICE_SYNCHRONIZE};
     private static final int[] CODES = {CudaResult.OUT_OF_MEMORY, CudaResult.INVALID_VALUE};
     private static final int MAX_N = 40;
     private static final long[] STREAMS = {0, 1, 2, VmmManager.DEVICE_WIDE_STREAM};
@@ -132,20 +138,57 @@ class VmmManagerFaultTest {
     private static boolean runWithOneFault(DriverCall kind, int n, int code, long seed, long handleCap, long smallLimit) {
         String note = kind + " #" + n + " fails with " + CudaResult.name(code) + ", seed=" + seed + ", handle cap " + handleCap
                 + ", small limit " + smallLimit;
-        HostDriver host = hostDriver(8 * MIB);
+        FaultPlan plan = new FaultPlan(seed).failNth(kind, n, code);
+        runWithFaults(plan, seed, handleCap, smallLimit, 1.0, 8 * MIB, note);
+        return plan.injected(kind) > 0;
+    }
+
+    /**
+     * Faults in several kinds of call at once, each at a random rate, so that one failure's
+     * rollback meets another's (a failed unmap undoing a failed setAccess, a failed synchronisation
+     * while a slow path recovers from out-of-memory): the allocator stays consistent throughout and
+     * serves every request once the faults stop.
+     */
+    @ParameterizedTest(name = "seed {0}")
+    @ValueSource(longs = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+    void faultsInSeveralKindsOfCallAtOnceLeaveTheAllocatorConsistent(long seed) {
+        SplittableRandom rng = new SplittableRandom(seed);
+        FaultPlan plan = new FaultPlan(seed);
+        StringBuilder planned = new StringBuilder();
+        for (DriverCall kind : MIXED_KINDS) {
+            if (rng.nextInt(3) == 0) continue;
+            double rate = 0.005 + rng.nextDouble() * 0.15;
+            int code = rng.nextBoolean() ? CudaResult.OUT_OF_MEMORY : CudaResult.INVALID_VALUE;
+            plan.failWithProbability(kind, rate, code);
+            planned.append(String.format(" %s %.3f %s,", kind, rate, CudaResult.name(code)));
+        }
+        long handleCap = new long[]{0, PAGE, 4 * PAGE}[rng.nextInt(3)];
+        long smallLimit = rng.nextBoolean() ? VmmConfig.DEFAULTS.smallLimitBytes() : 16 * KIB;
+        double slack = rng.nextBoolean() ? 1.0 : 1.25;
+        long capacity = rng.nextBoolean() ? 8 * MIB : 32 * MIB;
+        String note = "seed=" + seed + ", faults" + planned + " handle cap " + handleCap + ", small limit " + smallLimit
+                + ", slack " + slack + ", capacity " + capacity;
+        runWithFaults(plan, seed, handleCap, smallLimit, slack, capacity, note);
+        long injected = 0;
+        for (DriverCall kind : MIXED_KINDS) injected += plan.injected(kind);
+        assertTrue(injected > 0, note + ": no fault was injected");
+    }
+
+    /** A workload with the plan's faults, then one without; every check of the model on the way and at the end. */
+    private static void runWithFaults(FaultPlan plan, long seed, long handleCap, long smallLimit, double slack,
+                                      long capacity, String note) {
+        HostDriver host = hostDriver(capacity);
         try {
-            FaultPlan plan = new FaultPlan(seed).failNth(kind, n, code);
             // A small address space per region adds regions (RESERVE) often; a small pool limit
             // releases handles (RELEASE) on the slow path too.
             VmmConfig d = smallConfig(4 * PAGE);
-            VmmConfig config = new VmmConfig(d.addressSpaceBytes(), d.chunkBytes(), smallLimit, d.alignmentBytes(), 1.0,
+            VmmConfig config = new VmmConfig(d.addressSpaceBytes(), d.chunkBytes(), smallLimit, d.alignmentBytes(), slack,
                     2 * PAGE, d.fragRatio()).withHandleCapBytes(handleCap);
             VmmManager m = VmmManager.withFenceOnCallingThread(new FaultInjectingDriver(host, plan), config);
             SplittableRandom rng = new SplittableRandom(seed);
             LiveModel model = new LiveModel();
 
             workload(m, host, model, rng, 300, true, note + ", faulty phase");
-            boolean injected = plan.injected(kind) > 0;
             assertEquals(0, m.deviceWideFence().requestsDriving(),
                     note + ": a failed slow path still counts as inside its driver calls (would hold the fence's synchronisations)");
             plan.clear();
@@ -162,7 +205,6 @@ class VmmManagerFaultTest {
             m.close();
             HostDriver.Usage usage = host.usage();
             assertTrue(usage.isEmpty(), note + ": after close the driver still holds " + usage);
-            return injected;
         } finally {
             host.close();
         }
@@ -206,7 +248,7 @@ class VmmManagerFaultTest {
      * be mapped a second time, aliasing two allocations).
      */
     @ParameterizedTest(name = "set access #{0} fails, its rollback unmap fails")
-    @org.junit.jupiter.params.provider.ValueSource(ints = {1, 2, 3, 4, 5})
+    @ValueSource(ints = {1, 2, 3, 4, 5})
     void aMapThatCannotBeUndoneIsSetAsideAndNeverReused(int n) {
         HostDriver host = hostDriver(8 * MIB);
         try {
