@@ -22,6 +22,11 @@ final class AliasedHandles {
         mappings.put(handle, mappings.get(handle) + 1);
     }
 
+    /** True while an alias maps {@code handle}. */
+    synchronized boolean isAliased(long handle) {
+        return mappings.get(handle) > 0;
+    }
+
     /**
      * An alias no longer maps {@code handle}; returns its bytes when it was held and no alias maps
      * it any more (the caller pools or releases it), else 0.

@@ -6,7 +6,9 @@ import org.agrona.collections.LongArrayList;
 import org.agrona.collections.LongHashSet;
 
 import static dev.vmmkit.core.BlockTable.NONE;
+import static dev.vmmkit.core.BlockTable.FREE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
+import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
  * The aliases of one {@link RegionHeap}. After a remap ({@link RegionResizer#remap}) the
@@ -78,14 +80,37 @@ final class RegionAliases {
         for (int i = retiringIds.size() - 1; i >= 0; i--) {
             boolean done = region.freeLists.completedUpTo(retiringStreams.getLong(i)) >= retiringSequences.getLong(i);
             if (done && unmapAliasPages(retiringIds.getInt(i), false)) {
-                int id = retiringIds.getInt(i);
-                blocks.kind[id] = UNMAPPED;
-                region.unmapped.insert(region.coalesceUnmapped(id));
+                retire(retiringIds.getInt(i));
                 retiringIds.fastUnorderedRemove(i);
                 retiringStreams.fastUnorderedRemove(i);
                 retiringSequences.fastUnorderedRemove(i);
             }
         }
+    }
+
+    /**
+     * A freed alias whose aliased pages are unmapped becomes address space. A destination that two
+     * failures left without its first pages (RegionResizer#remap) keeps its own pages past them:
+     * those become free memory, as they would on any free.
+     */
+    private void retire(int id) {
+        long end = blocks.end(id);
+        long own = blocks.address[id];
+        while (own < end && !region.pages.isMapped(own)) own += region.pageBytes;
+        if (own < end) {
+            int rest = blocks.newBlock(FREE, own, end - own);
+            blocks.linkAfter(id, rest);
+            blocks.size[id] = own - blocks.address[id];
+            blocks.requestedOrStream[rest] = NO_PENDING_WORK; // the retirement waited for the free's work
+            region.freeLists.add(rest);
+            if (blocks.size[id] == 0) {
+                blocks.unlink(id);
+                blocks.recycle(id);
+                return;
+            }
+        }
+        blocks.kind[id] = UNMAPPED;
+        region.unmapped.insert(region.coalesceUnmapped(id));
     }
 
     /** At close: unmaps every alias, live or freed, so that the close releases each handle once, through its owner. */
@@ -102,24 +127,41 @@ final class RegionAliases {
     }
 
     /**
-     * Unmaps the pages of alias block {@code id} (their handles stay with their owner); false
-     * (nothing changed) when the unmap fails, unless {@code closing}.
+     * Unmaps the pages of alias block {@code id} that map aliased handles (each stays with its
+     * owner, or goes back once no alias maps it); false, with the runs it could not unmap still
+     * mapped, when an unmap fails, unless {@code closing}.
      */
     private boolean unmapAliasPages(int id, boolean closing) {
         long address = blocks.address[id];
         long end = blocks.end(id);
-        if (!region.pages.isMapped(address)) return true; // a destination left without pages by two failures
         HandleRun unmapped = new HandleRun();
-        try {
-            region.pages.unmapRange(address, end, unmapped);
-        } catch (DriverException e) {
-            if (!closing) return false; // still mapped: try again later
-            region.pages.handlesOf(address, end, unmapped);
+        boolean all = true;
+        // Run by run, aliased handles alone: a destination that two failures left without its pages
+        // (RegionResizer#remap) may map a handle or two with holes around them, and its own pages
+        // past the remap, which neighbours may share, stay as they are.
+        for (long va = address; va < end; ) {
+            if (!aliasedAt(va)) {
+                va = region.pages.isMapped(va) ? region.pages.handleEnd(va) : va + region.pageBytes;
+                continue;
+            }
+            long runEnd = va;
+            while (runEnd < end && aliasedAt(runEnd)) runEnd = region.pages.handleEnd(runEnd);
+            try {
+                region.pages.unmapRange(va, runEnd, unmapped);
+            } catch (DriverException e) {
+                if (closing) region.pages.handlesOf(va, runEnd, unmapped);
+                else all = false; // still mapped: try again later
+            }
+            va = runEnd;
         }
         for (int i = 0; i < unmapped.count(); i++) {
             long bytes = aliasedHandles.unmapped(unmapped.handle(i));
             if (bytes != 0) region.handles.poolOrRelease(unmapped.handle(i), bytes);
         }
-        return true;
+        return all;
+    }
+
+    private boolean aliasedAt(long va) {
+        return region.pages.isMapped(va) && aliasedHandles.isAliased(region.pages.handleAt(va));
     }
 }

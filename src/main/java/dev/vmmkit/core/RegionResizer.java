@@ -300,22 +300,47 @@ final class RegionResizer {
         try {
             pages.mapRun(dst, moved);
         } catch (RuntimeException e) {
-            // mapRun undid its own maps. Put the destination's handles back.
+            // mapRun undid its maps, unless an undoing unmap failed too: a handle left mapped at the
+            // destination is counted as an alias's mapping, so that it is not pooled or released
+            // (by its owner, or below) before that mapping goes.
+            boolean stuck = countMappingsLeft(dst, moved);
             if (tail > 0) region.handles.poolOrRelease(moved.handle(aliasedCount), tail);
-            try {
-                pages.mapRun(dst, own);
-            } catch (RuntimeException again) {
-                // Two failures in a row: what is not mapped goes back to the pool; the destination
-                // reads as an alias, so its free never offers the range as mapped memory.
-                region.handles.giveBackUnmapped(dst, own);
-                aliases.add(dst);
+            if (!stuck) {
+                try {
+                    pages.mapRun(dst, own); // the destination's handles back where they were
+                    return false;
+                } catch (RuntimeException again) {
+                    countMappingsLeft(dst, own);
+                }
             }
+            // Two failures: the destination keeps none of its first pages. It reads as an alias, so
+            // that its free never offers them as mapped memory, unmaps the aliased mappings left
+            // there, and frees its own pages past them (RegionAliases#retire).
+            for (int i = 0; i < own.count(); i++) region.handles.poolOrRelease(own.handle(i), own.bytes(i));
+            aliases.add(dst);
             return false;
         }
         aliases.add(src);
         for (int i = 0; i < aliasedCount; i++) aliases.mapped(moved.handle(i));
         for (int i = 0; i < own.count(); i++) region.handles.poolOrRelease(own.handle(i), own.bytes(i));
         return true;
+    }
+
+    /**
+     * Counts each handle of {@code run} that is still mapped where {@code run} was mapped from
+     * {@code from} as an alias's mapping; true when there was one.
+     */
+    private boolean countMappingsLeft(long from, HandleRun run) {
+        boolean left = false;
+        long va = from;
+        for (int i = 0; i < run.count(); i++) {
+            if (pages.isMapped(va) && pages.handleAt(va) == run.handle(i)) {
+                aliases.mapped(run.handle(i));
+                left = true;
+            }
+            va += run.bytes(i);
+        }
+        return left;
     }
 
     /**

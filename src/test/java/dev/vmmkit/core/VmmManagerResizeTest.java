@@ -10,6 +10,7 @@ import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Set;
@@ -308,6 +309,47 @@ class VmmManagerResizeTest {
             m.close();
             assertTrue(host.usage().isEmpty(), note + ": after close the driver still holds " + host.usage());
             return fired;
+        }
+    }
+
+    /**
+     * A remap copy whose grant of access at the destination fails, and one of whose undoing unmaps
+     * fails too: the source's handle left mapped at the destination is not released while that
+     * mapping lasts, nor is any of the destination's own handles lost, so the figures stay equal to
+     * the driver's through both frees and the close leaves the driver holding nothing.
+     */
+    @ParameterizedTest(name = "undoing unmap #{0} fails")
+    @ValueSource(ints = {1, 2, 5})
+    void aRemapWhoseGrantAndUndoingUnmapFailReleasesNoHandleStillMapped(int undoing) {
+        try (HostDriver host = hostDriver(16 * MIB)) {
+            FaultPlan plan = new FaultPlan();
+            VmmManager m = manager(new FaultInjectingDriver(host, plan));
+            long a = m.allocate(SIZE, 0);
+            long b = m.allocate(2 * SIZE, 0);
+            fill(host, a, SIZE, 11);
+            fill(host, b, 2 * SIZE, 12);
+            // The first unmap takes the destination's own handles off; the next ones undo the source's maps.
+            plan.failNth(DriverCall.SET_ACCESS, 1, CudaResult.OUT_OF_MEMORY).failNth(DriverCall.UNMAP, 1 + undoing, CudaResult.INVALID_VALUE);
+            String note = "undoing unmap #" + undoing + " fails";
+            assertFalse(m.remapCopy(b, a, SIZE, 0), note + ": the remap failed");
+            assertEquals(1, plan.injected(DriverCall.SET_ACCESS), note);
+            assertEquals(1, plan.injected(DriverCall.UNMAP), note + ": an undoing unmap failed");
+            plan.clear();
+            assertFullyIntact(host, a, SIZE, 11, note + ": the source keeps its bytes");
+            assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": physical bytes equal the driver's");
+            m.deallocate(a, 0);
+            m.drain();
+            assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": after the source's free");
+            m.deallocate(b, 0);
+            m.drain();
+            assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": after the destination's free");
+            long c = m.allocate(3 * SIZE, 0); // the memory serves again
+            fill(host, c, 3 * SIZE, 14);
+            m.deallocate(c, 0);
+            assertEquals(0, m.stats().liveBytes(), note);
+            m.drain();
+            m.close();
+            assertTrue(host.usage().isEmpty(), note + ": after close the driver still holds " + host.usage());
         }
     }
 
