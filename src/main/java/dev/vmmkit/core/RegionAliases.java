@@ -6,9 +6,7 @@ import org.agrona.collections.LongArrayList;
 import org.agrona.collections.LongHashSet;
 
 import static dev.vmmkit.core.BlockTable.NONE;
-import static dev.vmmkit.core.BlockTable.FREE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
-import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
  * The aliases of one {@link RegionHeap}. After a remap ({@link RegionResizer#remap}) the
@@ -80,37 +78,14 @@ final class RegionAliases {
         for (int i = retiringIds.size() - 1; i >= 0; i--) {
             boolean done = region.freeLists.completedUpTo(retiringStreams.getLong(i)) >= retiringSequences.getLong(i);
             if (done && unmapAliasPages(retiringIds.getInt(i), false)) {
-                retire(retiringIds.getInt(i));
+                int id = retiringIds.getInt(i);
+                blocks.kind[id] = UNMAPPED;
+                region.unmapped.insert(region.coalesceUnmapped(id));
                 retiringIds.fastUnorderedRemove(i);
                 retiringStreams.fastUnorderedRemove(i);
                 retiringSequences.fastUnorderedRemove(i);
             }
         }
-    }
-
-    /**
-     * A freed alias whose aliased pages are unmapped becomes address space. A destination that two
-     * failures left without its first pages (RegionResizer#remap) keeps its own pages past them:
-     * those become free memory, as they would on any free.
-     */
-    private void retire(int id) {
-        long end = blocks.end(id);
-        long own = blocks.address[id];
-        while (own < end && !region.pages.isMapped(own)) own += region.pageBytes;
-        if (own < end) {
-            int rest = blocks.newBlock(FREE, own, end - own);
-            blocks.linkAfter(id, rest);
-            blocks.size[id] = own - blocks.address[id];
-            blocks.requestedOrStream[rest] = NO_PENDING_WORK; // the retirement waited for the free's work
-            region.freeLists.add(rest);
-            if (blocks.size[id] == 0) {
-                blocks.unlink(id);
-                blocks.recycle(id);
-                return;
-            }
-        }
-        blocks.kind[id] = UNMAPPED;
-        region.unmapped.insert(region.coalesceUnmapped(id));
     }
 
     /** At close: unmaps every alias, live or freed, so that the close releases each handle once, through its owner. */
@@ -137,8 +112,8 @@ final class RegionAliases {
         HandleRun unmapped = new HandleRun();
         boolean all = true;
         // Run by run, aliased handles alone: a destination that two failures left without its pages
-        // (RegionResizer#remap) may map a handle or two with holes around them, and its own pages
-        // past the remap, which neighbours may share, stay as they are.
+        // (RegionResizer#remap) may map a handle or two with holes around them; its own pages past
+        // the remap, which neighbours may share, stay as they are.
         for (long va = address; va < end; ) {
             if (!aliasedAt(va)) {
                 va = region.pages.isMapped(va) ? region.pages.handleEnd(va) : va + region.pageBytes;

@@ -314,8 +314,7 @@ final class RegionResizer {
                 }
             }
             // Two failures: the destination keeps none of its first pages. It reads as an alias, so
-            // that its free never offers them as mapped memory, unmaps the aliased mappings left
-            // there, and frees its own pages past them (RegionAliases#retire).
+            // that its free never offers them as mapped memory and unmaps the aliased mappings left there.
             for (int i = 0; i < own.count(); i++) region.handles.poolOrRelease(own.handle(i), own.bytes(i));
             aliases.add(dst);
             return false;
