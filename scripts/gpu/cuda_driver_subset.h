@@ -48,7 +48,14 @@ static inline void *sym(void *lib, const char *name) {
     return f;
 }
 
-/* The virtual-memory calls both programs make, set by open_driver. */
+/* Plain device memory on device 0 (CU_MEM_ALLOCATION_TYPE_PINNED, no handle type, no flags): what
+ * a cuMemCreate takes unless a program measures other properties. */
+static inline const CUmemAllocationProp *device_memory_prop(void) {
+    static CUmemAllocationProp prop = {.type = 1, .location = {.type = 1, .id = 0}};
+    return &prop;
+}
+
+/* The virtual-memory calls the programs make, set by open_driver. */
 static CUresult (*cuCtxSetCurrent)(CUcontext);
 static CUresult (*cuMemCreate)(CUmemHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
 static CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);

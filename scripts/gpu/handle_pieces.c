@@ -44,11 +44,9 @@ static void *release_share(void *arg) {
 
 /* Creates, maps and grants the pieces; returns nothing, prints each step's time. */
 static void back(int cycle) {
-    CUmemAllocationProp prop = {0};
-    prop.type = 1; prop.location.type = 1;
     CUmemAccessDesc rw = {{1, 0}, 3};
     double t = now_us();
-    for (size_t i = 0; i < piece_count; i++) check("cuMemCreate", cuMemCreate(&handles[i], piece_bytes, &prop, 0));
+    for (size_t i = 0; i < piece_count; i++) check("cuMemCreate", cuMemCreate(&handles[i], piece_bytes, device_memory_prop(), 0));
     double created = now_us();
     for (size_t i = 0; i < piece_count; i++) check("cuMemMap", cuMemMap(base + i * piece_bytes, piece_bytes, 0, handles[i], 0));
     double mapped = now_us();

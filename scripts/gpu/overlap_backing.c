@@ -32,12 +32,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int helper_parks;
 
-static const CUmemAllocationProp *props(void) {
-    static CUmemAllocationProp prop;
-    prop.type = 1; prop.location.type = 1;
-    return &prop;
-}
-
 static void *helper(void *arg) {
     (void)arg;
     check("cuCtxSetCurrent", cuCtxSetCurrent(context));
@@ -56,7 +50,7 @@ static void *helper(void *arg) {
         atomic_store(&job_taken, 1);
         size_t piece = total_bytes / n;
         for (int i = 0; i < n; i++) {
-            check("cuMemCreate", cuMemCreate(&handles[i], piece, props(), 0));
+            check("cuMemCreate", cuMemCreate(&handles[i], piece, device_memory_prop(), 0));
             atomic_store(&created, i + 1);
         }
     }
@@ -67,7 +61,7 @@ static void back(const char *mode, int n, int cycle) {
     size_t piece = total_bytes / n;
     double t = now_us(), made = t;
     if (strcmp(mode, "one") == 0) {
-        for (int i = 0; i < n; i++) check("cuMemCreate", cuMemCreate(&handles[i], piece, props(), 0));
+        for (int i = 0; i < n; i++) check("cuMemCreate", cuMemCreate(&handles[i], piece, device_memory_prop(), 0));
         made = now_us();
         for (int i = 0; i < n; i++) check("cuMemMap", cuMemMap(base + i * piece, piece, 0, handles[i], 0));
         check("cuMemSetAccess", cuMemSetAccess(base, total_bytes, &rw, 1));

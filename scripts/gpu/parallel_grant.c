@@ -28,19 +28,12 @@ static CUcontext context;
 static CUdeviceptr base;
 static size_t total_bytes;
 static CUmemHandle handles[MAX_PIECES];
-static int handle_count;
 
 /* The helpers' job: grant handles 1..pieces-1 of the current backing; generation counts jobs. */
 static atomic_int generation;
 static atomic_int granted;
 static atomic_int stop;
 static int pieces;
-
-static const CUmemAllocationProp *props(void) {
-    static CUmemAllocationProp prop;
-    prop.type = 1; prop.location.type = 1;
-    return &prop;
-}
 
 static void grant_piece(int i) {
     CUmemAccessDesc rw = {{1, 0}, 3};
@@ -67,11 +60,10 @@ static void *helper(void *arg) {
 static void back(const char *mode, int n, int cycle) {
     CUmemAccessDesc rw = {{1, 0}, 3};
     pieces = n;
-    handle_count = n;
     size_t piece = total_bytes / n;
     double t = now_us();
-    for (int h = 0; h < handle_count; h++) {
-        check("cuMemCreate", cuMemCreate(&handles[h], piece, props(), 0));
+    for (int h = 0; h < pieces; h++) {
+        check("cuMemCreate", cuMemCreate(&handles[h], piece, device_memory_prop(), 0));
     }
     double created = now_us();
     for (int i = 0; i < n; i++) check("cuMemMap", cuMemMap(base + i * piece, piece, 0, handles[i], 0));
@@ -96,7 +88,7 @@ static void back(const char *mode, int n, int cycle) {
 static void release_range(void) {
     check("cuCtxSynchronize", cuCtxSynchronize());
     check("cuMemUnmap", cuMemUnmap(base, total_bytes));
-    for (int h = 0; h < handle_count; h++) check("cuMemRelease", cuMemRelease(handles[h]));
+    for (int h = 0; h < pieces; h++) check("cuMemRelease", cuMemRelease(handles[h]));
 }
 
 static int parse(const char *text, char *mode, int *n) {
