@@ -74,23 +74,29 @@ EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr *pitched, cudaExtent extent) {
 /* With VMM_ZERO_COPY=1, a device-to-device copy (or cudaMemcpyDefault) between two vmmkit
  * allocations is offered to Java first (seed: VmmOptimizer). Java remaps the pages when the copy is
  * a whole-buffer resize, the cost model favours it and the stream's earlier work is done; otherwise,
- * and for every other copy, the real runtime copies. */
+ * and for every other copy, the real runtime copies. cudaSuccess or a cudaError when Java decided
+ * the copy (a remap that failed twice leaves the destination without pages: no copy may go there),
+ * CALL_REAL when the runtime must copy. */
 static int remapped(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
-    if (!zero_copy || count == 0 || count > INT64_MAX) return 0;
-    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return 0;
-    if (!java_up() || monitor_mode) return 0;
-    if (runtime_stream_captures(stream, 0)) return 0; /* a captured copy runs when the graph does: copied */
-    return java.remap_copy((int64_t) (intptr_t) dst, (int64_t) (intptr_t) src, (int64_t) count, current_device(),
-                           (int64_t) (intptr_t) stream) == JAVA_REMAPPED;
+    if (!zero_copy || count == 0 || count > INT64_MAX) return CALL_REAL;
+    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return CALL_REAL;
+    if (!java_up() || monitor_mode) return CALL_REAL;
+    if (runtime_stream_captures(stream, 0)) return CALL_REAL; /* a captured copy runs when the graph does: copied */
+    int32_t rc = java.remap_copy((int64_t) (intptr_t) dst, (int64_t) (intptr_t) src, (int64_t) count, current_device(),
+                                 (int64_t) (intptr_t) stream);
+    if (rc == JAVA_REMAPPED) return cudaSuccess;
+    return rc < 0 ? -rc : CALL_REAL;
 }
 
 EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
-    if (remapped(dst, src, count, kind, NULL)) return cudaSuccess;
+    int rc = remapped(dst, src, count, kind, NULL);
+    if (rc != CALL_REAL) return rc;
     return REAL(cudaMemcpy, dst, src, count, kind);
 }
 
 EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int kind, cudaStream_t stream) {
-    if (remapped(dst, src, count, kind, stream)) return cudaSuccess;
+    int rc = remapped(dst, src, count, kind, stream);
+    if (rc != CALL_REAL) return rc;
     return REAL(cudaMemcpyAsync, dst, src, count, kind, stream);
 }
 

@@ -95,7 +95,7 @@ struct entry_table {
     int32_t (*ipc_close)(int64_t address);
     /* out: the resized allocation's address, or -cudaError */
     int64_t (*reallocate)(int64_t address, int64_t size, int32_t device, int64_t stream);
-    /* out: JAVA_REMAPPED, or anything else: make the copy */
+    /* out: JAVA_REMAPPED, -cudaError (the remap left the destination without pages), or anything else: make the copy */
     int32_t (*remap_copy)(int64_t dst, int64_t src, int64_t count, int32_t device, int64_t stream);
     /* the live allocation holding address: writes its start and size to out[0], out[1]; 0 or JAVA_NOT_OURS */
     int32_t (*address_range)(int64_t address, int32_t device, int64_t out);

@@ -55,6 +55,9 @@ final class ManagerResizing {
         RegionHeap region = manager.regionOf(address);
         long oldSize = region == null ? -1 : region.sizeOf(address);
         if (oldSize < 0) throw new InvalidAddressException(address, "not a live allocation vmmkit returned");
+        if (region.lostPages(address)) {
+            throw new InvalidAddressException(address, "lost its first pages in a failed remap; it can only be freed");
+        }
         boolean small = manager.isSmallSize(newSize);
         if (small == manager.isSmall(region) && manager.fitsDevice(newSize)) {
             try {

@@ -5,8 +5,11 @@ import org.agrona.collections.IntArrayList;
 import org.agrona.collections.LongArrayList;
 import org.agrona.collections.LongHashSet;
 
+import static dev.vmmkit.core.BlockTable.FREE;
+import static dev.vmmkit.core.BlockTable.IN_FLIGHT;
 import static dev.vmmkit.core.BlockTable.NONE;
 import static dev.vmmkit.core.BlockTable.UNMAPPED;
+import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
  * The aliases of one {@link RegionHeap}. After a remap ({@link RegionResizer#remap}) the
@@ -17,13 +20,19 @@ import static dev.vmmkit.core.BlockTable.UNMAPPED;
  * when the alias is freed, its range waits until the work queued before the free has completed, as
  * any free does, and is then unmapped and becomes plain address space.
  *
+ * <p>A destination that a remap left without its first pages ({@link RemapLostPagesException}) is
+ * kept here too: like an alias it must not be remapped, resized or cached as mapped memory, and its
+ * free unmaps the aliased mappings left in it. Its own pages past them become free memory then.
+ *
  * <p>Every method runs under the region's lock.
  */
 final class RegionAliases {
     private final RegionHeap region;
     private final BlockTable blocks;
-    /** Addresses of live allocations whose pages another allocation owns. */
+    /** Addresses of live allocations whose pages another allocation owns, or that lost their first pages. */
     private final LongHashSet aliases = new LongHashSet();
+    /** Those of {@link #aliases} that lost their first pages in a failed remap. */
+    private final LongHashSet withoutPages = new LongHashSet();
     /** Freed aliases waiting for earlier work before their range is unmapped: block, stream, free sequence. */
     private final IntArrayList retiringIds = new IntArrayList();
     private final LongArrayList retiringStreams = new LongArrayList();
@@ -44,6 +53,17 @@ final class RegionAliases {
     /** The live allocation at {@code address} maps pages another allocation owns from now on. */
     void add(long address) {
         aliases.add(address);
+    }
+
+    /** The live allocation at {@code address} lost its first pages in a failed remap: it can only be freed. */
+    void addWithoutPages(long address) {
+        aliases.add(address);
+        withoutPages.add(address);
+    }
+
+    /** True when the live allocation at {@code address} lost its first pages ({@link #addWithoutPages}). */
+    boolean lostPages(long address) {
+        return !withoutPages.isEmpty() && withoutPages.contains(address);
     }
 
     /** An alias maps {@code handle} (once per mapping). */
@@ -67,6 +87,7 @@ final class RegionAliases {
      */
     boolean retiresAlias(int id, long stream) {
         if (aliases.isEmpty() || !aliases.remove(blocks.address[id])) return false;
+        withoutPages.remove(blocks.address[id]);
         retiringIds.addInt(id);
         retiringStreams.addLong(stream);
         retiringSequences.addLong(region.freeLists.nextFreeSequence());
@@ -78,9 +99,7 @@ final class RegionAliases {
         for (int i = retiringIds.size() - 1; i >= 0; i--) {
             boolean done = region.freeLists.completedUpTo(retiringStreams.getLong(i)) >= retiringSequences.getLong(i);
             if (done && unmapAliasPages(retiringIds.getInt(i), false)) {
-                int id = retiringIds.getInt(i);
-                blocks.kind[id] = UNMAPPED;
-                region.unmapped.insert(region.coalesceUnmapped(id));
+                giveBackRange(retiringIds.getInt(i));
                 retiringIds.fastUnorderedRemove(i);
                 retiringStreams.fastUnorderedRemove(i);
                 retiringSequences.fastUnorderedRemove(i);
@@ -99,6 +118,47 @@ final class RegionAliases {
         retiringStreams.clear();
         retiringSequences.clear();
         aliases.clear();
+        withoutPages.clear();
+    }
+
+    /**
+     * Returns retired block {@code id}, its aliased pages unmapped, to the region: unmapped stretches
+     * become address space, and pages still mapped (a destination's own pages past a failed remap)
+     * free memory that no queued work touches, so that no mapped page lies in unmapped space.
+     */
+    private void giveBackRange(int id) {
+        long end = blocks.end(id);
+        int piece = id;
+        while (true) {
+            long from = blocks.address[piece];
+            boolean mapped = region.pages.isMapped(from);
+            long to = stretchEnd(from, end, mapped);
+            int rest = NONE;
+            if (to < end) {
+                rest = blocks.newBlock(IN_FLIGHT, to, end - to); // not merged with, until it is settled below
+                blocks.size[piece] = to - from;
+                blocks.linkAfter(piece, rest);
+            }
+            if (mapped) {
+                blocks.kind[piece] = FREE;
+                blocks.requestedOrStream[piece] = NO_PENDING_WORK;
+                region.freeLists.add(piece);
+            } else {
+                blocks.kind[piece] = UNMAPPED;
+                region.unmapped.insert(region.coalesceUnmapped(piece));
+            }
+            if (rest == NONE) return;
+            piece = rest;
+        }
+    }
+
+    /** Where the stretch of pages from {@code from} that are all mapped, or all unmapped, ends (at most {@code end}). */
+    private long stretchEnd(long from, long end, boolean mapped) {
+        long va = from;
+        while (va < end && region.pages.isMapped(va) == mapped) {
+            va = mapped ? region.pages.handleEnd(va) : va + region.pageBytes;
+        }
+        return Math.min(va, end);
     }
 
     /**

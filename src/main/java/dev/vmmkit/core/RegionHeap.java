@@ -187,6 +187,16 @@ final class RegionHeap {
         }
     }
 
+    /** True when the live allocation at {@code address} lost its first pages in a failed remap ({@link RemapLostPagesException}). */
+    boolean lostPages(long address) {
+        lock.lock();
+        try {
+            return aliases.lostPages(address);
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Turns the first {@code bytes} of FREE block {@code id} (in its tree) into a live allocation. Lock held. */
     long carveLive(int id, long bytes, long requested) {
         freeLists.remove(id);

@@ -268,6 +268,8 @@ final class RegionResizer {
      * with nothing changed when it may not, or when a driver call fails (after putting the
      * destination's own handles back). Lock held: no other region's lock is taken and no new
      * memory is made, only a few calls per handle.
+     *
+     * @throws RemapLostPagesException when putting the destination's handles back failed too
      */
     boolean remap(long dst, long src, long count, ResizeCostModel costs) {
         if (!canRemap(dst, src, count, costs)) return false;
@@ -305,19 +307,22 @@ final class RegionResizer {
             // (by its owner, or below) before that mapping goes.
             boolean stuck = countMappingsLeft(dst, moved);
             if (tail > 0) region.handles.poolOrRelease(moved.handle(aliasedCount), tail);
+            RuntimeException failure = e;
             if (!stuck) {
                 try {
                     pages.mapRun(dst, own); // the destination's handles back where they were
                     return false;
                 } catch (RuntimeException again) {
                     countMappingsLeft(dst, own);
+                    failure = again;
                 }
             }
-            // Two failures: the destination keeps none of its first pages. It reads as an alias, so
-            // that its free never offers them as mapped memory and unmaps the aliased mappings left there.
+            // Two failures: the destination keeps none of its first pages, and a copy into it would
+            // fault, so the caller is told. It can only be freed: as an alias's free does, that
+            // unmaps the mappings left there, and its own pages past them become free memory.
             for (int i = 0; i < own.count(); i++) region.handles.poolOrRelease(own.handle(i), own.bytes(i));
-            aliases.add(dst);
-            return false;
+            aliases.addWithoutPages(dst);
+            throw new RemapLostPagesException(dst, dstEnd - dst, failure);
         }
         aliases.add(src);
         for (int i = 0; i < aliasedCount; i++) aliases.mapped(moved.handle(i));

@@ -182,6 +182,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
      * @throws InvalidAddressException  when {@code address} is not a live allocation of this manager; nothing changes
      * @throws IllegalArgumentException when {@code newSize} is not positive (use {@link #deallocate}); nothing changes
      * @throws OutOfDeviceMemoryException when there is no memory for the larger size; the allocation is unchanged
+     * @throws RemapLostPagesException when the move's remap failed twice (see {@link #remapCopy}); the allocation is unchanged
      */
     @Override
     public long reallocate(long address, long newSize, long stream) {
@@ -198,6 +199,10 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
      * event, never waited for). Then the destination's pages go to the pool, the source's are mapped
      * at the destination, and the source aliases the destination until it is freed (a stray read
      * through it reads valid memory). Returns false, changing nothing, when the caller must copy.
+     *
+     * @throws RemapLostPagesException when the driver failed the remap and then failed to map the
+     *         destination's own pages back: the destination has no first pages, so no copy may go
+     *         there; it can only be freed
      */
     @Override
     public boolean remapCopy(long dst, long src, long count, long stream) {

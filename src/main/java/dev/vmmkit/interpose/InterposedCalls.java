@@ -4,6 +4,7 @@ import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.InvalidAddressException;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.OutOfDeviceMemoryException;
+import dev.vmmkit.core.RemapLostPagesException;
 import dev.vmmkit.core.SharedPages;
 import dev.vmmkit.core.TagPausedException;
 import dev.vmmkit.driver.CudaResult;
@@ -187,13 +188,19 @@ public final class InterposedCalls {
 
     /**
      * An interposed device-to-device copy (VMM_ZERO_COPY=1): {@link #REMAPPED} when it was done by
-     * remapping pages, else {@link #COPY_IT_YOURSELF}. Both pointers must belong to one allocator.
+     * remapping pages, {@link #COPY_IT_YOURSELF}, or -cudaError when the remap failed and left the
+     * destination without pages, where a copy would fault the device. Both pointers must belong to
+     * one allocator.
      */
     public static int remapCopy(long dst, long src, long count, int device, long stream) {
         try {
             ManagedMemoryResource owner = session.managers.owner(dst, device);
             if (owner == null || !owner.owns(src)) return COPY_IT_YOURSELF;
             return owner.remapCopy(dst, src, count, stream) ? REMAPPED : COPY_IT_YOURSELF;
+        } catch (RemapLostPagesException e) {
+            InterposeLog.warnOnce("remap-lost-pages", "device " + device + ": cudaMemcpy failed", e);
+            return e.getCause() instanceof DriverException d && d.isOutOfMemory()
+                    ? -CUDA_ERROR_MEMORY_ALLOCATION : -CUDA_ERROR_UNKNOWN;
         } catch (Throwable e) {
             InterposeLog.warnOnce("remap", "remap failed inside vmmkit; copying instead", e);
             return COPY_IT_YOURSELF;

@@ -14,6 +14,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.lang.foreign.ValueLayout;
 
 import static dev.vmmkit.core.AllocatorTestSupport.MIB;
@@ -315,35 +316,59 @@ class VmmManagerResizeTest {
     /**
      * A remap copy whose grant of access at the destination fails, and one of whose undoing unmaps
      * fails too: the source's handle left mapped at the destination is not released while that
-     * mapping lasts, nor is any of the destination's handles it gave up lost, so the figures stay
-     * equal to the driver's through both frees and the close leaves the driver holding nothing.
+     * mapping lasts, nor is any of the destination's handles it gave up lost (see
+     * {@link #aRemapThatFailsTwice}).
      */
     @ParameterizedTest(name = "undoing unmap #{0} fails")
     @ValueSource(ints = {1, 2, 5})
     void aRemapWhoseGrantAndUndoingUnmapFailReleasesNoHandleStillMapped(int undoing) {
+        // The first unmap takes the destination's own handles off; the next ones undo the source's maps.
+        aRemapThatFailsTwice(plan -> plan.failNth(DriverCall.SET_ACCESS, 1, CudaResult.OUT_OF_MEMORY)
+                .failNth(DriverCall.UNMAP, 1 + undoing, CudaResult.INVALID_VALUE), "undoing unmap #" + undoing + " fails");
+    }
+
+    /** A remap copy whose grant fails, and so does the grant that maps the destination's own handles back. */
+    @Test
+    void aRemapWhoseGrantFailsAndThenTheGrantPuttingThePagesBackFails() {
+        aRemapThatFailsTwice(plan -> plan.failAlways(DriverCall.SET_ACCESS, CudaResult.OUT_OF_MEMORY), "both grants fail");
+    }
+
+    /**
+     * Two failures in one remap leave the destination without its first pages: the caller is told
+     * (a copy there would fault the device), the destination can only be freed, and its free gives
+     * every page back, its own pages past the remap included, so that after a drain the driver
+     * holds nothing and a new allocation can be placed anywhere; the figures stay equal to the
+     * driver's throughout.
+     */
+    private static void aRemapThatFailsTwice(Consumer<FaultPlan> faults, String note) {
         try (HostDriver host = hostDriver(16 * MIB)) {
             FaultPlan plan = new FaultPlan();
             VmmManager m = manager(new FaultInjectingDriver(host, plan));
             long a = m.allocate(SIZE, 0);
-            long b = m.allocate(2 * SIZE, 0);
+            long b = m.allocate(3 * SIZE, 0); // pages of its own well past the copy
             fill(host, a, SIZE, 11);
-            fill(host, b, 2 * SIZE, 12);
-            // The first unmap takes the destination's own handles off; the next ones undo the source's maps.
-            plan.failNth(DriverCall.SET_ACCESS, 1, CudaResult.OUT_OF_MEMORY).failNth(DriverCall.UNMAP, 1 + undoing, CudaResult.INVALID_VALUE);
-            String note = "undoing unmap #" + undoing + " fails";
-            assertFalse(m.remapCopy(b, a, SIZE, 0), note + ": the remap failed");
-            assertEquals(1, plan.injected(DriverCall.SET_ACCESS), note);
-            assertEquals(1, plan.injected(DriverCall.UNMAP), note + ": an undoing unmap failed");
+            fill(host, b, 3 * SIZE, 12);
+            faults.accept(plan); // counted from here: the remap's calls
+            RemapLostPagesException lost = assertThrows(RemapLostPagesException.class, () -> m.remapCopy(b, a, SIZE, 0), note);
+            assertEquals(b, lost.address(), note);
+            assertEquals(2, plan.injected(DriverCall.SET_ACCESS) + plan.injected(DriverCall.UNMAP), note + ": two faults fired");
             plan.clear();
             assertFullyIntact(host, a, SIZE, 11, note + ": the source keeps its bytes");
+            assertThrows(InvalidAddressException.class, () -> m.reallocate(b, 4 * SIZE, 0), note + ": only a free");
+            assertFalse(m.remapCopy(b, a, SIZE, 0), note + ": no second remap into it");
             assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": physical bytes equal the driver's");
             m.deallocate(a, 0);
             m.drain();
             assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": after the source's free");
             m.deallocate(b, 0);
             m.drain();
-            assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes(), note + ": after the destination's free");
             assertEquals(0, m.stats().liveBytes(), note);
+            assertEquals(0, host.usage().aliveBytes(), note + ": after a drain no handle is left: " + host.usage());
+            assertEquals(0, m.stats().reservedBytes(), note);
+            long c = m.allocate(4 * SIZE, 0); // where the destination was, if the placement likes
+            fill(host, c, 4 * SIZE, 13);
+            assertFullyIntact(host, c, 4 * SIZE, 13, note + ": a new allocation");
+            m.deallocate(c, 0);
             m.drain();
             m.close();
             assertTrue(host.usage().isEmpty(), note + ": after close the driver still holds " + host.usage());
