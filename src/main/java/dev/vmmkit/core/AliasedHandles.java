@@ -3,7 +3,7 @@ package dev.vmmkit.core;
 import org.agrona.collections.Long2LongHashMap;
 
 /**
- * The physical handles that aliases (sources of a remap, see {@link RegionResizer}) still map,
+ * The physical handles that aliases (sources of a remap, see {@link RegionRemapper}) still map,
  * for the whole manager: a handle's owner may let it go (freed, reclaimed, moved to another region)
  * while an alias maps it. Such a handle is kept here, and counted, instead of being pooled or
  * released, until the last alias mapping it is unmapped; then it is handed back.

@@ -13,7 +13,7 @@ import static dev.vmmkit.core.DeviceMemoryResource.DEVICE_WIDE_STREAM;
 /**
  * Zero-copy resizing across a manager's regions: {@link VmmManager#reallocate} and
  * {@link VmmManager#remapCopy} decide here between growing in place, remapping pages and a device
- * copy; each region's {@link RegionResizer} does the page work. Holds the cost model, the
+ * copy; each region's {@link RegionResizer} and {@link RegionRemapper} do the page work. Holds the cost model, the
  * whole-page rounding policy, one event to ask whether a stream is idle, and the counters.
  */
 final class ManagerResizing {
@@ -127,14 +127,14 @@ final class ManagerResizing {
         ResizeCostModel costs = resizeCosts;
         region.lock.lock();
         try {
-            if (!region.resizer.canRemap(dst, src, count, costs)) return false;
+            if (!region.remapper.canRemap(dst, src, count, costs)) return false;
         } finally {
             region.lock.unlock();
         }
         if (!earlierWorkIsDone(stream)) return false;
         region.lock.lock();
         try {
-            if (!region.resizer.remap(dst, src, count, costs)) return false;
+            if (!region.remapper.remap(dst, src, count, costs)) return false;
         } finally {
             region.lock.unlock();
         }

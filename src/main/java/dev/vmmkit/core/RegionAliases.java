@@ -12,7 +12,7 @@ import static dev.vmmkit.core.BlockTable.UNMAPPED;
 import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
- * The aliases of one {@link RegionHeap}. After a remap ({@link RegionResizer#remap}) the
+ * The aliases of one {@link RegionHeap}. After a remap ({@link RegionRemapper#remap}) the
  * destination owns the source's physical pages, and the source's address still maps them too: the
  * source is an <em>alias</em> of the destination's first bytes until it is freed. A stray read
  * through it reads valid memory instead of faulting the device. An alias's pages are never cached
@@ -172,7 +172,7 @@ final class RegionAliases {
         HandleRun unmapped = new HandleRun();
         boolean all = true;
         // Run by run, aliased handles alone: a destination that two failures left without its pages
-        // (RegionResizer#remap) may map a handle or two with holes around them; its own pages past
+        // (RegionRemapper#remap) may map a handle or two with holes around them; its own pages past
         // the remap, which neighbours may share, stay as they are.
         for (long va = address; va < end; ) {
             if (!aliasedAt(va)) {

@@ -72,6 +72,7 @@ final class RegionHeap {
     final RegionAliases aliases;
     /** Growing, shrinking and remapping live allocations. */
     final RegionResizer resizer;
+    final RegionRemapper remapper;
     /** Read-only views taken under the lock: an allocation's handles for export, every block for reports. */
     final RegionViews views;
 
@@ -99,6 +100,7 @@ final class RegionHeap {
         this.budget = new PhysicalBudget(accounting, config, pageBytes);
         this.aliases = new RegionAliases(this, aliasedHandles);
         this.resizer = new RegionResizer(this, aliases);
+        this.remapper = new RegionRemapper(this, aliases);
         this.views = new RegionViews(this, name, base, span);
         this.handles = new HandleSupply(this, driver, pool, accounting, budget, config, others);
         this.reclaimer = new FreeHandleReclaimer(this);
@@ -301,6 +303,19 @@ final class RegionHeap {
             blocks.linkAfter(u, rest);
             blocks.size[u] = at - blocks.address[u];
             unmapped.insert(rest);
+        }
+    }
+
+    /** Shrinks FREE block {@code id} (in no tree) to start at {@code from}, or drops it when nothing is left. Lock held. */
+    void trimFreeFront(int id, long from) {
+        long end = blocks.end(id);
+        if (end > from) {
+            blocks.address[id] = from;
+            blocks.size[id] = end - from;
+            freeLists.insert(id);
+        } else {
+            blocks.unlink(id);
+            blocks.recycle(id);
         }
     }
 
