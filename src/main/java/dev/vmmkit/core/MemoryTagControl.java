@@ -57,6 +57,16 @@ public interface MemoryTagControl {
     boolean knowsTag(String tag);
 
     /**
+     * The pinned host memory held for tags now ({@link TagStats#hostBytesPinned}), without the rest
+     * of the figures: a program polling whether its next pause will copy at the bus's speed takes
+     * no region's lock.
+     */
+    long hostBytesPinned();
+
+    /** The part of {@link #hostBytesPinned} ready for the next pause's copies ({@link TagStats#hostBytesKept}). */
+    long hostBytesKept();
+
+    /**
      * Frees the pinned host memory kept for the next pause. A resume gives the chunks that held a
      * tag's contents back to a pool rather than to the driver, and chunks pinned ahead while a kept
      * tag was allocated wait there too, because pinning host memory is many times slower than the

@@ -196,6 +196,14 @@ final class MemoryTags {
         for (MemoryTag t : inOrder) t.releaseCachedMemory(true, true);
     }
 
+    long hostBytesPinned() {
+        return pinned.pinnedBytes();
+    }
+
+    long hostBytesKept() {
+        return pinned.keptBytes();
+    }
+
     TagStats stats() {
         if (inOrder.isEmpty()) return TagStats.NONE;
         List<TagStats.Tag> tags = new ArrayList<>();

@@ -377,6 +377,16 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     }
 
     @Override
+    public long hostBytesPinned() {
+        return tags.hostBytesPinned();
+    }
+
+    @Override
+    public long hostBytesKept() {
+        return tags.hostBytesKept();
+    }
+
+    @Override
     public void freeKeptHostMemory() {
         tags.freeKeptHostMemory();
     }

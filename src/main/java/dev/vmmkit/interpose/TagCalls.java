@@ -4,7 +4,6 @@ import dev.vmmkit.core.CaptureUnderwayException;
 import dev.vmmkit.core.ManagedMemoryResource;
 import dev.vmmkit.core.MemoryTagControl;
 import dev.vmmkit.core.TagPausedException;
-import dev.vmmkit.core.TagStats;
 import dev.vmmkit.core.TagTransitionException;
 
 import java.lang.foreign.MemorySegment;
@@ -132,7 +131,8 @@ public final class TagCalls {
             long pinned = 0;
             long ready = 0;
             for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) {
-                TagStats tags = r.stats().tags();
+                MemoryTagControl tags = r.tagControl();
+                if (tags == null) continue;
                 pinned += tags.hostBytesPinned();
                 ready += tags.hostBytesKept();
             }

@@ -123,6 +123,8 @@ class MemoryTagPinAheadTest {
             assertTrue(ready.hostBytesKept() >= keptBytes(weights), "pinned ahead: " + ready);
             assertEquals(driver.pinnedBytes(), ready.hostBytesPinned(), "pinned host memory equals the driver's");
             assertEquals(ready.hostBytesPinned(), ready.hostBytesPinnedAhead(), "all of it pinned ahead");
+            assertEquals(ready.hostBytesPinned(), m.hostBytesPinned(), "the figure a program polls, without the rest");
+            assertEquals(ready.hostBytesKept(), m.hostBytesKept(), "the figure a program polls, without the rest");
 
             long pinsBefore = driver.pins.get();
             m.pause(null);
@@ -133,6 +135,8 @@ class MemoryTagPinAheadTest {
             m.freeKeptHostMemory();
             assertEquals(0, driver.pinnedBytes(), "freed on request");
             assertEquals(0, m.stats().tags().hostBytesPinned());
+            assertEquals(0, m.hostBytesPinned());
+            assertEquals(0, m.hostBytesKept());
         }
         assertEquals(0, driver.pinnedBytes(), "nothing pinned after close");
     }
