@@ -55,10 +55,29 @@ public final class SnapshotReader {
             root = unpickler.load(in);
         } catch (java.io.EOFException | java.util.zip.ZipException e) {
             throw e;   // the gzip layer's: TraceFiles names it
-        } catch (PickleException | ClassCastException | IOException e) {
-            // The library says "premature end of file" for a pickle cut short.
-            throw new IOException(source + ": not a readable PyTorch memory snapshot (" + e.getMessage() + ")", e);
+        } catch (IOException | RuntimeException | StackOverflowError | OutOfMemoryError e) {
+            // A damaged pickle reaches the library's code as whatever that code meets: a stack that
+            // runs empty, a negative or absurd length (one array too large to make, nothing else
+            // lost), objects nested past the thread's stack. Each is the file's fault, said as such.
+            throw unreadable(source, e);
         }
+        try {
+            return traces(unpickler, root, source, device);
+        } catch (RuntimeException | StackOverflowError e) {
+            throw unreadable(source, e); // objects of the wrong kind where a snapshot has its fields
+        }
+    }
+
+    private static IOException unreadable(String source, Throwable e) {
+        String why = e instanceof PickleException || e instanceof IOException ? e.getMessage() // "premature end of file", say
+                : e instanceof StackOverflowError ? "objects nested too deeply"
+                : e instanceof OutOfMemoryError ? "it declares an object too large to read"
+                : "damaged: " + e;
+        return new IOException(source + ": not a readable PyTorch memory snapshot (" + why + ")", e);
+    }
+
+    private static List<AllocationTrace> traces(SnapshotUnpickler unpickler, Object root, String source, OptionalInt device)
+            throws IOException {
         if (!(root instanceof Map<?, ?> snapshot) || !(snapshot.get("device_traces") instanceof List<?> deviceTraces)) {
             throw new IOException(source + ": a pickle, but not a PyTorch memory snapshot (no 'device_traces'; "
                     + "write one with torch.cuda.memory._dump_snapshot)");

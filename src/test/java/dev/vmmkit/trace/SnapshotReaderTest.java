@@ -104,6 +104,31 @@ class SnapshotReaderTest {
         assertTrue(e.getMessage().startsWith("cut.pickle: not a readable PyTorch memory snapshot ("), e.getMessage());
     }
 
+    /**
+     * Damage that reaches the pickle library's own code (a stack run empty, a negative or absurd
+     * length, a list that holds itself used as a key, so hashing it never ends) is said as the file's
+     * fault, naming the file, like a cut: a fuzz of the shipped snapshots found the empty stack, the
+     * negative length and the endless hashing escaping as the library's IndexOutOfBoundsException,
+     * NegativeArraySizeException and StackOverflowError.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {
+            "stack run empty:80 02 61 2e",
+            "negative length:80 02 58 ff ff ff ff 2e",
+            "absurd length:80 04 8e 00 00 00 00 00 00 00 40 2e",
+            "self-holding key:80 02 5d 71 00 68 00 61 7d 68 00 4b 01 73 2e"})
+    void aDamagedPickleIsAnErrorNamingTheFile(String damage) throws IOException {
+        String[] hex = damage.substring(damage.indexOf(':') + 1).split(" ");
+        byte[] bytes = new byte[hex.length];
+        for (int i = 0; i < hex.length; i++) bytes[i] = (byte) Integer.parseInt(hex[i], 16);
+        Path file = dir.resolve("damaged.pickle");
+        Files.write(file, bytes);
+
+        IOException e = assertThrows(IOException.class, () -> TraceFiles.read(file, OptionalInt.empty()));
+
+        assertTrue(e.getMessage().startsWith("damaged.pickle: not a readable PyTorch memory snapshot ("), e.getMessage());
+    }
+
     @Test
     void csvTracesAreStillRead() throws IOException {
         List<AllocationTrace> traces = TraceFiles.read(TestTraces.shipped("bert_infer.csv.gz"), OptionalInt.of(3));
