@@ -74,8 +74,8 @@ public record EngineManifest(String id, String version, int abiVersion, String g
         if (!dir.getFileName().toString().equals(backend)) {
             throw new InvalidManifestException("gpu_backend '" + backend + "' does not match its directory " + dir);
         }
-        if (binaryName.contains("/") || binaryName.equals("..") || binaryName.equals(".")) {
-            throw new InvalidManifestException("binary '" + binaryName + "' must be a file name in " + dir);
+        if (binaryName.contains("/") || binaryName.contains("\0") || binaryName.equals("..") || binaryName.equals(".")) {
+            throw new InvalidManifestException("binary '" + binaryName.replace("\0", "\\0") + "' must be a file name in " + dir);
         }
         Path binary = dir.resolve(binaryName);
         if (!Files.isRegularFile(binary)) {

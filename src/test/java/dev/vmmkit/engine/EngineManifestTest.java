@@ -63,6 +63,7 @@ class EngineManifestTest {
         assertRefused(root, good.replace("\"abi_version\": 1", "\"abi_version\": \"one\""), "whole number");
         assertRefused(root, good.replace("[\"gguf\"]", "[]"), "non-empty list");
         assertRefused(root, good.replace("libllama.so", "../libllama.so"), "must be a file name");
+        assertRefused(root, good.replace("libllama.so", "lib\\u0000llama.so"), "must be a file name"); // no path holds a NUL
         assertRefused(root, good.replace("libllama.so", "missing.so"), "does not exist");
         assertRefused(root, good.replace("}", ", \"concurrent\": \"yes\"}"), "\"concurrent\"");
         assertRefused(root, good.replace("}", ", \"options\": 3}"), "\"options\"");
