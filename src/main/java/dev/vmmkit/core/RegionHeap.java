@@ -70,8 +70,9 @@ final class RegionHeap {
     final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
     /** Live allocations that map pages another one owns (made by remapping). */
     final RegionAliases aliases;
-    /** Growing, shrinking and remapping live allocations. */
+    /** Growing and shrinking live allocations in place. */
     final RegionResizer resizer;
+    /** Moving one live allocation's pages under another's address. */
     final RegionRemapper remapper;
     /** Read-only views taken under the lock: an allocation's handles for export, every block for reports. */
     final RegionViews views;

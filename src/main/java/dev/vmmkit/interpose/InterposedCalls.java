@@ -199,8 +199,7 @@ public final class InterposedCalls {
             return owner.remapCopy(dst, src, count, stream) ? REMAPPED : COPY_IT_YOURSELF;
         } catch (RemapLostPagesException e) {
             InterposeLog.warnOnce("remap-lost-pages", "device " + device + ": cudaMemcpy failed", e);
-            return e.getCause() instanceof DriverException d && d.isOutOfMemory()
-                    ? -CUDA_ERROR_MEMORY_ALLOCATION : -CUDA_ERROR_UNKNOWN;
+            return -(e.isOutOfMemory() ? CUDA_ERROR_MEMORY_ALLOCATION : CUDA_ERROR_UNKNOWN);
         } catch (Throwable e) {
             InterposeLog.warnOnce("remap", "remap failed inside vmmkit; copying instead", e);
             return COPY_IT_YOURSELF;

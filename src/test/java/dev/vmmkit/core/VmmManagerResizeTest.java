@@ -351,6 +351,7 @@ class VmmManagerResizeTest {
             faults.accept(plan); // counted from here: the remap's calls
             RemapLostPagesException lost = assertThrows(RemapLostPagesException.class, () -> m.remapCopy(b, a, SIZE, 0), note);
             assertEquals(b, lost.address(), note);
+            assertTrue(lost.isOutOfMemory(), note + ": the failed grant's out of memory, which the shim returns as cudaErrorMemoryAllocation");
             assertEquals(2, plan.injected(DriverCall.SET_ACCESS) + plan.injected(DriverCall.UNMAP), note + ": two faults fired");
             plan.clear();
             assertFullyIntact(host, a, SIZE, 11, note + ": the source keeps its bytes");
