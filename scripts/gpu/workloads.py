@@ -72,6 +72,10 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, att
     elif arch == "bloom":  # ALiBi: a position bias made for the whole sequence at every step, no rotary cache
         cfg = tf.BloomConfig(vocab_size=50176, hidden_size=1024, n_layer=12, n_head=16)
         model = tf.BloomForCausalLM(cfg)
+    elif arch == "mamba":  # a state-space model: fixed-size states per layer, no cache that grows
+        cfg = tf.MambaConfig(vocab_size=32000, hidden_size=1024, state_size=16, num_hidden_layers=16, expand=2,
+                             conv_kernel=4, pad_token_id=0)
+        model = tf.MambaForCausalLM(cfg)
     elif arch == "falcon":  # one key-value head shared by every query head (multi-query attention)
         cfg = tf.FalconConfig(vocab_size=50304, hidden_size=1024, num_hidden_layers=12, num_attention_heads=16,
                               multi_query=True, parallel_attn=True, new_decoder_architecture=False, alibi=False,
@@ -136,6 +140,78 @@ def seq2seq(batch, prompt, new_tokens, seed=0, arch="t5"):
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, do_sample=False)
             total += int(out.sum().item())
+    return total
+
+
+def assisted(prompts, new_tokens, seed=0):
+    """Assisted (speculative) generate(): a two-layer draft model of the same vocabulary proposes tokens
+    that the 8-layer Llama-style model checks in one forward pass, and its cache is cut back to the
+    tokens kept; batch 1 (what transformers allows), one prompt after another of PROMPTS tokens."""
+    import transformers as tf
+    torch.manual_seed(seed)
+    main_cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                              num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096)
+    draft_cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
+                               num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=4096)
+    model = tf.LlamaForCausalLM(main_cfg).to("cuda", dtype=torch.bfloat16).eval()
+    draft = tf.LlamaForCausalLM(draft_cfg).to("cuda", dtype=torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(seed)
+    total = 0
+    with torch.no_grad():
+        for prompt in prompts:
+            ids = torch.randint(3, main_cfg.vocab_size, (1, prompt), generator=g).cuda()
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), assistant_model=draft,
+                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0,
+                                 do_sample=False)
+            total += int(out.sum().item())
+    return total
+
+
+def compiled_inference(rounds=24):
+    """A Llama-style model's forward pass compiled by torch.compile (Inductor, dynamic shapes), over
+    batches of 1-16 sequences of 64-512 tokens: the compiled code allocates its own buffers, reusing
+    them inside the graph."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                         num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096, use_cache=False)
+    model = tf.LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16).eval()
+    forward = torch.compile(model, dynamic=True)
+    g = torch.Generator().manual_seed(6)
+    total = 0.0
+    with torch.no_grad():
+        for _ in range(rounds):
+            b = int(torch.randint(1, 17, (1,), generator=g))
+            s = int(torch.randint(64, 513, (1,), generator=g))
+            ids = torch.randint(3, cfg.vocab_size, (b, s), generator=g).cuda()
+            total += float(forward(input_ids=ids, logits_to_keep=1).logits.float().sum().item())
+    return total
+
+
+def train_vit_amp(steps=30):
+    """A vision transformer trained in float16 with a gradient scaler and AdamW, over varying batch
+    sizes and image sizes (position embeddings interpolated to each size)."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.ViTConfig(image_size=224, patch_size=16, hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
+                       intermediate_size=2048, num_labels=100)
+    model = tf.ViTForImageClassification(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+    g = torch.Generator().manual_seed(7)
+    total = 0.0
+    for step in range(steps):
+        b = int(torch.randint(8, 49, (1,), generator=g))
+        res = (160, 224, 192, 256)[step % 4]
+        x = torch.randn(b, 3, res, res, generator=g).cuda()
+        labels = torch.randint(0, cfg.num_labels, (b,), generator=g).cuda()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(pixel_values=x, labels=labels, interpolate_pos_encoding=True).loss
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item()
     return total
 
 
@@ -377,6 +453,15 @@ WORKLOADS = {
     "gen_bart_b32": lambda: seq2seq([32, 24], 96, 120, arch="bart"),
     "gen_llama_large_b16": lambda: generate("llama_large", [16, 12], 128, 200),
     "vit_varying": vit_varying,
+    # Five more kinds, recorded after every rule: speculative decoding (a draft model's cache beside the
+    # model's, both cut back to the tokens kept), a state-space model (Mamba: fixed-size states, no
+    # growing cache), long prompts (3,072 tokens: the prefill is the peak), a forward pass compiled by
+    # torch.compile (Inductor's own buffers), and float16 training with a gradient scaler.
+    "gen_llama_assisted": lambda: assisted([64, 256, 128, 512], 160),
+    "gen_mamba_b32": lambda: generate("mamba", [32, 24], 64, 160),
+    "gen_llama_prompt3k": lambda: generate("llama", [4, 2], 3072, 64),
+    "infer_llama_compiled": compiled_inference,
+    "train_vit_amp": train_vit_amp,
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

@@ -43,6 +43,36 @@ final class FreeHandleReclaimer {
         } finally {
             region.lock.unlock();
         }
+        unmapDetached(pieces, n, out);
+    }
+
+    /**
+     * Unmaps and releases every whole free handle larger than {@code minBytes} (the first of each
+     * free block: {@link OversizedFreeHandles}), after promoting completed frees.
+     */
+    void releaseHandlesOver(long minBytes) {
+        int[] pieces;
+        int n;
+        region.lock.lock();
+        try {
+            freeLists.promoteCompleted();
+            pieces = new int[freeLists.noPendingWork().size()];
+            n = planner.detachHandlesOver(minBytes, pieces);
+            if (n > 0) region.inFlight.begin();
+        } finally {
+            region.lock.unlock();
+        }
+        HandleRun freed = new HandleRun();
+        unmapDetached(pieces, n, freed);
+        for (int i = 0; i < freed.count(); i++) region.handles.release(freed.handle(i), freed.bytes(i));
+    }
+
+    /**
+     * Unmaps the {@code n} detached IN_FLIGHT blocks in {@code pieces} into {@code out}, without the
+     * lock, then makes each unmapped space again, or FREE and mapped where its unmap failed; ends
+     * the in-flight work its caller began (when {@code n > 0}).
+     */
+    private void unmapDetached(int[] pieces, int n, HandleRun out) {
         if (n == 0) return;
         boolean[] unmappedOk = new boolean[n];
         for (int i = 0; i < n; i++) {

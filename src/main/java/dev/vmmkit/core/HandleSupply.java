@@ -37,6 +37,8 @@ final class HandleSupply {
 
     /** Set once, before the region is published, for a memory tag's region (see {@link #servesTag}). */
     private boolean servesTag;
+    /** The largest handle this supply created; read by cache hits under the region's lock, written off it. */
+    private volatile long largestCreatedBytes;
     /** The tag's setting, read when a handle is made: a kept tag's handles are capped. */
     private BooleanSupplier tagKeepsContents = () -> false;
 
@@ -88,6 +90,11 @@ final class HandleSupply {
      */
     boolean exportable() {
         return !servesTag;
+    }
+
+    /** The largest handle this supply has created ({@link OversizedFreeHandles} skips regions with none above a few pages). */
+    long largestCreatedBytes() {
+        return largestCreatedBytes;
     }
 
     /** The largest handle to create now for a request of {@code requested} bytes (mapping ahead goes up to it). */
@@ -168,6 +175,7 @@ final class HandleSupply {
                 }
                 out.add(driver.create(bytes, exportable()), bytes);
                 accounting.physicalCreated(bytes);
+                if (bytes > largestCreatedBytes) largestCreatedBytes = bytes;
             }
         } catch (RuntimeException e) {
             for (int i = 0; i < out.count(); i++) poolOrRelease(out.handle(i), out.bytes(i));

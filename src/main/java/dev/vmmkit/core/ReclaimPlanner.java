@@ -71,6 +71,36 @@ final class ReclaimPlanner {
         return taken;
     }
 
+    /**
+     * Takes every whole handle larger than {@code minBytes} (the first of each block) out of
+     * no-pending-work FREE blocks into IN_FLIGHT blocks of their own, whose ids go to {@code pieces}
+     * (as long as the free tree's size), for {@link OversizedFreeHandles}. Returns how many.
+     */
+    int detachHandlesOver(long minBytes, int[] pieces) {
+        SizeTree free = freeLists.noPendingWork();
+        int count = free.size();
+        if (count == 0) return 0;
+        if (ids.length < count) {
+            ids = new int[Math.max(count, ids.length * 2)];
+            order = new long[ids.length];
+        }
+        int n = free.descending(ids);
+        int taken = 0;
+        for (int i = 0; i < n && blocks.size[ids[i]] > minBytes; i++) {
+            int id = ids[i];
+            pages.wholeHandlesWithin(blocks.address[id], blocks.end(id), range);
+            for (long start = range[0]; start < range[1]; ) {
+                long end = pages.handleEnd(start);
+                if (end - start > minBytes) {
+                    pieces[taken++] = detach(id, start, end);
+                    break;
+                }
+                start = end;
+            }
+        }
+        return taken;
+    }
+
     /** Cuts [from, to) out of FREE block {@code id} (in the no-pending-work tree) as an IN_FLIGHT block. */
     private int detach(int id, long from, long to) {
         freeLists.remove(id);

@@ -65,6 +65,8 @@ final class RegionHeap {
     final HandleSupply handles;
     /** Whole handles taken back out of free blocks. */
     final FreeHandleReclaimer reclaimer;
+    /** Free handles far above the cap, given back rather than carved by smaller requests. */
+    final OversizedFreeHandles oversized;
     /** Requests the cache missed. */
     private final SlowPath slowPath;
     final Long2LongHashMap liveByAddress = new Long2LongHashMap(NONE);
@@ -105,6 +107,7 @@ final class RegionHeap {
         this.views = new RegionViews(this, name, base, span);
         this.handles = new HandleSupply(this, driver, pool, accounting, budget, config, others);
         this.reclaimer = new FreeHandleReclaimer(this);
+        this.oversized = new OversizedFreeHandles(this);
         this.slowPath = new SlowPath(this, others, deviceFence);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
@@ -141,13 +144,14 @@ final class RegionHeap {
         try {
             freeLists.promoteCoveredDeviceWide();
             int id = freeLists.bestFit(bytes, stream);
+            if (id != NONE && oversized.wouldStrand(id, bytes, requested)) return 0;
             if (id != NONE) {
                 cacheHits++;
                 return carveLive(id, bytes, requested);
             }
             aliases.unmapRetiredAliases();
             if (freeLists.promoteCompleted()) id = freeLists.bestFit(bytes, stream);
-            if (id == NONE) return 0;
+            if (id == NONE || oversized.wouldStrand(id, bytes, requested)) return 0;
             cacheMisses++;
             return carveLive(id, bytes, requested);
         } finally {

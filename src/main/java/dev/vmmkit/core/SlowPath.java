@@ -36,6 +36,7 @@ final class SlowPath {
 
     long allocate(long bytes, long requested, long stream) {
         long counted = requested + waitingBlock(bytes, requested, stream);
+        region.oversized.giveBackAfterRefusal(requested);
         region.reclaimer.trimToBudget(counted);
         if (region.budget.wouldExceed(bytes, counted) && region.waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
             long address = region.tryCachedFit(bytes, requested, stream);

@@ -108,7 +108,7 @@ class VmmManagerBudgetHandlesTest {
     @ParameterizedTest(name = "{0} pages, hint {1} pages, one page a handle: {2}")
     @CsvSource({"14, 256, true", "15, 256, false", "15, 160, true", "15, 170, true", "15, 172, false"})
     void withAPeakHintRecycledMemoryStillGetsOnePageHandles(int pages, int hintPages, boolean onePageEach) {
-        inScene(null, Map.of("VMM_PEAK_HINT", String.valueOf(hintPages * PAGE)), (host, m) -> {
+        inScene(null, Map.of("VMM_PEAK_HINT", String.valueOf(hintPages * PAGE)), true, (host, m) -> {
             long handlesBefore = created(m);
             long physicalBefore = m.stats().reservedBytes();
             long e = m.allocate(pages * PAGE, 0);
@@ -173,20 +173,26 @@ class VmmManagerBudgetHandlesTest {
         inScene(null, Map.of(), body);
     }
 
+    private static void inScene(FaultPlan plan, Map<String, String> settings, BiConsumer<HostDriver, VmmManager> body) {
+        inScene(plan, settings, false, body);
+    }
+
     /**
      * Runs {@code body} on the scene (on a driver failing as {@code plan} says, when given), then
      * checks the scene's live block, the figures and that nothing leaks; {@code settings} are added
-     * to the scene's own.
+     * to the scene's own. {@code hintGivesRoom}: a peak hint leaves the budget room for the carved
+     * requests, so the freed 64-page handle is given back rather than carved (see {@link #buildScene}).
      */
-    private static void inScene(FaultPlan plan, Map<String, String> settings, BiConsumer<HostDriver, VmmManager> body) {
+    private static void inScene(FaultPlan plan, Map<String, String> settings, boolean hintGivesRoom,
+                                BiConsumer<HostDriver, VmmManager> body) {
         HostDriver host = hostDriver(32 * MIB);
         VmmDriver driver = plan == null ? host : new FaultInjectingDriver(host, plan);
         Map<String, String> all = new HashMap<>(Map.of("VMM_VA_SIZE", "64M", "VMM_SMALL_LIMIT", "0"));
         all.putAll(settings);
         try (VmmManager m = new VmmManager(driver, VmmConfig.from(all))) {
-            long d2 = buildScene(host, m);
+            long d2 = buildScene(host, m, hintGivesRoom);
             body.accept(host, m);
-            assertFullyIntact(host, d2, 50 * PAGE, 3, "the block in the partly live handle");
+            assertFullyIntact(host, d2, 50 * PAGE, 3, "the scene's live 50-page block");
             m.drain();
             assertEquals(host.usage().aliveBytes(), m.stats().reservedBytes());
         } finally {
@@ -195,8 +201,13 @@ class VmmManagerBudgetHandlesTest {
         }
     }
 
-    /** The scene above; returns the live 50-page block in the first block's handle. */
-    private static long buildScene(HostDriver host, VmmManager m) {
+    /**
+     * The scene above; returns the live 50-page block in the first block's handle. Where a peak hint
+     * gives the budget room, the freed 64-page handle (32 caps of 2 pages) is given back instead of
+     * carved ({@link OversizedFreeHandles}): the 10 and 50 pages get new handles, and the live bytes
+     * (114 pages after a peak of 128) are the same, with no partly live handle.
+     */
+    private static long buildScene(HostDriver host, VmmManager m, boolean hintGivesRoom) {
         long a = m.allocate(64 * PAGE, 0);
         long b = m.allocate(64 * PAGE, 0);
         assertEquals(2, created(m), "loading: one handle each");
@@ -204,6 +215,13 @@ class VmmManagerBudgetHandlesTest {
         m.deallocate(a, 0);
         long d1 = m.allocate(10 * PAGE, 0);
         long d2 = m.allocate(50 * PAGE, 0);
+        if (hintGivesRoom) {
+            fill(host, d2, 50 * PAGE, 3);
+            m.deallocate(d1, 0);
+            assertEquals(1, m.stats().driverHandles().handles(DriverCall.RELEASE), "the freed 64-page handle went back");
+            assertEquals(114 * PAGE, m.stats().liveBytes());
+            return d2;
+        }
         assertEquals(a, d1, "carved from the freed block");
         assertEquals(a + 10 * PAGE, d2, "carved from the freed block");
         fill(host, d2, 50 * PAGE, 3);

@@ -70,7 +70,9 @@ class RecordedTracesTest {
             "train_llama_varlen.csv.gz", "jax_generate.csv.gz", "jax_encode_varying.csv.gz", "jax_train_gpt.csv.gz",
             "cupy_loop_nopool.csv.gz", "gen_llama_b32_static.csv.gz", "gen_llama_b24_eager.csv.gz",
             "train_llama_checkpointed.csv.gz", "gen_neox_b32.csv.gz", "gen_bloom_b24.csv.gz", "gen_falcon_b32.csv.gz",
-            "gen_bart_b32.csv.gz", "gen_llama_large_b16.csv.gz", "vit_varying.csv.gz", "snapshots/gen_llama_b8.pickle.gz"})
+            "gen_bart_b32.csv.gz", "gen_llama_large_b16.csv.gz", "vit_varying.csv.gz", "gen_llama_assisted.csv.gz",
+            "gen_mamba_b32.csv.gz", "gen_llama_prompt3k.csv.gz", "infer_llama_compiled.csv.gz", "train_vit_amp.csv.gz",
+            "snapshots/gen_llama_b8.pickle.gz"})
     void everyShippedTraceReplaysThroughVmmkitWithTheTracesOwnPeak(String name) throws IOException {
         AllocationTrace trace = TraceFiles.read(Path.of("traces").resolve(name), OptionalInt.empty()).getFirst();
 
