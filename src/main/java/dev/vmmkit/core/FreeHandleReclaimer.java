@@ -2,6 +2,8 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.driver.DriverException;
 
+import java.util.function.ToIntFunction;
+
 import static dev.vmmkit.core.StreamWaitList.NO_PENDING_WORK;
 
 /**
@@ -32,18 +34,7 @@ final class FreeHandleReclaimer {
      * fails stays FREE and mapped.
      */
     void reclaimFreeHandles(long wantedBytes, HandleRun out, boolean promoteFirst) {
-        int[] pieces;
-        int n;
-        region.lock.lock();
-        try {
-            if (promoteFirst) freeLists.promoteCompleted();
-            pieces = new int[freeLists.noPendingWork().size()];
-            n = planner.detachReclaimable(wantedBytes, pieces);
-            if (n > 0) region.inFlight.begin();
-        } finally {
-            region.lock.unlock();
-        }
-        unmapDetached(pieces, n, out);
+        detachAndUnmap(promoteFirst, pieces -> planner.detachReclaimable(wantedBytes, pieces), out);
     }
 
     /**
@@ -51,19 +42,32 @@ final class FreeHandleReclaimer {
      * free block: {@link OversizedFreeHandles}), after promoting completed frees.
      */
     void releaseHandlesOver(long minBytes) {
+        HandleRun freed = new HandleRun();
+        detachAndUnmap(true, pieces -> planner.detachHandlesOver(minBytes, pieces), freed);
+        release(freed);
+    }
+
+    /**
+     * Under the lock, promotes completed frees when {@code promoteFirst} and lets {@code plan} detach
+     * blocks of no-pending-work free memory into a scratch array (returning how many); then unmaps
+     * them into {@code out} without it.
+     */
+    private void detachAndUnmap(boolean promoteFirst, ToIntFunction<int[]> plan, HandleRun out) {
         int[] pieces;
         int n;
         region.lock.lock();
         try {
-            freeLists.promoteCompleted();
+            if (promoteFirst) freeLists.promoteCompleted();
             pieces = new int[freeLists.noPendingWork().size()];
-            n = planner.detachHandlesOver(minBytes, pieces);
+            n = plan.applyAsInt(pieces);
             if (n > 0) region.inFlight.begin();
         } finally {
             region.lock.unlock();
         }
-        HandleRun freed = new HandleRun();
-        unmapDetached(pieces, n, freed);
+        unmapDetached(pieces, n, out);
+    }
+
+    private void release(HandleRun freed) {
         for (int i = 0; i < freed.count(); i++) region.handles.release(freed.handle(i), freed.bytes(i));
     }
 
@@ -114,7 +118,7 @@ final class FreeHandleReclaimer {
         excess += region.budget.trimMargin(requested);
         HandleRun freed = new HandleRun();
         reclaimFreeHandles(excess, freed, true);
-        for (int i = 0; i < freed.count(); i++) region.handles.release(freed.handle(i), freed.bytes(i));
+        release(freed);
     }
 
     /**
@@ -141,7 +145,7 @@ final class FreeHandleReclaimer {
         }
         HandleRun freed = new HandleRun();
         reclaimFreeHandles(Long.MAX_VALUE, freed, false);
-        for (int i = 0; i < freed.count(); i++) region.handles.release(freed.handle(i), freed.bytes(i));
+        release(freed);
         region.handles.drainPool();
     }
 }

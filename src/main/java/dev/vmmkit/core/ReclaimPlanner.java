@@ -39,14 +39,8 @@ final class ReclaimPlanner {
      * the free tree's size). Returns how many.
      */
     int detachReclaimable(long wantedBytes, int[] pieces) {
-        SizeTree free = freeLists.noPendingWork();
-        int count = free.size();
-        if (count == 0 || wantedBytes <= 0) return 0;
-        if (ids.length < count) {
-            ids = new int[Math.max(count, ids.length * 2)];
-            order = new long[ids.length];
-        }
-        int n = free.descending(ids); // largest first: the order among equal free sequences
+        if (wantedBytes <= 0) return 0;
+        int n = freeBlocksLargestFirst(); // largest first: the order among equal free sequences
         for (int i = 0; i < n; i++) order[i] = (blocks.freeSequence[ids[i]] << ID_BITS) | i;
         Arrays.sort(order, 0, n);
         long remaining = wantedBytes;
@@ -77,14 +71,7 @@ final class ReclaimPlanner {
      * (as long as the free tree's size), for {@link OversizedFreeHandles}. Returns how many.
      */
     int detachHandlesOver(long minBytes, int[] pieces) {
-        SizeTree free = freeLists.noPendingWork();
-        int count = free.size();
-        if (count == 0) return 0;
-        if (ids.length < count) {
-            ids = new int[Math.max(count, ids.length * 2)];
-            order = new long[ids.length];
-        }
-        int n = free.descending(ids);
+        int n = freeBlocksLargestFirst();
         int taken = 0;
         for (int i = 0; i < n && blocks.size[ids[i]] > minBytes; i++) {
             int id = ids[i];
@@ -99,6 +86,18 @@ final class ReclaimPlanner {
             }
         }
         return taken;
+    }
+
+    /** Puts the no-pending-work FREE blocks into {@link #ids}, largest first (growing the scratch arrays); returns how many. */
+    private int freeBlocksLargestFirst() {
+        SizeTree free = freeLists.noPendingWork();
+        int count = free.size();
+        if (count == 0) return 0;
+        if (ids.length < count) {
+            ids = new int[Math.max(count, ids.length * 2)];
+            order = new long[ids.length];
+        }
+        return free.descending(ids);
     }
 
     /** Cuts [from, to) out of FREE block {@code id} (in the no-pending-work tree) as an IN_FLIGHT block. */
