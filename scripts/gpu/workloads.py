@@ -294,6 +294,145 @@ def sample_dit(steps=16):
     return total
 
 
+def detect_maskrcnn(rounds=16):
+    """Instance segmentation (torchvision's Mask R-CNN, ResNet-50 FPN, random weights) over 1-4 images
+    of 384-896 pixels a side: how many proposals survive non-maximum suppression, and so how many
+    boxes and masks each image makes, varies from image to image."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.detection.maskrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, box_score_thresh=0.0).cuda().eval()
+    g = torch.Generator().manual_seed(9)
+    total = 0.0
+    with torch.no_grad():
+        for _ in range(rounds):
+            n = int(torch.randint(1, 5, (1,), generator=g))
+            sides = torch.randint(384, 897, (n, 2), generator=g).tolist()
+            images = [torch.rand(3, h, w, generator=g).cuda() for h, w in sides]
+            for out in model(images):
+                masks = out["masks"]
+                total += float(out["boxes"].sum().item()) + len(out["labels"])
+                total += float(masks.float().mean().item()) if masks.numel() else 0.0
+    return total
+
+
+def train_lora(steps=40):
+    """LoRA fine-tuning (peft) of a Llama-style model held in bfloat16: only the adapters on every
+    attention and MLP projection train, over micro-batches of 2-16 sequences of 64-768 tokens."""
+    import peft
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                         num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048, use_cache=False)
+    base = tf.LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = peft.get_peft_model(base, peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules=targets))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    g = torch.Generator().manual_seed(11)
+    total = 0.0
+    for _ in range(steps):
+        b = int(torch.randint(2, 17, (1,), generator=g))
+        seq = int(torch.randint(64, 769, (1,), generator=g))
+        ids = torch.randint(3, cfg.vocab_size, (b, seq), generator=g).cuda()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item()
+    return total
+
+
+class GraphSage(nn.Module):
+    """Three GraphSAGE layers (PyTorch Geometric): each node's features mixed with its neighbours' mean."""
+
+    def __init__(self, features, hidden, classes):
+        super().__init__()
+        import torch_geometric.nn as gnn
+        self.convs = nn.ModuleList([gnn.SAGEConv(features, hidden), gnn.SAGEConv(hidden, hidden),
+                                    gnn.SAGEConv(hidden, classes)])
+
+    def forward(self, x, edges):
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edges)
+            if i < len(self.convs) - 1:
+                x = F.relu(x)
+        return x
+
+
+def train_gnn(steps=30):
+    """Graph learning: GraphSAGE trained full-batch on a new random graph every step, 20,000-120,000
+    nodes with ten edges each, so each step's gathers and scatters have sizes of their own."""
+    torch.manual_seed(0)
+    model = GraphSage(128, 256, 16).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(12)
+    total = 0.0
+    for _ in range(steps):
+        n = int(torch.randint(20_000, 120_001, (1,), generator=g))
+        x = torch.randn(n, 128, generator=g).cuda()
+        edges = torch.randint(0, n, (2, n * 10), generator=g).cuda()
+        labels = torch.randint(0, 16, (n,), generator=g).cuda()
+        loss = F.cross_entropy(model(x, edges), labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item()
+    return total
+
+
+def train_lstm(steps=40):
+    """A two-layer LSTM language model (cuDNN) trained on packed batches of 8-64 sequences of 16-400
+    tokens: cuDNN's workspace and reserve space change with every batch's shape."""
+    torch.manual_seed(0)
+    vocab = 16000
+    embed = nn.Embedding(vocab, 512)
+    lstm = nn.LSTM(512, 1024, num_layers=2, batch_first=True, dropout=0.1)
+    head = nn.Linear(1024, vocab)
+    model = nn.ModuleList([embed, lstm, head]).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(13)
+    total = 0.0
+    for _ in range(steps):
+        b = int(torch.randint(8, 65, (1,), generator=g))
+        lengths = torch.randint(16, 401, (b,), generator=g)
+        longest = int(lengths.max())
+        ids = torch.randint(0, vocab, (b, longest), generator=g)
+        past_end = torch.arange(longest - 1)[None] >= (lengths[:, None] - 1)
+        targets = ids[:, 1:].masked_fill(past_end, -100).cuda()
+        packed = nn.utils.rnn.pack_padded_sequence(embed(ids.cuda()), lengths, batch_first=True, enforce_sorted=False)
+        out, _ = nn.utils.rnn.pad_packed_sequence(lstm(packed)[0], batch_first=True)
+        loss = F.cross_entropy(head(out[:, :-1]).flatten(0, 1), targets.flatten(), ignore_index=-100)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item()
+    return total
+
+
+def train_convnext(steps=30):
+    """A ConvNeXt (timm's convnext_tiny, random weights) trained under bfloat16 autocast on channels-last
+    batches of 16-64 images of 128-256 pixels, with AdamW."""
+    import timm
+    torch.manual_seed(0)
+    model = timm.create_model("convnext_tiny", pretrained=False, num_classes=100).cuda()
+    model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(14)
+    total = 0.0
+    for step in range(steps):
+        b = int(torch.randint(16, 65, (1,), generator=g))
+        res = (128, 192, 256, 160)[step % 4]
+        x = torch.randn(b, 3, res, res, generator=g).cuda().to(memory_format=torch.channels_last)
+        labels = torch.randint(0, 100, (b,), generator=g).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item()
+    return total
+
+
 def train_llama_varlen(steps=40, accumulate=2, checkpointing=False):
     """Fine-tuning with dynamic padding: every micro-batch has its own batch size and length, gradients
     are accumulated over two of them and clipped before AdamW steps. checkpointing: each layer's
@@ -545,6 +684,14 @@ WORKLOADS = {
     # diffusion-transformer sampling at varying resolutions.
     "train_clip": train_clip,
     "sample_dit": sample_dit,
+    # Five kinds beyond transformers' language and vision models: detection with data-dependent
+    # shapes, adapter fine-tuning, graph learning, a recurrent network on cuDNN, a convolutional
+    # network from timm.
+    "detect_maskrcnn": detect_maskrcnn,
+    "train_lora": train_lora,
+    "train_gnn": train_gnn,
+    "train_lstm": train_lstm,
+    "train_convnext": train_convnext,
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

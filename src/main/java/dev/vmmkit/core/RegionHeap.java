@@ -260,11 +260,21 @@ final class RegionHeap {
 
     // ---------------------------------------------------------------- pending frees and failures
 
+    /** True when blocks freed cudaFree-style wait for a device synchronisation. */
+    boolean hasDeviceWideFrees() {
+        lock.lock();
+        try {
+            return freeLists.hasDeviceWideFrees();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /**
      * Memory freed but still waiting for earlier device work (a cudaFree's device-wide
      * synchronisation, another stream's event) is often about to become usable. Waits for it
-     * without the lock: at most {@code timeoutNanos} in all (forever when negative), so a
-     * long-running kernel costs memory, not time. Returns true if any free became reusable.
+     * without the lock: at most {@code timeoutNanos} in all (forever when negative), so a kernel
+     * that runs past the bound costs memory, not more time. Returns true if any free became reusable.
      */
     boolean waitForPendingFrees(long timeoutNanos) {
         StreamFreeLists.Waits waits;

@@ -5,8 +5,8 @@ import dev.vmmkit.driver.DriverException;
 import static dev.vmmkit.core.BlockTable.NONE;
 
 /**
- * A request one {@link RegionHeap}'s cache missed: trim back to the budget, wait briefly for
- * pending frees when new pages would pass it, place the request on unmapped space and map the pages
+ * A request one {@link RegionHeap}'s cache missed: trim back to the budget, wait for pending
+ * frees when new pages would pass it, place the request on unmapped space and map the pages
  * it needs ({@link PlacementChooser} says where, {@link HandleSupply} gives the handles,
  * {@link PageTable} maps them), and recover from out-of-memory by draining every cache once.
  *
@@ -14,11 +14,20 @@ import static dev.vmmkit.core.BlockTable.NONE;
  * the driver between.
  */
 final class SlowPath {
-    /** The longest an allocation waits for pending frees before it maps more memory instead. */
-    static final long PENDING_FREE_WAIT_NANOS = 1_000_000;
+    /** The longest a request that would pass the budget waits for frees made on streams (their events). */
+    static final long STREAM_FREE_WAIT_NANOS = 1_000_000;
+    /**
+     * The same when cudaFree's frees are among them. A live program's thread runs ahead of the
+     * device, and a cudaFree's block waits for a synchronisation that ends only when the device
+     * catches up (tens of milliseconds in a training step); a 1 ms wait mapped new memory beside
+     * memory about to come back (an LSTM's live run held 2.6x its peak). Native cudaFree makes the
+     * program wait for the device at every free; here only a request that would pass the budget
+     * waits, and the bound keeps a device that never goes idle from stalling it for good.
+     */
+    static final long DEVICE_WIDE_FREE_WAIT_NANOS = 100_000_000;
     /** The most same-size blocks a malloc/free loop rotates over while their frees wait ({@link #waitingBlock}). */
     static final int ROTATION_BLOCKS = 8;
-    /** The most bytes of such blocks counted beside a request (at least one block is). */
+    /** The most bytes of such blocks counted beside a request; larger blocks are not rotated. */
     static final long ROTATION_BYTES = 512L << 20;
 
     private final RegionHeap region;
@@ -38,7 +47,8 @@ final class SlowPath {
         long counted = requested + waitingBlock(bytes, requested, stream);
         region.oversized.giveBackAfterRefusal(requested);
         region.reclaimer.trimToBudget(counted);
-        if (region.budget.wouldExceed(bytes, counted) && region.waitForPendingFrees(PENDING_FREE_WAIT_NANOS)) {
+        if (region.budget.wouldExceed(bytes, counted) && region.waitForPendingFrees(
+                region.hasDeviceWideFrees() ? DEVICE_WIDE_FREE_WAIT_NANOS : STREAM_FREE_WAIT_NANOS)) {
             long address = region.tryCachedFit(bytes, requested, stream);
             if (address != 0) return address;
         }
@@ -70,23 +80,26 @@ final class SlowPath {
      * Blocks of the request's size (to the page) that wait for device work (a cudaFree's device
      * synchronisation, another stream's event) are still in use by the device, so the budget counts
      * them beside the request: returns {@code requested} times their number, at most
-     * {@value #ROTATION_BLOCKS} of them and {@value #ROTATION_BYTES} bytes (always one). A same-size
+     * {@value #ROTATION_BLOCKS} of them and {@value #ROTATION_BYTES} bytes. A same-size
      * malloc/free loop then rotates over a few blocks instead of waiting for the device at every
      * turn: it grows by one block only when every block it has is still waiting, so it settles on as
      * many as cover the synchronisation's latency. Larger waiting blocks are not counted, so a
      * program whose frees all wait (cudaFree) does not map copies of its large free blocks for
-     * smaller requests. The extra blocks are cache like any other once their frees complete:
+     * smaller requests, and a block larger than the byte bound gets no copy: a program's gigabyte
+     * tensors recur within a step (an LSTM's 1.6 GB logits and their gradient), and a copy of one
+     * is a tenth or more of its peak, where a loop over such a block spends its time on the device
+     * anyway. The extra blocks are cache like any other once their frees complete:
      * trimmed back to the budget by the next slow path, released at out-of-memory. Also hurries the
      * fence when a cudaFree's block that would fit waits for it.
      */
     private long waitingBlock(long bytes, long requested, long stream) {
         long sameSize = region.roundUpToPage(bytes) + region.pageBytes;
-        int most = (int) Math.max(1, Math.min(ROTATION_BLOCKS, ROTATION_BYTES / sameSize));
+        int most = (int) Math.min(ROTATION_BLOCKS, ROTATION_BYTES / sameSize);
         int waiting;
         boolean fenceWouldFreeAFit;
         region.lock.lock();
         try {
-            waiting = region.freeLists.waitingFits(bytes, sameSize, stream, most);
+            waiting = most == 0 ? 0 : region.freeLists.waitingFits(bytes, sameSize, stream, most);
             fenceWouldFreeAFit = region.freeLists.deviceWideFreeFits(bytes);
         } finally {
             region.lock.unlock();

@@ -110,11 +110,48 @@ class VmmManagerRotationTest {
             m.deallocate(big, DEVICE_WIDE);
             gate.awaitArrivals(1);
             // The large waiting block is not counted for a smaller request: that request does not get
-            // a second copy of the program's memory; it waits briefly, then goes beside it.
+            // a second copy of the program's memory; it waits (at most SlowPath.PENDING_FREE_WAIT_NANOS,
+            // the gate stays shut), then goes beside it.
             long small = m.allocate(SIZE, DEVICE_WIDE);
             assertFalse(small < big + 4 * SIZE && big < small + SIZE, "the waiting block was not handed out");
             m.deallocate(small, DEVICE_WIDE);
         });
+    }
+
+    @Test
+    void aBlockLargerThanTheRotationsBoundGetsNoCopyAndTheNextRequestWaitsForIt() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            long large = SlowPath.ROTATION_BYTES + 4 * PAGE;
+            host = hostDriver(2 * large);
+            events = host.hostEvents();
+            m = new VmmManager(new DeviceSyncGatedDriver(host, gate), smallConfig(4 * large));
+            long first = m.allocate(large, DEVICE_WIDE);
+            fill(host, first, PAGE, 7);
+            m.deallocate(first, DEVICE_WIDE);
+            gate.awaitArrivals(1); // its synchronisation is under way, held: the device is busy
+
+            long[] again = new long[1];
+            Thread request = Thread.ofPlatform().start(() -> again[0] = m.allocate(large, DEVICE_WIDE));
+            awaitWaitingForPendingFrees(request);
+            assertEquals(1, creates(), "no copy of the large block while its free waits");
+            gate.letThrough(1);
+            request.join();
+            assertEquals(first, again[0], "the same block, once its synchronisation finished");
+            assertEquals(1, creates());
+            m.deallocate(again[0], DEVICE_WIDE);
+        });
+    }
+
+    /** Returns once {@code thread} is parked in the slow path's wait for pending frees. */
+    private static void awaitWaitingForPendingFrees(Thread thread) {
+        while (true) {
+            Thread.State state = thread.getState();
+            if (state == Thread.State.TERMINATED) return; // it did not wait: the assertions after say so
+            boolean parked = state == Thread.State.WAITING || state == Thread.State.TIMED_WAITING;
+            if (parked && java.util.Arrays.stream(thread.getStackTrace())
+                    .anyMatch(frame -> frame.getMethodName().equals("waitForPendingFrees"))) return;
+            Thread.onSpinWait();
+        }
     }
 
     @Test
