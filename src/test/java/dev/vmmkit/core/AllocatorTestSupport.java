@@ -7,6 +7,7 @@ import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
+import java.util.stream.LongStream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -113,6 +114,28 @@ final class AllocatorTestSupport {
     /** A fail message prefix that lets a failing seeded run be repeated. */
     static String seedNote(long seed) {
         return "seed=" + seed + " (rerun with this seed to repeat)";
+    }
+
+    /** The system property that widens the model tests' seeds: {@code FROM-TO}, both included. */
+    static final String SEEDS_PROPERTY = "vmmkit.test.seeds";
+
+    /**
+     * The seeds a model test runs: {@code chosen} by default; with {@value #SEEDS_PROPERTY} set
+     * ({@code scripts/soak-model-tests.sh}), every seed of its range instead, to look for what the
+     * chosen ones miss.
+     */
+    static LongStream seeds(long... chosen) {
+        String range = System.getProperty(SEEDS_PROPERTY);
+        if (range == null || range.isBlank()) return LongStream.of(chosen);
+        String[] ends = range.split("-");
+        if (ends.length != 2) throw new IllegalArgumentException(SEEDS_PROPERTY + " must be FROM-TO, not '" + range + "'");
+        return LongStream.rangeClosed(Long.parseLong(ends[0].trim()), Long.parseLong(ends[1].trim()));
+    }
+
+    /** True when the seeds are the chosen ones, so a test may check what those are known to reach. */
+    static boolean runsChosenSeeds() {
+        String range = System.getProperty(SEEDS_PROPERTY);
+        return range == null || range.isBlank();
     }
 
     // ------------------------------------------------------------------ reference model

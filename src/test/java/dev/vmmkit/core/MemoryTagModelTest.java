@@ -18,6 +18,7 @@ import static dev.vmmkit.core.AllocatorTestSupport.fill;
 import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
 import static dev.vmmkit.core.AllocatorTestSupport.randomSize;
 import static dev.vmmkit.core.AllocatorTestSupport.seedNote;
+import static dev.vmmkit.core.AllocatorTestSupport.seeds;
 import static dev.vmmkit.core.AllocatorTestSupport.smallConfig;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -34,18 +35,19 @@ import static org.junit.jupiter.api.Assertions.fail;
 class MemoryTagModelTest {
     private static final String[] TAGS = {"weights", "adapters", "kv_cache"};
     private static final boolean[] KEEP = {true, true, false};
+    private static final long[] TWELVE = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
     record Live(long address, long size, long seed, int tag) {
     }
 
     @Test
     void randomSequencesAgreeWithTheModel() {
-        for (long seed = 1; seed <= 12; seed++) run(seed, 0);
+        seeds(TWELVE).forEach(seed -> run(seed, 0));
     }
 
     @Test
     void randomSequencesAgreeWithTheModelWithOnePagePerHandle() {
-        for (long seed = 1; seed <= 12; seed++) run(seed, PAGE);
+        seeds(TWELVE).forEach(seed -> run(seed, PAGE));
     }
 
     private static void run(long seed, long handleCap) {

@@ -7,13 +7,14 @@ import dev.vmmkit.driver.FaultInjectingDriver;
 import dev.vmmkit.driver.FaultPlan;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.stream.LongStream;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CyclicBarrier;
 
@@ -47,8 +48,12 @@ class VmmManagerConcurrentFaultTest {
 
     private record Buffer(long address, long size, long pattern, long stream) {}
 
+    static LongStream chosenSeeds() {
+        return AllocatorTestSupport.seeds(1, 2, 3, 4, 5, 6);
+    }
+
     @ParameterizedTest(name = "seed {0}")
-    @ValueSource(longs = {1, 2, 3, 4, 5, 6})
+    @MethodSource("chosenSeeds")
     void threadsUnderRandomFaultsLeaveEveryBufferAndFigureRight(long seed) throws Exception {
         SplittableRandom rng = new SplittableRandom(seed);
         FaultPlan plan = new FaultPlan(seed);

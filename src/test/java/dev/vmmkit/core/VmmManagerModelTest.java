@@ -4,9 +4,11 @@ import dev.vmmkit.core.AllocatorTestSupport.LiveModel;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.util.SplittableRandom;
+import java.util.stream.LongStream;
 
 import static dev.vmmkit.core.AllocatorTestSupport.MIB;
 import static dev.vmmkit.core.AllocatorTestSupport.assertFullyIntact;
@@ -15,6 +17,7 @@ import static dev.vmmkit.core.AllocatorTestSupport.fill;
 import static dev.vmmkit.core.AllocatorTestSupport.hostDriver;
 import static dev.vmmkit.core.AllocatorTestSupport.randomSize;
 import static dev.vmmkit.core.AllocatorTestSupport.seedNote;
+import static dev.vmmkit.core.AllocatorTestSupport.seeds;
 import static dev.vmmkit.core.AllocatorTestSupport.twoRegionConfig;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -29,8 +32,16 @@ class VmmManagerModelTest {
     private static final int OPS = 3000;
     private static final int MAX_LIVE = 250;
 
+    static LongStream plainSeeds() {
+        return seeds(1, 2, 3, 0xC0FFEE, 20240601);
+    }
+
+    static LongStream laggingSeeds() {
+        return seeds(11, 12, 13);
+    }
+
     @ParameterizedTest(name = "seed {0}")
-    @ValueSource(longs = {1, 2, 3, 0xC0FFEE, 20240601})
+    @MethodSource("plainSeeds")
     void randomSequencesMatchTheModel(long seed) {
         run(seed, false, 48 * MIB, false);
     }
@@ -48,7 +59,7 @@ class VmmManagerModelTest {
      * events whenever it gets to them, so a run does not repeat exactly, but the checks hold.
      */
     @ParameterizedTest(name = "seed {0}, held events")
-    @ValueSource(longs = {11, 12, 13})
+    @MethodSource("laggingSeeds")
     void randomSequencesMatchTheModelWhileStreamsLag(long seed) {
         run(seed, true, 48 * MIB, true);
     }

@@ -2,13 +2,14 @@ package dev.vmmkit.core;
 
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
+import java.util.stream.LongStream;
 
 import static dev.vmmkit.core.AllocatorTestSupport.MIB;
 import static dev.vmmkit.core.AllocatorTestSupport.PAGE;
@@ -34,8 +35,12 @@ class VmmManagerResizeModelTest {
     private record Buffer(long size, long seed, long stream) {
     }
 
+    static LongStream chosenSeeds() {
+        return AllocatorTestSupport.seeds(1, 2, 3, 4, 5, 6);
+    }
+
     @ParameterizedTest
-    @ValueSource(longs = {1, 2, 3, 4, 5, 6})
+    @MethodSource("chosenSeeds")
     void everyBufferKeepsItsBytesThroughResizesAndRemaps(long seed) {
         String note = seedNote(seed);
         SplittableRandom rng = new SplittableRandom(seed);
@@ -109,7 +114,11 @@ class VmmManagerResizeModelTest {
                 }
                 if (dice == 99) m.drain();
             }
-            if (seed % 2 == 0) assertTrue(m.stats().zeroCopy().remaps() > 0, note + ": some copies became remaps");
+            // The chosen seeds are known to reach remaps (a check of this test's reach, not of vmmkit):
+            // a seed drawn at random may make none.
+            if (seed % 2 == 0 && AllocatorTestSupport.runsChosenSeeds()) {
+                assertTrue(m.stats().zeroCopy().remaps() > 0, note + ": some copies became remaps");
+            }
             for (Map.Entry<Long, Buffer> e : live.entrySet()) {
                 if (!aliases.contains(e.getKey())) assertFullyIntact(host, e.getKey(), e.getValue().size, e.getValue().seed, note + ", final");
                 m.deallocate(e.getKey(), e.getValue().stream);
