@@ -260,26 +260,24 @@ final class RegionHeap {
 
     // ---------------------------------------------------------------- pending frees and failures
 
-    /** True when blocks freed cudaFree-style wait for a device synchronisation. */
-    boolean hasDeviceWideFrees() {
-        lock.lock();
-        try {
-            return freeLists.hasDeviceWideFrees();
-        } finally {
-            lock.unlock();
-        }
+    /** As {@link #waitForPendingFrees(long, long)}, one bound for every kind of free. */
+    boolean waitForPendingFrees(long timeoutNanos) {
+        return waitForPendingFrees(timeoutNanos, timeoutNanos);
     }
 
     /**
      * Memory freed but still waiting for earlier device work (a cudaFree's device-wide
      * synchronisation, another stream's event) is often about to become usable. Waits for it
-     * without the lock: at most {@code timeoutNanos} in all (forever when negative), so a kernel
-     * that runs past the bound costs memory, not more time. Returns true if any free became reusable.
+     * without the lock: at most {@code deviceWideTimeoutNanos} in all when cudaFree-style frees are
+     * among it, else {@code streamTimeoutNanos} (forever when negative), so a kernel that runs past
+     * the bound costs memory, not more time. Returns true if any free became reusable.
      */
-    boolean waitForPendingFrees(long timeoutNanos) {
+    boolean waitForPendingFrees(long streamTimeoutNanos, long deviceWideTimeoutNanos) {
         StreamFreeLists.Waits waits;
+        long timeoutNanos;
         lock.lock();
         try {
+            timeoutNanos = freeLists.hasDeviceWideFrees() ? deviceWideTimeoutNanos : streamTimeoutNanos;
             waits = freeLists.prepareWaits(timeoutNanos < 0);
         } finally {
             lock.unlock();

@@ -47,8 +47,8 @@ final class SlowPath {
         long counted = requested + waitingBlock(bytes, requested, stream);
         region.oversized.giveBackAfterRefusal(requested);
         region.reclaimer.trimToBudget(counted);
-        if (region.budget.wouldExceed(bytes, counted) && region.waitForPendingFrees(
-                region.hasDeviceWideFrees() ? DEVICE_WIDE_FREE_WAIT_NANOS : STREAM_FREE_WAIT_NANOS)) {
+        if (region.budget.wouldExceed(bytes, counted)
+                && region.waitForPendingFrees(STREAM_FREE_WAIT_NANOS, DEVICE_WIDE_FREE_WAIT_NANOS)) {
             long address = region.tryCachedFit(bytes, requested, stream);
             if (address != 0) return address;
         }
