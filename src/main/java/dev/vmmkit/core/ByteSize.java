@@ -63,6 +63,11 @@ public final class ByteSize {
                 : String.format(Locale.ROOT, "%.1f %s", value, UNITS[unit]);
     }
 
+    /** In MiB with one decimal whatever the size, for figures compared line by line in a log: {@code 3519.0 MiB}. */
+    public static String formatMiB(long bytes) {
+        return String.format(Locale.ROOT, "%.1f MiB", bytes / (double) (1L << 20));
+    }
+
     /** As {@link #format}, but always one decimal from KiB up, for columns of figures: {@code 80.0 GiB}. */
     public static String formatOneDecimal(long bytes) {
         if (bytes < 1024) return bytes + " B";

@@ -108,7 +108,7 @@ final class RegionHeap {
         this.handles = new HandleSupply(this, driver, pool, accounting, budget, config, others);
         this.reclaimer = new FreeHandleReclaimer(this);
         this.oversized = new OversizedFreeHandles(this);
-        this.slowPath = new SlowPath(this, others, deviceFence);
+        this.slowPath = new SlowPath(this, name, others, deviceFence);
         unmapped.insert(blocks.newBlock(UNMAPPED, base, span));
     }
 

@@ -35,23 +35,36 @@ final class SlowPath {
     private final PlacementChooser placer;
     /** Told when this path is inside its driver calls, so that a lone synchronisation waits them out. */
     private final DeviceWideFence deviceFence;
+    /** One line per miss at debug level; null otherwise. */
+    private final SlowPathLog log;
 
-    SlowPath(RegionHeap region, RegionHeap.OtherRegions others, DeviceWideFence deviceFence) {
+    SlowPath(RegionHeap region, String regionName, RegionHeap.OtherRegions others, DeviceWideFence deviceFence) {
         this.region = region;
         this.others = others;
         this.deviceFence = deviceFence;
         this.placer = new PlacementChooser(region);
+        this.log = SlowPathLog.of(region, regionName);
     }
 
     long allocate(long bytes, long requested, long stream) {
         long counted = requested + waitingBlock(bytes, requested, stream);
+        SlowPathLog.Miss miss = log == null ? null : log.begin(bytes, counted - requested, counted);
         region.oversized.giveBackAfterRefusal(requested);
         region.reclaimer.trimToBudget(counted);
-        if (region.budget.wouldExceed(bytes, counted)
-                && region.waitForPendingFrees(STREAM_FREE_WAIT_NANOS, DEVICE_WIDE_FREE_WAIT_NANOS)) {
-            long address = region.tryCachedFit(bytes, requested, stream);
-            if (address != 0) return address;
+        long address = 0;
+        if (region.budget.wouldExceed(bytes, counted)) {
+            if (miss != null) miss.waitStarts();
+            boolean freed = region.waitForPendingFrees(STREAM_FREE_WAIT_NANOS, DEVICE_WIDE_FREE_WAIT_NANOS);
+            if (freed) address = region.tryCachedFit(bytes, requested, stream);
+            if (miss != null) miss.waitEnded(freed, address != 0);
         }
+        if (address == 0) address = placeOnNewMemoryOrRecover(bytes, requested, counted, stream);
+        if (miss != null) miss.end(counted);
+        return address;
+    }
+
+    /** Places the request on new memory; at out-of-memory drains every cache once and retries. */
+    private long placeOnNewMemoryOrRecover(long bytes, long requested, long counted, long stream) {
         try {
             return placeOnNewMemory(bytes, requested, counted, stream);
         } catch (DriverException e) {

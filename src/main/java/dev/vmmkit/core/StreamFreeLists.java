@@ -290,7 +290,12 @@ final class StreamFreeLists {
 
     /** Bytes of every FREE block, pending or not. */
     long freeBytes() {
-        long sum = sumOf(noPendingWork);
+        return sumOf(noPendingWork) + pendingBytes();
+    }
+
+    /** Bytes of the FREE blocks that still wait for device work (for the slow path's log). */
+    long pendingBytes() {
+        long sum = 0;
         for (SizeTree t : byStream.values()) sum += sumOf(t);
         return sum;
     }

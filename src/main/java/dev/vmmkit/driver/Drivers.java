@@ -39,7 +39,7 @@ public final class Drivers {
             case AUTO -> CudaDriver.isAvailable() ? cuda(device, deviceMemoryBytes) : host(device, deviceMemoryBytes);
         };
         if (VmmLog.isDebug()) {
-            VmmLog.routeDriverDebugToStderr();
+            VmmLog.routeDebugToStderr(LoggingDriver.LOGGER_NAME, "vmmkit driver: ");
             return new LoggingDriver(driver);
         }
         return driver;

@@ -1,6 +1,8 @@
 package dev.vmmkit.driver;
 
+import java.util.HashMap;
 import java.util.Locale;
+import java.util.Map;
 import java.util.logging.ConsoleHandler;
 import java.util.logging.Formatter;
 import java.util.logging.Level;
@@ -11,13 +13,13 @@ import java.util.logging.Logger;
  * The one logging set-up of vmmkit. The level comes from the system property {@code vmmkit.log}
  * when set, else the environment variable {@code VMM_LOG} (read once): {@code warn} (the default:
  * warnings only), {@code info} (progress messages) or {@code debug} (also every driver call,
- * through {@link LoggingDriver}). Messages go to stderr, so a host program's stdout stays its own.
+ * through {@link LoggingDriver}, and every cache miss of the allocator with the budget it saw). Messages go to stderr, so a host program's stdout stays its own.
  */
 public final class VmmLog {
     private static final String ENVIRONMENT_LEVEL = level(System.getenv("VMM_LOG"));
 
-    /** Keeps the logger configured for debug output alive (java.util.logging holds loggers weakly). */
-    private static Logger debugLogger;
+    /** Keeps the loggers configured for debug output alive (java.util.logging holds loggers weakly). */
+    private static final Map<String, Logger> debugLoggers = new HashMap<>();
 
     private VmmLog() {
     }
@@ -60,24 +62,26 @@ public final class VmmLog {
 
     /**
      * The default System.Logger backend (java.util.logging) drops DEBUG; when nothing else was
-     * configured, let the driver logger print DEBUG to stderr so that VMM_LOG=debug shows something.
+     * configured, let the logger {@code loggerName} print DEBUG to stderr, each line after
+     * {@code prefix}, so that VMM_LOG=debug shows something: the driver's calls
+     * ({@link LoggingDriver}) and the allocator's cache misses.
      */
-    static synchronized void routeDriverDebugToStderr() {
-        if (debugLogger != null || System.getLogger(LoggingDriver.LOGGER_NAME).isLoggable(System.Logger.Level.DEBUG)) {
+    public static synchronized void routeDebugToStderr(String loggerName, String prefix) {
+        if (debugLoggers.containsKey(loggerName) || System.getLogger(loggerName).isLoggable(System.Logger.Level.DEBUG)) {
             return;
         }
-        Logger logger = Logger.getLogger(LoggingDriver.LOGGER_NAME);
+        Logger logger = Logger.getLogger(loggerName);
         ConsoleHandler stderr = new ConsoleHandler();
         stderr.setLevel(Level.FINE);
         stderr.setFormatter(new Formatter() {
             @Override
             public String format(LogRecord record) {
-                return "vmmkit driver: " + formatMessage(record) + System.lineSeparator();
+                return prefix + formatMessage(record) + System.lineSeparator();
             }
         });
         logger.addHandler(stderr);
         logger.setLevel(Level.FINE);
         logger.setUseParentHandlers(false);
-        debugLogger = logger;
+        debugLoggers.put(loggerName, logger);
     }
 }
