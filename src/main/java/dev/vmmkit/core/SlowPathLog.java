@@ -1,5 +1,7 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.DriverAdaptor;
+import dev.vmmkit.driver.DryDriver;
 import dev.vmmkit.driver.VmmLog;
 
 import java.lang.System.Logger.Level;
@@ -26,9 +28,13 @@ final class SlowPathLog {
         this.regionName = regionName;
     }
 
-    /** The log of {@code region}'s misses, or null when debug logging is off, so that a miss then pays one null check. */
+    /**
+     * The log of {@code region}'s misses, or null when debug logging is off, so that a miss then pays
+     * one null check. A region on a {@link DryDriver} logs nothing: its misses are the start-up
+     * warm-up's, not the program's.
+     */
     static SlowPathLog of(RegionHeap region, String regionName) {
-        if (!VmmLog.isDebug()) return null;
+        if (!VmmLog.isDebug() || DriverAdaptor.innermost(region.driver) instanceof DryDriver) return null;
         VmmLog.routeDebugToStderr(LOGGER_NAME, "vmmkit slow path: ");
         return new SlowPathLog(region, regionName);
     }

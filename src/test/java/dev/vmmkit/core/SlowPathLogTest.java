@@ -1,5 +1,6 @@
 package dev.vmmkit.core;
 
+import dev.vmmkit.driver.DryDriver;
 import dev.vmmkit.driver.host.HostDriver;
 import org.junit.jupiter.api.Test;
 
@@ -85,6 +86,19 @@ class SlowPathLogTest {
         assertTrue(second.contains("over the budget: waited"), second);
         assertTrue(second.contains("no pending free became usable"), second);
         assertTrue(second.contains("after: physical"), second);
+    }
+
+    @Test
+    void theStartUpWarmUpsMissesOnADryDriverAreNotLogged() {
+        System.setProperty("vmmkit.log", "debug");
+        Lines log = new Lines();
+        try (VmmManager m = new VmmManager(new DryDriver(PAGE, 64 * MIB), smallConfig(256 * MIB))) {
+            m.deallocate(m.allocate(32 * PAGE, FREEING_STREAM), FREEING_STREAM);
+            assertEquals(List.of(), log.lines);
+        } finally {
+            log.close();
+            System.clearProperty("vmmkit.log");
+        }
     }
 
     @Test
