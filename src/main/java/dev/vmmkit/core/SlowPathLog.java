@@ -5,6 +5,7 @@ import dev.vmmkit.driver.DryDriver;
 import dev.vmmkit.driver.VmmLog;
 
 import java.lang.System.Logger.Level;
+import java.util.Locale;
 
 /**
  * At {@code VMM_LOG=debug}, one line per cache miss of a region: the request, what the budget saw
@@ -83,7 +84,7 @@ final class SlowPathLog {
         }
 
         void waitEnded(boolean freed, boolean servedFromThem) {
-            wait = String.format(java.util.Locale.ROOT, "over the budget: waited %.3f ms, %s",
+            wait = String.format(Locale.ROOT, "over the budget: waited %.3f ms, %s",
                     (System.nanoTime() - waitStartNanos) / 1e6,
                     !freed ? "no pending free became usable" : servedFromThem ? "served from the frees it waited for" : "the frees it waited for did not fit");
         }

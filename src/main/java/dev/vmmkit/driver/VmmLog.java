@@ -13,7 +13,8 @@ import java.util.logging.Logger;
  * The one logging set-up of vmmkit. The level comes from the system property {@code vmmkit.log}
  * when set, else the environment variable {@code VMM_LOG} (read once): {@code warn} (the default:
  * warnings only), {@code info} (progress messages) or {@code debug} (also every driver call,
- * through {@link LoggingDriver}, and every cache miss of the allocator with the budget it saw). Messages go to stderr, so a host program's stdout stays its own.
+ * through {@link LoggingDriver}, and every cache miss of the allocator with the budget it saw).
+ * Messages go to stderr, so a host program's stdout stays its own.
  */
 public final class VmmLog {
     private static final String ENVIRONMENT_LEVEL = level(System.getenv("VMM_LOG"));
