@@ -8,8 +8,10 @@
 #   bash scripts/gpu/live-ratio.sh [WORKLOAD...]       (default: train_gpt2 unet_train, the training loops)
 #   LIVE_VARIANTS="-Dvmmkit.freeLists.promoteOnHit=false|default" bash scripts/gpu/live-ratio.sh train_gpt2
 # LIVE_VARIANTS: '|'-separated JVM options, one run each, "default" for none (the default: one run,
-# default); LIVE_TIMEOUT=S (120) bounds each run; DRIVER (cuda; host runs vmmkit on the emulation,
-# to try the script without a GPU, with PYTHON a stand-in for the workloads).
+# default); LIVE_REPEATS=N (1) runs the variants N times in turn, since a live run's ratio moves from
+# run to run with the device's timing (docs/cold-path.md, "Mask R-CNN's live runs"); LIVE_TIMEOUT=S
+# (120) bounds each run; DRIVER (cuda; host runs vmmkit on the emulation, to try the script without
+# a GPU, with PYTHON a stand-in for the workloads).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" live-ratio
 use_vmmkit_build live-ratio
@@ -25,7 +27,7 @@ for w in "${workloads[@]}"; do
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" "$py" "$(workload_script "$w")" "$w" > "$out/$w-native.out" 2> "$out/$w-native.err"
   echo "live-ratio | $w | native | exit $? | $(seconds_of "$out/$w-native.out") s"
   n=0
-  for v in "${variants[@]}"; do
+  for rep in $(seq "${LIVE_REPEATS:-1}"); do for v in "${variants[@]}"; do
     n=$((n + 1))
     [ "$v" = default ] && v=""
     stats="$out/$w-vmmkit-$n.json"
@@ -39,5 +41,5 @@ dev = d['devices'][0]
 print('ratio %.4f | peak live %d | peak reserved %d | device syncs %s' % (d['fragmentation_ratio'], d['peak_live_bytes'],
       d['peak_reserved_bytes'], dev['driver_calls'].get('device_synchronize', 0)))" "$stats" 2>/dev/null || echo "no stats")"
     echo "live-ratio | $w | vmmkit ${v:-(default)} | exit $rc | $(seconds_of "$out/$w-vmmkit-$n.out") s | $figures"
-  done
+  done; done
 done
