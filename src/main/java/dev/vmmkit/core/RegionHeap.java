@@ -87,6 +87,9 @@ final class RegionHeap {
     // Requested bytes handed out and freed, for loading().
     private long allocatedBytes;
     private long freedBytes;
+    // For followsAFreeOfItsSize(): the size of the last block freed, and whether any allocation came since.
+    private long lastFreedBlockBytes = -1;
+    private boolean allocatedSinceLastFree = true;
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
                MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
@@ -176,6 +179,8 @@ final class RegionHeap {
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
             blocks.freeSequence[id] = freeLists.nextFreeSequence(stream);
+            lastFreedBlockBytes = blocks.size[id];
+            allocatedSinceLastFree = false;
             freeLists.add(id);
             return requested;
         } finally {
@@ -224,6 +229,7 @@ final class RegionHeap {
         }
         blocks.requestedOrStream[id] = requested;
         liveByAddress.put(blocks.address[id], id);
+        allocatedSinceLastFree = true;
         allocations++;
         allocatedBytes += requested;
         accounting.allocated(requested);
@@ -240,6 +246,15 @@ final class RegionHeap {
      */
     boolean loading() {
         return freedBytes * LOADING_FREED_SHARE <= allocatedBytes && oneHandlePerLoadingRequest.getAsBoolean();
+    }
+
+    /**
+     * True when a request of {@code bytes} (aligned) comes right after a free of a block of its size
+     * in this region, nothing allocated between: a malloc/free loop's turn, the one pattern the
+     * same-size rotation is for ({@link SlowPath}). Lock held.
+     */
+    boolean followsAFreeOfItsSize(long bytes) {
+        return !allocatedSinceLastFree && lastFreedBlockBytes == bytes;
     }
 
     /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */

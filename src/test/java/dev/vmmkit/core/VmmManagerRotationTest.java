@@ -142,6 +142,28 @@ class VmmManagerRotationTest {
         });
     }
 
+    @Test
+    void aRequestThatDoesNotFollowAFreeOfItsSizeGetsNoCopyButWaits() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            long first = m.allocate(SIZE, DEVICE_WIDE);
+            m.deallocate(first, DEVICE_WIDE);
+            gate.awaitArrivals(1); // its synchronisation is under way, held: the device is busy
+            // Another size between the free and the next request: not a loop's turn. It passes the
+            // budget, waits its bound for the held synchronisation, and gets memory of its own.
+            long between = m.allocate(SIZE - 7 * PAGE, DEVICE_WIDE);
+            long handlesBefore = creates();
+
+            Thread request = Thread.ofPlatform().start(() -> m.deallocate(m.allocate(SIZE, DEVICE_WIDE), DEVICE_WIDE));
+            awaitWaitingForPendingFrees(request);
+            assertTrue(request.isAlive(), "the request waits for the block of its size instead of taking a copy at once");
+            assertEquals(handlesBefore, creates(), "no copy of the waiting block outside a loop's turn");
+            gate.open();
+            request.join();
+            m.deallocate(between, DEVICE_WIDE);
+        });
+    }
+
     /** Returns once {@code thread} is parked in the slow path's wait for pending frees. */
     private static void awaitWaitingForPendingFrees(Thread thread) {
         while (true) {
