@@ -250,11 +250,11 @@ final class RegionHeap {
 
     /**
      * True when a request of {@code bytes} (aligned) comes right after a free of a block of its size
-     * in this region, nothing allocated between: a malloc/free loop's turn, the one pattern the
-     * same-size rotation is for ({@link SlowPath}). Lock held.
+     * (or of its size rounded up to a page) in this region, nothing allocated between: a malloc/free
+     * loop's turn, the one pattern the same-size rotation is for ({@link SlowPath}). Lock held.
      */
     boolean followsAFreeOfItsSize(long bytes) {
-        return !allocatedSinceLastFree && lastFreedBlockBytes == bytes;
+        return !allocatedSinceLastFree && (lastFreedBlockBytes == bytes || lastFreedBlockBytes == roundUpToPage(bytes));
     }
 
     /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */
