@@ -31,9 +31,6 @@ import static dev.vmmkit.core.BlockTable.UNMAPPED;
  * No thread ever holds two regions' locks.
  */
 final class RegionHeap {
-    /** See {@link #loading}. */
-    static final int LOADING_FREED_SHARE = 64;
-
     /** The manager's other regions, which may give up the memory they cache. */
     interface OtherRegions {
         /** Moves whole free handles of up to {@code wantedBytes} from the other regions into {@code out}. */
@@ -84,12 +81,8 @@ final class RegionHeap {
     private long frees;
     private long cacheHits;
     private long cacheMisses;
-    // Requested bytes handed out and freed, for loading().
-    private long allocatedBytes;
-    private long freedBytes;
-    // For followsAFreeOfItsSize(): the size of the last block freed, and whether any allocation came since.
-    private long lastFreedBlockBytes = -1;
-    private boolean allocatedSinceLastFree = true;
+    /** What the region handed out and took back, for loading() and followsAFreeOfItsSize(). */
+    private final RequestHistory history = new RequestHistory();
 
     RegionHeap(String name, long base, long span, long pageBytes, VmmDriver driver, PhysicalPool pool,
                MemoryAccounting accounting, VmmConfig config, OtherRegions others, DeviceWideFence deviceFence,
@@ -173,14 +166,13 @@ final class RegionHeap {
             }
             long requested = blocks.requestedOrStream[id];
             frees++;
-            freedBytes += requested;
+            history.freed(requested);
             accounting.freed(requested);
             if (aliases.retiresAlias(id, stream)) return requested;
             blocks.kind[id] = FREE;
             blocks.requestedOrStream[id] = stream;
             blocks.freeSequence[id] = freeLists.nextFreeSequence(stream);
-            lastFreedBlockBytes = blocks.size[id];
-            allocatedSinceLastFree = false;
+            history.blockFreed(blocks.size[id]);
             freeLists.add(id);
             return requested;
         } finally {
@@ -229,15 +221,14 @@ final class RegionHeap {
         }
         blocks.requestedOrStream[id] = requested;
         liveByAddress.put(blocks.address[id], id);
-        allocatedSinceLastFree = true;
         allocations++;
-        allocatedBytes += requested;
+        history.allocated(requested);
         accounting.allocated(requested);
         return blocks.address[id];
     }
 
     /**
-     * True while the region is loading: it has freed at most 1/{@value #LOADING_FREED_SHARE} of the
+     * True while the region is loading: it has freed at most 1/{@value RequestHistory#LOADING_FREED_SHARE} of the
      * bytes it handed out, as a program does while it loads a model's weights. A large request backed
      * from nothing then gets one handle for the pages it alone fills ({@link HandleSupply}), as native
      * cudaMalloc makes one allocation: such memory mostly lives long, and while it lives its pages
@@ -245,7 +236,7 @@ final class RegionHeap {
      * Lock held.
      */
     boolean loading() {
-        return freedBytes * LOADING_FREED_SHARE <= allocatedBytes && oneHandlePerLoadingRequest.getAsBoolean();
+        return history.loading() && oneHandlePerLoadingRequest.getAsBoolean();
     }
 
     /**
@@ -254,7 +245,7 @@ final class RegionHeap {
      * loop's turn, the one pattern the same-size rotation is for ({@link SlowPath}). Lock held.
      */
     boolean followsAFreeOfItsSize(long bytes) {
-        return !allocatedSinceLastFree && (lastFreedBlockBytes == bytes || lastFreedBlockBytes == roundUpToPage(bytes));
+        return history.followsAFreeOf(bytes, roundUpToPage(bytes));
     }
 
     /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */
