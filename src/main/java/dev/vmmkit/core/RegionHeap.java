@@ -248,11 +248,6 @@ final class RegionHeap {
         return history.followsAFreeOf(bytes, roundUpToPage(bytes));
     }
 
-    /** False where one handle per request is never wanted (the zero-copy mode). Any thread. */
-    boolean mayBackWithOneHandle() {
-        return oneHandlePerLoadingRequest.getAsBoolean();
-    }
-
     /** A cached block that fits, taken under the lock; 0 when none does. */
     long tryCachedFit(long bytes, long requested, long stream) {
         lock.lock();

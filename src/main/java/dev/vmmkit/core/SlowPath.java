@@ -156,9 +156,11 @@ final class SlowPath {
             // A tag's region maps nothing ahead: its pages would be handles of their own (HandleSupply#servesTag).
             long ahead = region.handles.servesTag() ? 0 : Math.min(room, region.handles.handleCap(counted));
             placement = placer.take(bytes, stream, over, ahead);
-            // A large loading request backed from nothing gets one handle; so does a second block beside
-            // one that waits for the device, which lives as that one does.
-            loading = region.loading() || counted > requested && region.mayBackWithOneHandle();
+            // A large loading request backed from nothing gets one handle. A rotation's block beside
+            // one that waits for the device gets capped handles, as any request: with one handle its
+            // pages, once partly reused by other sizes, could not move (docs/cold-path.md, "CuPy
+            // without its pool").
+            loading = region.loading();
             region.inFlight.begin();
         } finally {
             region.lock.unlock();
