@@ -106,8 +106,9 @@ final class SlowPath {
      * free blocks for smaller requests, and a block larger than the byte bound gets no copy: a
      * program's gigabyte tensors recur within a step (an LSTM's 1.6 GB logits and their gradient),
      * and a copy of one is a tenth or more of its peak, where a loop over such a block spends its
-     * time on the device anyway. The extra blocks are cache like any other once their frees
-     * complete: trimmed back to the budget by the next slow path, released at out-of-memory. Also
+     * time on the device anyway. The extra blocks are backed as any request (capped handles, see
+     * {@link #placeOnNewMemory}) and are cache like any other once their frees complete: trimmed
+     * back to the budget by the next slow path, released at out-of-memory. Also
      * hurries the fence when a cudaFree's block that would fit waits for it.
      */
     private long waitingBlock(long bytes, long requested, long stream) {
