@@ -159,8 +159,8 @@ final class SlowPath {
             placement = placer.take(bytes, stream, over, ahead);
             // A large loading request backed from nothing gets one handle. A rotation's block beside
             // one that waits for the device gets capped handles, as any request: with one handle its
-            // pages, once partly reused by other sizes, could not move (docs/cold-path.md, "CuPy
-            // without its pool").
+            // pages, once partly reused by other sizes, could not move (docs/cold-path.md, "A
+            // rotation's block backed as any request").
             loading = region.loading();
             region.inFlight.begin();
         } finally {

@@ -169,7 +169,8 @@ class VmmManagerRotationTest {
      * A rotation's block is backed as any request once memory is recycled (capped handles), not as
      * one handle: when its free has completed and another size reuses part of it, its other pages
      * can still move to a request past the budget (CuPy without its pool, live, held 1.06-1.10 times
-     * its peak while such blocks were one handle each; docs/cold-path.md, "CuPy without its pool").
+     * its peak while such blocks were one handle each; docs/cold-path.md, "A rotation's block
+     * backed as any request").
      */
     @Test
     void aRotationsBlockPartlyReusedByAnotherSizeStillGivesItsFreePagesToARequestPastTheBudget() {
