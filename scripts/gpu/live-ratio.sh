@@ -10,8 +10,8 @@
 # LIVE_VARIANTS: '|'-separated JVM options, one run each, "default" for none (the default: one run,
 # default); LIVE_REPEATS=N (1) runs the variants N times in turn, since a live run's ratio moves from
 # run to run with the device's timing (docs/cold-path.md, "Mask R-CNN's live runs"); LIVE_TIMEOUT=S
-# (120) bounds each run; DRIVER (cuda; host runs vmmkit on the emulation, to try the script without
-# a GPU, with PYTHON a stand-in for the workloads).
+# (240; ConvNeXt's native run has taken over 120) bounds each run; DRIVER (cuda; host runs vmmkit on
+# the emulation, to try the script without a GPU, with PYTHON a stand-in for the workloads).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" live-ratio
 use_vmmkit_build live-ratio
@@ -19,7 +19,7 @@ ensure_aot_cache live-ratio >/dev/null 2>&1
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] || workloads=(train_gpt2 unet_train)
 IFS='|' read -r -a variants <<< "${LIVE_VARIANTS:-default}"
-limit="${LIVE_TIMEOUT:-120}"
+limit="${LIVE_TIMEOUT:-240}"
 
 seconds_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['seconds'])" "$1" 2>/dev/null || echo "?"; }
 
