@@ -99,17 +99,16 @@ final class SlowPath {
      * the device at every turn: it grows by one block only when every block it has is still
      * waiting, so it settles on as many as cover the synchronisation's latency. Any other request
      * counts none: a program whose thread runs ahead of the device meets waiting blocks of its
-     * request's size at every step, and a copy for each of them raised its peak (CuPy without its
-     * pool, live: a median of 1.096 times its peak of live bytes over ten runs, 1.075 with copies at
-     * a loop's turn only; docs/cold-path.md, "CuPy without its pool"). Larger waiting blocks are
+     * request's size at every step, and a copy for each of them raised its peak (docs/cold-path.md,
+     * "CuPy without its pool"). Larger waiting blocks are
      * not counted, so a program whose frees all wait (cudaFree) does not map copies of its large
      * free blocks for smaller requests, and a block larger than the byte bound gets no copy: a
      * program's gigabyte tensors recur within a step (an LSTM's 1.6 GB logits and their gradient),
      * and a copy of one is a tenth or more of its peak, where a loop over such a block spends its
      * time on the device anyway. The extra blocks are backed as any request (capped handles, see
      * {@link #placeOnNewMemory}) and are cache like any other once their frees complete: trimmed
-     * back to the budget by the next slow path, released at out-of-memory. Also
-     * hurries the fence when a cudaFree's block that would fit waits for it.
+     * back to the budget by the next slow path, released at out-of-memory. Also hurries the fence
+     * when a cudaFree's block that would fit waits for it.
      */
     private long waitingBlock(long bytes, long requested, long stream) {
         long sameSize = region.roundUpToPage(bytes) + region.pageBytes;

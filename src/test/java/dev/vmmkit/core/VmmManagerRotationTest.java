@@ -61,6 +61,14 @@ class VmmManagerRotationTest {
         return m.stats().driverHandles().handles(DriverCall.CREATE);
     }
 
+    /** A block of {@code size} freed device-wide, its synchronisation under way and held at the gate: the device is busy. */
+    private long freedWhileTheDeviceIsBusy(long size) throws InterruptedException {
+        long address = m.allocate(size, DEVICE_WIDE);
+        m.deallocate(address, DEVICE_WIDE);
+        gate.awaitArrivals(1);
+        return address;
+    }
+
     private static boolean overlaps(long a, long b) {
         return a < b + SIZE && b < a + SIZE;
     }
@@ -107,9 +115,7 @@ class VmmManagerRotationTest {
     void onlyBlocksOfTheRequestsSizeAreCounted() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
             open(driver -> driver);
-            long big = m.allocate(4 * SIZE, DEVICE_WIDE);
-            m.deallocate(big, DEVICE_WIDE);
-            gate.awaitArrivals(1);
+            long big = freedWhileTheDeviceIsBusy(4 * SIZE);
             // The large waiting block is not counted for a smaller request: that request does not get
             // a second copy of the program's memory; it waits (at most SlowPath.PENDING_FREE_WAIT_NANOS,
             // the gate stays shut), then goes beside it.
@@ -147,9 +153,7 @@ class VmmManagerRotationTest {
     void aRequestThatDoesNotFollowAFreeOfItsSizeGetsNoCopyButWaits() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
             open(driver -> driver);
-            long first = m.allocate(SIZE, DEVICE_WIDE);
-            m.deallocate(first, DEVICE_WIDE);
-            gate.awaitArrivals(1); // its synchronisation is under way, held: the device is busy
+            long first = freedWhileTheDeviceIsBusy(SIZE);
             // Another size between the free and the next request: not a loop's turn. It passes the
             // budget, waits its bound for the held synchronisation, and gets memory of its own.
             long between = m.allocate(SIZE - 7 * PAGE, DEVICE_WIDE);
@@ -176,9 +180,7 @@ class VmmManagerRotationTest {
     void aRotationsBlockPartlyReusedByAnotherSizeStillGivesItsFreePagesToARequestPastTheBudget() {
         assertTimeoutPreemptively(TIMEOUT, () -> {
             open(driver -> driver);
-            long first = m.allocate(SIZE, DEVICE_WIDE);
-            m.deallocate(first, DEVICE_WIDE);
-            gate.awaitArrivals(1); // its synchronisation is under way, held
+            long first = freedWhileTheDeviceIsBusy(SIZE);
             long copy = m.allocate(SIZE, DEVICE_WIDE); // a loop's turn: a block beside the waiting one
             assertFalse(overlaps(first, copy), "the waiting block was not handed out");
             gate.open();
