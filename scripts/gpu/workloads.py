@@ -20,13 +20,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, attention=None, cache=None):
-    """transformers' generate() on a small model of ARCH with random weights. attention: the attention
-    implementation (None: the library's default, "eager": the probabilities made as a tensor); cache:
-    generate()'s cache_implementation (None: the dynamic cache, grown a token a step; "static": one
-    buffer per layer for the whole length, written in place)."""
+def causal_lm(arch):
+    """A small decoder of ARCH with random weights (on the host, in float32), and its config."""
     import transformers as tf
-    torch.manual_seed(seed)
     if arch == "llama":
         cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
                              num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=4096)
@@ -81,31 +77,128 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, att
                               multi_query=True, parallel_attn=True, new_decoder_architecture=False, alibi=False,
                               max_position_embeddings=2048)
         model = tf.FalconForCausalLM(cfg)
+    elif arch == "gemma2":  # sliding-window and global attention in turn, soft-capped scores, its own cache layout
+        cfg = tf.Gemma2Config(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=8,
+                              num_attention_heads=8, num_key_value_heads=4, head_dim=128,
+                              max_position_embeddings=4096, sliding_window=128)
+        model = tf.Gemma2ForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown architecture {arch}")
+    return model, cfg
+
+
+def left_padded(b, prompt, vocab, g):
+    """A batch of B random prompts of PROMPT/2 to PROMPT tokens, padded on the left (token 0), as
+    batched generation takes them: (ids, attention mask) on the host."""
+    lengths = torch.randint(prompt // 2, prompt + 1, (b,), generator=g)
+    ids = torch.randint(3, vocab, (b, prompt), generator=g)
+    mask = torch.ones(b, prompt, dtype=torch.long)
+    for i, n in enumerate(lengths.tolist()):
+        mask[i, : prompt - n] = 0
+        ids[i, : prompt - n] = 0
+    return ids, mask
+
+
+def generate_once(model, ids, mask, new_tokens, sample=False, beams=1, cache=None, no_compile=False):
+    """One generate() call of exactly NEW_TOKENS tokens; the sum of its output ids."""
+    # transformers compiles a static-like cache's decoding step with CUDA graphs, which PyTorch runs
+    # only with its caching allocator on: recordings turn it off.
+    out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
+                         min_new_tokens=new_tokens, pad_token_id=0, num_beams=beams,
+                         **({"cache_implementation": cache} if cache else {}),
+                         **({"disable_compile": True} if cache or no_compile else {}),
+                         **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
+    return int(out.sum().item())
+
+
+def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, attention=None, cache=None):
+    """transformers' generate() on a small model of ARCH with random weights. attention: the attention
+    implementation (None: the library's default, "eager": the probabilities made as a tensor); cache:
+    generate()'s cache_implementation (None: the dynamic cache, grown a token a step; "static": one
+    buffer per layer for the whole length, written in place)."""
+    torch.manual_seed(seed)
+    model, cfg = causal_lm(arch)
     if attention:
         model.config._attn_implementation = attention
     model = model.to("cuda", dtype=torch.bfloat16).eval()
-    vocab = cfg.vocab_size
     g = torch.Generator().manual_seed(seed)
     total = 0
     with torch.no_grad():
-        for round_, b in enumerate(batch):
-            lengths = torch.randint(prompt // 2, prompt + 1, (b,), generator=g)
-            ids = torch.randint(3, vocab, (b, prompt), generator=g)
-            mask = torch.ones(b, prompt, dtype=torch.long)
-            for i, n in enumerate(lengths.tolist()):  # left padding, as batched generation uses
-                mask[i, : prompt - n] = 0
-                ids[i, : prompt - n] = 0
-            out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, pad_token_id=0,
-                                 num_beams=beams,
-                                 # transformers compiles a static cache's decoding step with CUDA graphs, which
-                                 # PyTorch runs only with its caching allocator on: recordings turn it off.
-                                 **({"cache_implementation": cache, "disable_compile": True} if cache else {}),
-                                 **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
-            total += int(out.sum().item())
+        for b in batch:
+            ids, mask = left_padded(b, prompt, cfg.vocab_size, g)
+            total += generate_once(model, ids, mask, new_tokens, sample, beams, cache, no_compile=arch == "gemma2")
     return total
+
+
+def serving(calls, seed=0):
+    """One process serving requests in turn, with no pool of its own: generate() calls on one
+    Llama-style model, each with its own batch, prompt length, number of new tokens and decoding.
+    calls: (batch, prompt, new tokens, sampled) per call."""
+    torch.manual_seed(seed)
+    model, cfg = causal_lm("llama")
+    model = model.to("cuda", dtype=torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(seed + 10)
+    total = 0
+    with torch.no_grad():
+        for b, prompt, new_tokens, sample in calls:
+            ids, mask = left_padded(b, prompt, cfg.vocab_size, g)
+            total += generate_once(model, ids, mask, new_tokens, sample)
+    return total
+
+
+def score_varying(rounds=30, tokens_per_batch=16384):
+    """Scoring sequences, as an RL trainer's reference model does: the Llama-style model's forward pass
+    over 2-32 sequences of 128-1,024 tokens (at most TOKENS_PER_BATCH in all), its logits made float32
+    log-probabilities and each next token's own taken: transients of up to 2 GiB whose size changes
+    every round."""
+    torch.manual_seed(0)
+    model, cfg = causal_lm("llama")
+    model = model.to("cuda", dtype=torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(6)
+    total = 0.0
+    with torch.no_grad():
+        for _ in range(rounds):
+            seq = int(torch.randint(128, 1025, (1,), generator=g))
+            b = max(1, min(int(torch.randint(2, 33, (1,), generator=g)), tokens_per_batch // seq))
+            ids = torch.randint(3, cfg.vocab_size, (b, seq), generator=g).cuda()
+            logits = model(input_ids=ids).logits.float()
+            log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
+            taken = log_probs.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+            total += float(taken.sum().item())
+    return total
+
+
+def train_bert_mlm(steps=40):
+    """Masked-language-model training of a BERT-base-style encoder under bfloat16 autocast with dynamic
+    padding: each step its own batch (8-32 sequences) and length (64-512 tokens), 15 % of the real
+    tokens masked, AdamW."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        intermediate_size=3072, max_position_embeddings=512)
+    model = tf.BertForMaskedLM(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(8)
+    loss_sum = 0.0
+    for _ in range(steps):
+        b = int(torch.randint(8, 33, (1,), generator=g))
+        seq = int(torch.randint(64, 513, (1,), generator=g))
+        lengths = torch.randint(seq // 2, seq + 1, (b,), generator=g)
+        ids = torch.randint(1000, cfg.vocab_size, (b, seq), generator=g)
+        mask = torch.ones(b, seq, dtype=torch.long)
+        for i, n in enumerate(lengths.tolist()):  # right padding, as an encoder takes it
+            mask[i, n:] = 0
+            ids[i, n:] = 0
+        chosen = (torch.rand(b, seq, generator=g) < 0.15) & (mask == 1)
+        labels = ids.masked_fill(~chosen, -100)
+        inputs = ids.masked_fill(chosen, 103)  # the mask token
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=inputs.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_sum += loss.item()
+    return loss_sum
 
 
 def seq2seq(batch, prompt, new_tokens, seed=0, arch="t5"):
@@ -692,6 +785,16 @@ WORKLOADS = {
     "train_gnn": train_gnn,
     "train_lstm": train_lstm,
     "train_convnext": train_convnext,
+    # Four more kinds, recorded after every rule: a process serving generate() calls in turn (each its
+    # own batch, prompt, length and decoding), scoring sequences' log-probabilities (an RL trainer's
+    # reference model: float32 transients of up to 2 GiB, a new size every round), Gemma-2's cache
+    # (sliding-window and global layers in turn), and masked-language-model training with dynamic padding.
+    "gen_llama_serving": lambda: serving([(12, 128, 96, False), (40, 64, 128, True), (4, 512, 48, False),
+                                          (28, 96, 128, False), (1, 1024, 64, True), (20, 256, 96, False),
+                                          (48, 64, 80, True), (8, 160, 128, False)]),
+    "score_llama_varying": score_varying,
+    "gen_gemma2_b24": lambda: generate("gemma2", [24, 16], 64, 200),
+    "train_bert_mlm": train_bert_mlm,
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
