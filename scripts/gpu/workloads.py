@@ -99,6 +99,18 @@ def left_padded(b, prompt, vocab, g):
     return ids, mask
 
 
+def right_padded(b, seq, vocab, g, low=3):
+    """B random sequences of SEQ/2 to SEQ tokens (ids from LOW up), padded on the right (token 0), as
+    an encoder or a trainer takes them: (ids, attention mask) on the host."""
+    lengths = torch.randint(seq // 2, seq + 1, (b,), generator=g)
+    ids = torch.randint(low, vocab, (b, seq), generator=g)
+    mask = torch.ones(b, seq, dtype=torch.long)
+    for i, n in enumerate(lengths.tolist()):
+        mask[i, n:] = 0
+        ids[i, n:] = 0
+    return ids, mask
+
+
 def generate_once(model, ids, mask, new_tokens, sample=False, beams=1, cache=None, no_compile=False):
     """One generate() call of exactly NEW_TOKENS tokens; the sum of its output ids."""
     # transformers compiles a static-like cache's decoding step with CUDA graphs, which PyTorch runs
@@ -183,12 +195,7 @@ def train_bert_mlm(steps=40):
     for _ in range(steps):
         b = int(torch.randint(8, 33, (1,), generator=g))
         seq = int(torch.randint(64, 513, (1,), generator=g))
-        lengths = torch.randint(seq // 2, seq + 1, (b,), generator=g)
-        ids = torch.randint(1000, cfg.vocab_size, (b, seq), generator=g)
-        mask = torch.ones(b, seq, dtype=torch.long)
-        for i, n in enumerate(lengths.tolist()):  # right padding, as an encoder takes it
-            mask[i, n:] = 0
-            ids[i, n:] = 0
+        ids, mask = right_padded(b, seq, cfg.vocab_size, g, low=1000)
         chosen = (torch.rand(b, seq, generator=g) < 0.15) & (mask == 1)
         labels = ids.masked_fill(~chosen, -100)
         inputs = ids.masked_fill(chosen, 103)  # the mask token
@@ -224,12 +231,7 @@ def seq2seq(batch, prompt, new_tokens, seed=0, arch="t5"):
     total = 0
     with torch.no_grad():
         for b in batch:
-            lengths = torch.randint(prompt // 2, prompt + 1, (b,), generator=g)
-            ids = torch.randint(2, cfg.vocab_size, (b, prompt), generator=g)
-            mask = torch.ones(b, prompt, dtype=torch.long)
-            for i, n in enumerate(lengths.tolist()):  # right padding, as an encoder takes it
-                mask[i, n:] = 0
-                ids[i, n:] = 0
+            ids, mask = right_padded(b, prompt, cfg.vocab_size, g, low=2)
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, do_sample=False)
             total += int(out.sum().item())
@@ -544,11 +546,7 @@ def train_llama_varlen(steps=40, accumulate=2, checkpointing=False):
     for step in range(steps):
         b = int(torch.randint(4, 17, (1,), generator=g))
         seq = int(torch.randint(64, 513, (1,), generator=g))
-        lengths = torch.randint(seq // 2, seq + 1, (b,), generator=g)
-        ids = torch.randint(3, cfg.vocab_size, (b, seq), generator=g)
-        mask = torch.ones(b, seq, dtype=torch.long)
-        for i, n in enumerate(lengths.tolist()):
-            mask[i, n:] = 0
+        ids, mask = right_padded(b, seq, cfg.vocab_size, g)
         labels = ids.masked_fill(mask == 0, -100)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss / accumulate
