@@ -180,6 +180,50 @@ def score_varying(rounds=30, tokens_per_batch=16384):
     return total
 
 
+def next_token_log_probs(model, ids, mask):
+    """Each token's log-probability under MODEL given the tokens before it, in float32: (batch, length - 1)."""
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    return -F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                            reduction="none").view(ids.shape[0], -1)
+
+
+def rl_loop(iterations=4, batch=16, prompt=128, new_tokens=96):
+    """RL post-training in one process, as co-located trainers run it: each iteration the policy (a
+    Llama-style model, float32 weights, bfloat16 autocast) samples rollouts with generate(), a frozen
+    reference model scores them, and the policy takes a step on them (a policy-gradient loss with
+    stand-in rewards and a KL penalty to the reference, AdamW). Generation's cache, scoring's
+    transients and training's activations take turns beside the optimizer's state."""
+    torch.manual_seed(0)
+    policy, cfg = causal_lm("llama")
+    reference, _ = causal_lm("llama")
+    policy = policy.cuda()
+    reference = reference.to("cuda", dtype=torch.bfloat16).eval()
+    opt = torch.optim.AdamW(policy.parameters(), lr=1e-5)
+    g = torch.Generator().manual_seed(12)
+    total = 0.0
+    for _ in range(iterations):
+        ids, mask = left_padded(batch, prompt, cfg.vocab_size, g)
+        policy.eval()
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            rollouts = policy.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
+                                       min_new_tokens=new_tokens, pad_token_id=0, do_sample=True, top_k=50)
+        rollout_mask = torch.cat([mask, torch.ones(batch, new_tokens, dtype=torch.long)], dim=1).cuda()
+        with torch.no_grad():
+            reference_log_probs = next_token_log_probs(reference, rollouts, rollout_mask)
+        policy.train()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            log_probs = next_token_log_probs(policy, rollouts, rollout_mask)
+        rewards = torch.randn(batch, 1, generator=g).cuda()
+        generated = slice(prompt - 1, None)  # the log-probabilities of the sampled tokens
+        loss = (-(rewards * log_probs[:, generated]).mean()
+                + 0.05 * (log_probs[:, generated] - reference_log_probs[:, generated]).mean())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += float(loss.item())
+    return total
+
+
 def train_bert_mlm(steps=40):
     """Masked-language-model training of a BERT-base-style encoder under bfloat16 autocast with dynamic
     padding: each step its own batch (8-32 sequences) and length (64-512 tokens), 15 % of the real
@@ -793,6 +837,8 @@ WORKLOADS = {
     "score_llama_varying": score_varying,
     "gen_gemma2_b24": lambda: generate("gemma2", [24, 16], 64, 200),
     "train_bert_mlm": train_bert_mlm,
+    # Recorded after the four above: generation, scoring and training taking turns in one process.
+    "rl_loop": rl_loop,
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
