@@ -87,40 +87,28 @@ def causal_lm(arch):
     return model, cfg
 
 
-def left_padded(b, prompt, vocab, g):
-    """A batch of B random prompts of PROMPT/2 to PROMPT tokens, padded on the left (token 0), as
-    batched generation takes them: (ids, attention mask) on the host."""
-    lengths = torch.randint(prompt // 2, prompt + 1, (b,), generator=g)
-    ids = torch.randint(3, vocab, (b, prompt), generator=g)
-    mask = torch.ones(b, prompt, dtype=torch.long)
-    for i, n in enumerate(lengths.tolist()):
-        mask[i, : prompt - n] = 0
-        ids[i, : prompt - n] = 0
-    return ids, mask
-
-
-def right_padded(b, seq, vocab, g, low=3):
-    """B random sequences of SEQ/2 to SEQ tokens (ids from LOW up), padded on the right (token 0), as
-    an encoder or a trainer takes them: (ids, attention mask) on the host."""
+def padded(b, seq, vocab, g, side, low=3):
+    """B random sequences of SEQ/2 to SEQ tokens (ids from LOW up), padded with token 0 on SIDE:
+    "left" as batched generation takes prompts, "right" as an encoder or a trainer takes them.
+    (ids, attention mask) on the host."""
     lengths = torch.randint(seq // 2, seq + 1, (b,), generator=g)
     ids = torch.randint(low, vocab, (b, seq), generator=g)
     mask = torch.ones(b, seq, dtype=torch.long)
     for i, n in enumerate(lengths.tolist()):
-        mask[i, n:] = 0
-        ids[i, n:] = 0
+        pad = slice(0, seq - n) if side == "left" else slice(n, None)
+        mask[i, pad] = 0
+        ids[i, pad] = 0
     return ids, mask
 
 
-def generate_once(model, ids, mask, new_tokens, sample=False, beams=1, cache=None, no_compile=False):
-    """One generate() call of exactly NEW_TOKENS tokens; the sum of its output ids."""
-    # transformers compiles a static-like cache's decoding step with CUDA graphs, which PyTorch runs
-    # only with its caching allocator on: recordings turn it off.
-    out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
-                         min_new_tokens=new_tokens, pad_token_id=0, num_beams=beams,
-                         **({"cache_implementation": cache} if cache else {}),
-                         **({"disable_compile": True} if cache or no_compile else {}),
-                         **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
-    return int(out.sum().item())
+def generate_tokens(model, ids, mask, new_tokens, sample=False, beams=1, cache=None):
+    """One generate() call of exactly NEW_TOKENS tokens: its output ids on the device."""
+    # transformers compiles a static-like cache's decoding step (cache="static", Gemma-2's default)
+    # with CUDA graphs, which PyTorch runs only with its caching allocator on: recordings turn it off.
+    return model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
+                          min_new_tokens=new_tokens, pad_token_id=0, num_beams=beams, disable_compile=True,
+                          **({"cache_implementation": cache} if cache else {}),
+                          **({"do_sample": True, "top_k": 50} if sample else {"do_sample": False}))
 
 
 def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, attention=None, cache=None):
@@ -137,8 +125,8 @@ def generate(arch, batch, prompt, new_tokens, seed=0, sample=False, beams=1, att
     total = 0
     with torch.no_grad():
         for b in batch:
-            ids, mask = left_padded(b, prompt, cfg.vocab_size, g)
-            total += generate_once(model, ids, mask, new_tokens, sample, beams, cache, no_compile=arch == "gemma2")
+            ids, mask = padded(b, prompt, cfg.vocab_size, g, "left")
+            total += int(generate_tokens(model, ids, mask, new_tokens, sample, beams, cache).sum().item())
     return total
 
 
@@ -153,8 +141,8 @@ def serving(calls, seed=0):
     total = 0
     with torch.no_grad():
         for b, prompt, new_tokens, sample in calls:
-            ids, mask = left_padded(b, prompt, cfg.vocab_size, g)
-            total += generate_once(model, ids, mask, new_tokens, sample)
+            ids, mask = padded(b, prompt, cfg.vocab_size, g, "left")
+            total += int(generate_tokens(model, ids, mask, new_tokens, sample).sum().item())
     return total
 
 
@@ -173,6 +161,8 @@ def score_varying(rounds=30, tokens_per_batch=16384):
             seq = int(torch.randint(128, 1025, (1,), generator=g))
             b = max(1, min(int(torch.randint(2, 33, (1,), generator=g)), tokens_per_batch // seq))
             ids = torch.randint(3, cfg.vocab_size, (b, seq), generator=g).cuda()
+            # The whole float32 log-softmax made as a tensor (not next_token_log_probs' fused
+            # cross-entropy): that transient is what this workload's trace records.
             logits = model(input_ids=ids).logits.float()
             log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
             taken = log_probs.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
@@ -202,11 +192,10 @@ def rl_loop(iterations=4, batch=16, prompt=128, new_tokens=96):
     g = torch.Generator().manual_seed(12)
     total = 0.0
     for _ in range(iterations):
-        ids, mask = left_padded(batch, prompt, cfg.vocab_size, g)
+        ids, mask = padded(batch, prompt, cfg.vocab_size, g, "left")
         policy.eval()
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-            rollouts = policy.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
-                                       min_new_tokens=new_tokens, pad_token_id=0, do_sample=True, top_k=50)
+            rollouts = generate_tokens(policy, ids, mask, new_tokens, sample=True)
         rollout_mask = torch.cat([mask, torch.ones(batch, new_tokens, dtype=torch.long)], dim=1).cuda()
         with torch.no_grad():
             reference_log_probs = next_token_log_probs(reference, rollouts, rollout_mask)
@@ -239,7 +228,7 @@ def train_bert_mlm(steps=40):
     for _ in range(steps):
         b = int(torch.randint(8, 33, (1,), generator=g))
         seq = int(torch.randint(64, 513, (1,), generator=g))
-        ids, mask = right_padded(b, seq, cfg.vocab_size, g, low=1000)
+        ids, mask = padded(b, seq, cfg.vocab_size, g, "right", low=1000)
         chosen = (torch.rand(b, seq, generator=g) < 0.15) & (mask == 1)
         labels = ids.masked_fill(~chosen, -100)
         inputs = ids.masked_fill(chosen, 103)  # the mask token
@@ -275,7 +264,7 @@ def seq2seq(batch, prompt, new_tokens, seed=0, arch="t5"):
     total = 0
     with torch.no_grad():
         for b in batch:
-            ids, mask = right_padded(b, prompt, cfg.vocab_size, g, low=2)
+            ids, mask = padded(b, prompt, cfg.vocab_size, g, "right", low=2)
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, do_sample=False)
             total += int(out.sum().item())
@@ -590,7 +579,7 @@ def train_llama_varlen(steps=40, accumulate=2, checkpointing=False):
     for step in range(steps):
         b = int(torch.randint(4, 17, (1,), generator=g))
         seq = int(torch.randint(64, 513, (1,), generator=g))
-        ids, mask = right_padded(b, seq, cfg.vocab_size, g)
+        ids, mask = padded(b, seq, cfg.vocab_size, g, "right")
         labels = ids.masked_fill(mask == 0, -100)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss / accumulate
