@@ -271,6 +271,28 @@ def seq2seq(batch, prompt, new_tokens, seed=0, arch="t5"):
     return total
 
 
+def transcribe(batch, new_tokens, seed=0):
+    """Whisper's generate() (speech to text): log-mel features of 30 s, as its feature extractor pads
+    every clip (80 bins of 3,000 frames), a convolutional front end and an encoder over 1,500 positions,
+    then a decoder whose cross-attention cache is made once per call and whose self-attention cache
+    grows a token a step. A base-sized model (6 + 6 layers of 512), Whisper's own vocabulary."""
+    import transformers as tf
+    torch.manual_seed(seed)
+    cfg = tf.WhisperConfig(vocab_size=51865, num_mel_bins=80, d_model=512, encoder_layers=6, decoder_layers=6,
+                           encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
+                           decoder_ffn_dim=2048, max_source_positions=1500, max_target_positions=448)
+    model = tf.WhisperForConditionalGeneration(cfg).to("cuda", dtype=torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(seed)
+    total = 0
+    with torch.no_grad():
+        for b in batch:
+            features = torch.randn(b, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)
+            out = model.generate(input_features=features.to("cuda", dtype=torch.bfloat16), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False)
+            total += int(out.sum().item())
+    return total
+
+
 def assisted(prompts, new_tokens, seed=0):
     """Assisted (speculative) generate(): a two-layer draft model of the same vocabulary proposes tokens
     that the 8-layer Llama-style model checks in one forward pass, and its cache is cut back to the
@@ -508,6 +530,68 @@ def train_gnn(steps=30):
     return total
 
 
+class Recommender(nn.Module):
+    """DLRM's shape: dense features through a bottom MLP, sparse features as sums of embedding rows
+    (one table each, gradients sparse), every pair of the two kinds' vectors dotted, a top MLP over
+    the dot products and the dense vector."""
+
+    def __init__(self, table_rows, dim=64, dense_features=13):
+        super().__init__()
+        self.tables = nn.ModuleList([nn.EmbeddingBag(n, dim, mode="sum", sparse=True, device="cuda")
+                                     for n in table_rows])
+        self.bottom = nn.Sequential(nn.Linear(dense_features, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                                    nn.Linear(256, dim), nn.ReLU())
+        pairs = (len(table_rows) + 1) * len(table_rows) // 2
+        self.top = nn.Sequential(nn.Linear(dim + pairs, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                                 nn.Linear(256, 1))
+
+    def forward(self, dense, bags):
+        x = self.bottom(dense)
+        vectors = torch.stack([x] + [t(ids, offsets) for t, (ids, offsets) in zip(self.tables, bags)], dim=1)
+        dots = torch.bmm(vectors, vectors.transpose(1, 2))
+        i, j = torch.triu_indices(vectors.shape[1], vectors.shape[1], offset=1, device=dots.device)
+        return self.top(torch.cat([x, dots[:, i, j]], dim=1)).squeeze(1)
+
+
+def train_dlrm(steps=60, batch=4096, eval_every=20, eval_batch=16384):
+    """A recommender's training: eight embedding tables of 50,000 to 4 million rows (2.3 GiB, and as much
+    again twice over for SparseAdam's moments), each sample looking up a bag of 1-20 ids per table drawn
+    with a skew (popular rows often), so each step's sparse gradients (one row per id looked up) have
+    sizes of their own; the dense layers trained with Adam; an evaluation pass on a larger batch every
+    EVAL_EVERY steps."""
+    torch.manual_seed(0)
+    rows = [4_000_000, 2_000_000, 1_000_000, 1_000_000, 500_000, 250_000, 100_000, 50_000]
+    model = Recommender(rows).cuda()
+    sparse = torch.optim.SparseAdam(list(model.tables.parameters()), lr=1e-3)
+    dense = torch.optim.Adam(list(model.bottom.parameters()) + list(model.top.parameters()), lr=1e-3)
+    g = torch.Generator().manual_seed(14)
+
+    def draw(b):
+        bags = []
+        for n in rows:
+            lengths = torch.randint(1, 21, (b,), generator=g)
+            offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)[:-1]])
+            ids = (torch.rand(int(lengths.sum()), generator=g) ** 3 * n).long()
+            bags.append((ids.cuda(), offsets.cuda()))
+        return torch.randn(b, 13, generator=g).cuda(), bags, torch.randint(0, 2, (b,), generator=g).float().cuda()
+
+    total = 0.0
+    for step in range(1, steps + 1):
+        x, bags, y = draw(batch)
+        loss = F.binary_cross_entropy_with_logits(model(x, bags), y)
+        loss.backward()
+        sparse.step()
+        dense.step()
+        sparse.zero_grad(set_to_none=True)
+        dense.zero_grad(set_to_none=True)
+        total += loss.item()
+        if step % eval_every == 0:
+            with torch.no_grad():
+                x, bags, y = draw(eval_batch)
+                total += float(F.binary_cross_entropy_with_logits(model(x, bags), y).item())
+    return total
+
+
 def train_lstm(steps=40):
     """A two-layer LSTM language model (cuDNN) trained on packed batches of 8-64 sequences of 16-400
     tokens: cuDNN's workspace and reserve space change with every batch's shape."""
@@ -592,19 +676,23 @@ def train_llama_varlen(steps=40, accumulate=2, checkpointing=False):
     return loss_sum
 
 
-def train_gpt(steps=30):
+def train_gpt(steps=30, compiled=False):
+    """GPT-2 trained with AdamW under bf16 autocast, sequences of four lengths in turn. compiled: the
+    model compiled by torch.compile (Inductor, dynamic shapes), so the forward and backward passes are
+    fused kernels whose generated code allocates and frees its own buffers."""
     import transformers as tf
     torch.manual_seed(0)
     cfg = tf.GPT2Config(vocab_size=16000, n_embd=512, n_layer=6, n_head=8, n_positions=512)
     model = tf.GPT2LMHeadModel(cfg).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    forward = torch.compile(model, dynamic=True) if compiled else model
     g = torch.Generator().manual_seed(1)
     loss_sum = 0.0
     for step in range(steps):
         seq = [128, 256, 192, 384][step % 4]
         x = torch.randint(0, cfg.vocab_size, (8, seq), generator=g).cuda()
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=x, labels=x).loss
+            loss = forward(input_ids=x, labels=x).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -828,6 +916,12 @@ WORKLOADS = {
     "train_bert_mlm": train_bert_mlm,
     # Recorded after the four above: generation, scoring and training taking turns in one process.
     "rl_loop": rl_loop,
+    # Three more kinds, recorded after every rule: speech to text (Whisper's generate()), a recommender
+    # (large embedding tables, sparse gradients of a new size every step) and training compiled by
+    # torch.compile.
+    "gen_whisper_b16": lambda: transcribe([16, 8], 120),
+    "train_dlrm": train_dlrm,
+    "train_gpt2_compiled": lambda: train_gpt(30, compiled=True),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,

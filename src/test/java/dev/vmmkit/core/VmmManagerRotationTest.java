@@ -170,6 +170,28 @@ class VmmManagerRotationTest {
     }
 
     /**
+     * A loop that is a small part of a larger program gets no copy of its waiting block past the
+     * budget (a copy made at the program's peak would stay above it by the block's size): the
+     * request waits for the pending frees, as a cudaFree would have natively.
+     */
+    @Test
+    void aLoopInALargerProgramWaitsForItsBlockInsteadOfACopyPastTheBudget() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            open(driver -> driver);
+            long rest = m.allocate(3 * SIZE, 0); // the rest of the program: the loop's block is a quarter of its peak
+            freedWhileTheDeviceIsBusy(SIZE);
+            long handlesBefore = creates();
+
+            Thread request = Thread.ofPlatform().start(() -> m.deallocate(m.allocate(SIZE, DEVICE_WIDE), DEVICE_WIDE));
+            awaitWaitingForPendingFrees(request);
+            assertEquals(handlesBefore, creates(), "no copy of the waiting block while the request waits");
+            gate.open();
+            request.join();
+            m.deallocate(rest, 0);
+        });
+    }
+
+    /**
      * A rotation's block is backed as any request once memory is recycled (capped handles), not as
      * one handle: when its free has completed and another size reuses part of it, its other pages
      * can still move to a request past the budget (CuPy without its pool, live, held 1.06-1.10 times

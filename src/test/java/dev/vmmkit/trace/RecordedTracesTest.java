@@ -74,7 +74,8 @@ class RecordedTracesTest {
             "gen_mamba_b32.csv.gz", "gen_llama_prompt3k.csv.gz", "infer_llama_compiled.csv.gz", "train_vit_amp.csv.gz",
             "train_clip.csv.gz", "sample_dit.csv.gz", "detect_maskrcnn.csv.gz", "train_lora.csv.gz", "train_gnn.csv.gz",
             "train_lstm.csv.gz", "train_convnext.csv.gz", "gen_llama_serving.csv.gz", "score_llama_varying.csv.gz",
-            "gen_gemma2_b24.csv.gz", "train_bert_mlm.csv.gz", "rl_loop.csv.gz",
+            "gen_gemma2_b24.csv.gz", "train_bert_mlm.csv.gz", "rl_loop.csv.gz", "gen_whisper_b16.csv.gz",
+            "train_dlrm.csv.gz", "train_gpt2_compiled.csv.gz",
             "snapshots/gen_llama_b8.pickle.gz"})
     void everyShippedTraceReplaysThroughVmmkitWithTheTracesOwnPeak(String name) throws IOException {
         AllocationTrace trace = TraceFiles.read(Path.of("traces").resolve(name), OptionalInt.empty()).getFirst();
