@@ -100,10 +100,9 @@ final class SlowPath {
      * waiting, so it settles on as many as cover the synchronisation's latency. Only a loop that is
      * most of what the program holds counts them: its block is at least half the peak of live
      * bytes (a malloc/free benchmark, one buffer cycled). In a larger program a copy made at its
-     * peak stays above it by the block's size (Whisper's generate(), live, held 1.06 times its
-     * peak in one run of three: one more encoder-sized block, 3.7 % of it, counted at its last
-     * layer); there the request is backed within the budget like any other, and past it waits for
-     * the pending frees, as a cudaFree would have waited natively. Any other request
+     * peak stays above it by the block's size (docs/cold-path.md, "A waiting block counted only
+     * when the loop is most of the program"); there the request is backed within the budget like
+     * any other, and past it waits for the pending frees, as a cudaFree would have natively. Any other request
      * counts none: a program whose thread runs ahead of the device meets waiting blocks of its
      * request's size at every step, and a copy for each of them raised its peak (docs/cold-path.md,
      * "CuPy without its pool"). Larger waiting blocks are
