@@ -700,6 +700,136 @@ def train_gpt(steps=30, compiled=False):
     return loss_sum
 
 
+def train_moe(steps=30):
+    """Mixture-of-experts training (a Mixtral-style decoder: 8 expert MLPs, 2 per token) under bfloat16
+    autocast, micro-batches of varying size and length: every step each expert gets its own number of
+    tokens, so its activations and their gradients take a new size at every layer and step."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.MixtralConfig(vocab_size=32000, hidden_size=768, intermediate_size=1536, num_hidden_layers=8,
+                           num_attention_heads=12, num_key_value_heads=4, num_local_experts=8,
+                           num_experts_per_tok=2, max_position_embeddings=2048, output_router_logits=True,
+                           router_aux_loss_coef=0.01)
+    model = tf.MixtralForCausalLM(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(6)
+    loss_sum = 0.0
+    for step in range(steps):
+        b = int(torch.randint(4, 13, (1,), generator=g))
+        seq = int(torch.randint(96, 385, (1,), generator=g))
+        ids, mask = padded(b, seq, cfg.vocab_size, g, "right")
+        labels = ids.masked_fill(mask == 0, -100)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_sum += loss.item()
+    return loss_sum
+
+
+def train_t5(steps=30):
+    """Sequence-to-sequence fine-tuning (a T5-style encoder-decoder) with dynamic padding: each step its
+    own batch size, source length and target length; AdamW under bfloat16 autocast."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.T5Config(vocab_size=32128, d_model=768, d_kv=64, d_ff=2048, num_layers=8, num_decoder_layers=8,
+                      num_heads=12, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = tf.T5ForConditionalGeneration(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(7)
+    loss_sum = 0.0
+    for step in range(steps):
+        b = int(torch.randint(4, 25, (1,), generator=g))
+        src = int(torch.randint(64, 513, (1,), generator=g))
+        tgt = int(torch.randint(16, 129, (1,), generator=g))
+        ids, mask = padded(b, src, cfg.vocab_size, g, "right", low=2)
+        target, target_mask = padded(b, tgt, cfg.vocab_size, g, "right", low=2)
+        labels = target.masked_fill(target_mask == 0, -100)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_sum += loss.item()
+    return loss_sum
+
+
+def train_ctc(steps=30):
+    """Speech recognition training (a wav2vec 2.0-style model with a CTC head) on raw audio of varying
+    length: each step 2-12 clips of 2-16 s at 16 kHz, padded to the longest, and transcripts of their
+    own lengths; a convolutional feature encoder over the waveform, then a transformer, under bfloat16
+    autocast."""
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = tf.Wav2Vec2Config(vocab_size=32, hidden_size=768, num_hidden_layers=8, num_attention_heads=12,
+                            intermediate_size=3072, pad_token_id=0, ctc_loss_reduction="mean",
+                            mask_time_prob=0.0)
+    model = tf.Wav2Vec2ForCTC(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(9)
+    loss_sum = 0.0
+    for step in range(steps):
+        b = int(torch.randint(2, 13, (1,), generator=g))
+        lengths = torch.randint(2 * 16000, 16 * 16000 + 1, (b,), generator=g)
+        longest = int(lengths.max())
+        audio = torch.randn(b, longest, generator=g)
+        mask = (torch.arange(longest)[None, :] < lengths[:, None]).long()
+        audio = audio * mask
+        words = torch.randint(10, 120, (b,), generator=g)
+        labels = torch.randint(1, cfg.vocab_size, (b, int(words.max())), generator=g)
+        labels = labels.masked_fill(torch.arange(labels.shape[1])[None, :] >= words[:, None], -100)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_values=audio.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_sum += loss.item()
+    return loss_sum
+
+
+class ImageDecoder(nn.Module):
+    """A latent-to-image decoder in the shape of a diffusion model's VAE decoder: residual blocks at
+    four widths, each level upsampled 2x, so the last level's activations are the largest tensors."""
+
+    def __init__(self, widths=(512, 512, 256, 128)):
+        super().__init__()
+        self.inp = nn.Conv2d(4, widths[0], 3, padding=1)
+        self.levels = nn.ModuleList()
+        c = widths[0]
+        for i, w in enumerate(widths):
+            self.levels.append(nn.ModuleList([UNet.res(c, w), UNet.res(w, w),
+                                              nn.Upsample(scale_factor=2) if i < len(widths) - 1 else nn.Identity()]))
+            c = w
+        self.out = nn.Sequential(nn.GroupNorm(8, c), nn.SiLU(), nn.Conv2d(c, 3, 3, padding=1))
+
+    def forward(self, z):
+        h = self.inp(z)
+        for widen, block, up in self.levels:
+            h = widen(h)
+            h = up(h + block(h))
+        return self.out(h)
+
+
+def decode_images(rounds=40):
+    """Latents decoded to images as a text-to-image server does: each round 1-4 latents of a new
+    resolution (32-96 per side, images of 256-768 pixels), in half precision; the activations of the
+    full-resolution level are hundreds of MiB and change size every round."""
+    torch.manual_seed(0)
+    model = ImageDecoder().cuda().half().eval()
+    g = torch.Generator().manual_seed(8)
+    total = 0.0
+    with torch.no_grad():
+        for r in range(rounds):
+            b = int(torch.randint(1, 5, (1,), generator=g))
+            side = 8 * int(torch.randint(4, 13, (1,), generator=g))
+            aspect = 8 * int(torch.randint(4, 13, (1,), generator=g))
+            z = torch.randn(b, 4, side, aspect, generator=g).cuda().half()
+            total += float(model(z).float().abs().mean().item())
+    return total
+
+
 class UNet(nn.Module):
     def __init__(self, ch=64, mults=(1, 2, 4, 4)):
         super().__init__()
@@ -922,6 +1052,16 @@ WORKLOADS = {
     "gen_whisper_b16": lambda: transcribe([16, 8], 120),
     "train_dlrm": train_dlrm,
     "train_gpt2_compiled": lambda: train_gpt(30, compiled=True),
+    # Three more kinds, recorded after every rule: a mixture of experts in training (each expert's
+    # share of the tokens, and so its tensors, a new size every step), sequence-to-sequence training
+    # with dynamic padding, and images decoded from latents at a new resolution every round.
+    "train_moe": train_moe,
+    "train_t5": train_t5,
+    "decode_images": decode_images,
+    # And two more: speech recognition trained on raw audio of varying length (CTC), and generation
+    # at a batch larger than any recorded before (96, then 64).
+    "train_ctc": train_ctc,
+    "gen_llama_b96": lambda: generate("llama", [96, 64], 64, 160),
     "train_gpt2": train_gpt,
     "unet_sample": unet_sample,
     "unet_train": unet_train,
