@@ -657,13 +657,20 @@ def train_llama_varlen(steps=40, accumulate=2, checkpointing=False):
     if checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
+    return train_padded_batches(model, cfg.vocab_size, steps, (4, 16), (64, 512), seed=4, accumulate=accumulate)
+
+
+def train_padded_batches(model, vocab, steps, batch_sizes, lengths, seed, accumulate=1):
+    """Trains a causal language model with dynamic padding: every micro-batch a random size and length
+    (each from BATCH_SIZES and LENGTHS, inclusive ranges), under bfloat16 autocast; gradients are
+    accumulated over ACCUMULATE micro-batches and clipped before each AdamW step. The sum of the losses."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(4)
+    g = torch.Generator().manual_seed(seed)
     loss_sum = 0.0
     for step in range(steps):
-        b = int(torch.randint(4, 17, (1,), generator=g))
-        seq = int(torch.randint(64, 513, (1,), generator=g))
-        ids, mask = padded(b, seq, cfg.vocab_size, g, "right")
+        b = int(torch.randint(batch_sizes[0], batch_sizes[1] + 1, (1,), generator=g))
+        seq = int(torch.randint(lengths[0], lengths[1] + 1, (1,), generator=g))
+        ids, mask = padded(b, seq, vocab, g, "right")
         labels = ids.masked_fill(mask == 0, -100)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss / accumulate
@@ -711,22 +718,7 @@ def train_moe(steps=30):
                            num_experts_per_tok=2, max_position_embeddings=2048, output_router_logits=True,
                            router_aux_loss_coef=0.01)
     model = tf.MixtralForCausalLM(cfg).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(6)
-    loss_sum = 0.0
-    for step in range(steps):
-        b = int(torch.randint(4, 13, (1,), generator=g))
-        seq = int(torch.randint(96, 385, (1,), generator=g))
-        ids, mask = padded(b, seq, cfg.vocab_size, g, "right")
-        labels = ids.masked_fill(mask == 0, -100)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids.cuda(), attention_mask=mask.cuda(), labels=labels.cuda()).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        loss_sum += loss.item()
-    return loss_sum
+    return train_padded_batches(model, cfg.vocab_size, steps, (4, 12), (96, 384), seed=6)
 
 
 def train_t5(steps=30):
