@@ -36,8 +36,8 @@ class SignalForwardingTest {
     })
     void aSignalToTheLauncherGoesToTheProgramAndItsStatusComesBack(String signal, String disposition) throws Exception {
         assumeFalse(SignalForwarding.isIgnored(SignalForwarding.ignoredSignals(), signalNumber(signal)),
-                "SIG" + signal + " is ignored in this process (started under nohup?), so by the launcher and the "
-                        + "program too; nohupIsKept covers that case");
+                "SIG" + signal + " is ignored in this process (started under nohup, or in the background of a shell "
+                        + "without job control?), so by the launcher and the program too; nohupIsKept covers that case");
         Path pidFile = dir.resolve("pid");
         Path gotFile = dir.resolve("got");
         // Trapped: the program cleans up and exits 40. Default: the signal ends it (status 128 + N).
