@@ -11,7 +11,10 @@
 # default); LIVE_REPEATS=N (1) runs the variants N times in turn, since a live run's ratio moves from
 # run to run with the device's timing (docs/cold-path.md, "Mask R-CNN's live runs"); LIVE_TIMEOUT=S
 # (240; ConvNeXt's native run has taken over 120) bounds each run; DRIVER (cuda; host runs vmmkit on
-# the emulation, to try the script without a GPU, with PYTHON a stand-in for the workloads).
+# the emulation, to try the script without a GPU, with PYTHON a stand-in for the workloads);
+# LIVE_TRACE=1 records each vmmkit run's trace (`--trace`, WORKLOAD-N.csv.gz in the output folder,
+# each cudaFree completed when the device had finished the work before it), so that a host replay
+# of the run can be set beside its live figure (docs/replay.md, "cudaFree's completions").
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" live-ratio
 use_vmmkit_build live-ratio
@@ -30,9 +33,11 @@ for w in "${workloads[@]}"; do
   for rep in $(seq "${LIVE_REPEATS:-1}"); do for v in "${variants[@]}"; do
     n=$((n + 1))
     [ "$v" = default ] && v=""
-    stats="$out/$w-vmmkit-$n.json"
+"    stats="$out/$w-vmmkit-$n.json"
+    trace=()
+    [ "${LIVE_TRACE:-0}" = 1 ] && trace=(--trace "$out/$w-$n.csv.gz")
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 VMMKIT_JVM_OPTS="$v" timeout "$limit" ./vmmkit run --driver "${DRIVER:-cuda}" --profile off \
-      --stats "$stats" -- "$py" "$(workload_script "$w")" "$w" > "$out/$w-vmmkit-$n.out" 2> "$out/$w-vmmkit-$n.err"
+      --stats "$stats" "${trace[@]}" -- "$py" "$(workload_script "$w")" "$w" > "$out/$w-vmmkit-$n.out" 2> "$out/$w-vmmkit-$n.err"
     rc=$?
     figures="$(python3 -c "
 import json, sys

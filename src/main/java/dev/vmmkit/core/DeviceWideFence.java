@@ -90,6 +90,8 @@ final class DeviceWideFence implements AutoCloseable {
 
     private final StreamEvents events;
     private final boolean onCallingThread;
+    /** Whether a device-wide free publishes its sequence at once (false: the next miss publishes it). */
+    private final boolean publishesAtFree;
     /** Stream captures under way, during which no synchronisation may run. */
     private final StreamCaptures captures = new StreamCaptures(this::synchroniseBeforeCapture);
     /** When a lone synchronisation waits, and for how long. */
@@ -112,24 +114,40 @@ final class DeviceWideFence implements AutoCloseable {
     private long unaskedTicket = -1;
 
     DeviceWideFence(StreamEvents events) {
-        this(events, false, SynchronisationPutOff.GRACE_NANOS, SynchronisationPutOff.HOLD_NANOS);
+        this(events, false, true, SynchronisationPutOff.GRACE_NANOS, SynchronisationPutOff.HOLD_NANOS);
     }
 
     /** A fence whose lone synchronisations wait {@code graceNanos}, then up to {@code holdNanos} for slow paths (tests). */
     DeviceWideFence(StreamEvents events, long graceNanos, long holdNanos) {
-        this(events, false, graceNanos, holdNanos);
+        this(events, false, true, graceNanos, holdNanos);
     }
 
-    private DeviceWideFence(StreamEvents events, boolean onCallingThread, long graceNanos, long holdNanos) {
+    private DeviceWideFence(StreamEvents events, boolean onCallingThread, boolean publishesAtFree,
+                            long graceNanos, long holdNanos) {
         this.events = events;
         this.onCallingThread = onCallingThread;
+        this.publishesAtFree = publishesAtFree;
         this.putOff = new SynchronisationPutOff(graceNanos, holdNanos);
         this.tickets = new SynchronisationTickets(captures, onCallingThread ? this::synchronizeOnce : null);
     }
 
     /** A fence that synchronises inside {@link #request}, on the caller's thread (deterministic tests). */
     static DeviceWideFence onCallingThread(StreamEvents events) {
-        return new DeviceWideFence(events, true, 0, 0);
+        return new DeviceWideFence(events, true, false, 0, 0);
+    }
+
+    /**
+     * A fence for a replay of a recorded trace ({@link ReplayedCovers}): no thread; frees publish at
+     * once, as in a live run, and stay waiting until the replay covers them where the trace says
+     * the program's device finished, or a wait synchronises here, as it would have in the program.
+     */
+    static DeviceWideFence forReplay(StreamEvents events) {
+        return new DeviceWideFence(events, true, true, 0, 0);
+    }
+
+    /** Every region's device-wide frees (a replay covers them one free at a time). */
+    FreesToCover regions() {
+        return regions;
     }
 
     /**
@@ -232,9 +250,17 @@ final class DeviceWideFence implements AutoCloseable {
         return tickets.startedTicket();
     }
 
-    /** False for a fence that synchronises on the calling thread, whose every request costs a synchronisation. */
+    /** False for a fence that synchronises on the calling thread (a test's, a replay's). */
     boolean servesInBackground() {
         return !onCallingThread;
+    }
+
+    /**
+     * True when a device-wide free publishes its sequence at once; false for a fence that
+     * synchronises on the calling thread for tests, whose frees wait for the next miss to publish.
+     */
+    boolean publishesAtFree() {
+        return publishesAtFree;
     }
 
     /** Every ticket up to the returned one is complete ({@link SynchronisationTickets#completedTicket}). */

@@ -68,6 +68,11 @@ public abstract class ForwardingResource implements ManagedMemoryResource {
     }
 
     @Override
+    public DeviceWideFreeClock deviceWideFreeClock() {
+        return resource.deviceWideFreeClock();
+    }
+
+    @Override
     public long reservedBytes() {
         return resource.reservedBytes();
     }

@@ -30,6 +30,11 @@ final class FreesToCover {
         regions = Arrays.stream(regions).filter(f -> f != frees).toArray(DeviceWideFrees[]::new);
     }
 
+    /** Every region's frees now (the array is never changed in place). */
+    DeviceWideFrees[] regions() {
+        return regions;
+    }
+
     /** True when some region published a free that no finished synchronisation covers. */
     boolean anyUncovered() {
         for (DeviceWideFrees f : regions) {

@@ -72,6 +72,14 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
         return null;
     }
 
+    /**
+     * When memory freed device-wide became reusable, for a recorder; null when the resource
+     * reuses it at once (it defers nothing).
+     */
+    default DeviceWideFreeClock deviceWideFreeClock() {
+        return null;
+    }
+
     /** Gives everything back; live allocations become invalid. */
     @Override
     void close();

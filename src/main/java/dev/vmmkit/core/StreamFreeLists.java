@@ -64,6 +64,16 @@ final class StreamFreeLists {
         return sequence;
     }
 
+    /** The newest device-wide free this region published to its fence (a recorder's mark). */
+    long deviceWidePublished() {
+        return waitList.deviceWidePublished();
+    }
+
+    /** How far the fence has covered this region's device-wide frees. */
+    long deviceWideCovered() {
+        return waitList.deviceWideCovered();
+    }
+
     /** The smallest FREE block of at least {@code bytes} that {@code stream} may use now, or NONE. */
     int bestFit(long bytes, long stream) {
         SizeTree own = reusesOwnFreesAtOnce(stream) ? treeOf(stream, false) : null;

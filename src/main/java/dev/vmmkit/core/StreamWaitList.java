@@ -42,7 +42,7 @@ final class StreamWaitList {
         this.events = events;
         this.deviceFence = deviceFence;
         this.deviceWide = deviceFence.register();
-        this.publishAtFree = deviceFence.servesInBackground();
+        this.publishAtFree = deviceFence.publishesAtFree();
     }
 
     /** A device-wide free of sequence number {@code sequence} was made: a synchronisation started after now will cover it. */
@@ -175,6 +175,11 @@ final class StreamWaitList {
         pendingByStream.clear();
     }
 
+    /** The newest device-wide free published to the fence: a read, no driver call. */
+    long deviceWidePublished() {
+        return deviceWide.published();
+    }
+
     /** How far the fence has covered this region's device-wide frees: a read, no driver call, no request. */
     long deviceWideCovered() {
         return deviceWide.covered();
@@ -192,7 +197,7 @@ final class StreamWaitList {
             deviceWide.publish(currentSequence);
             if (publishAtFree) {
                 deviceFence.wake();
-            } else {
+            } else { // a test's fence on the calling thread
                 deviceFence.request(); // synchronises here
                 return deviceWide.covered();
             }

@@ -3,6 +3,7 @@ package dev.vmmkit.tools;
 import dev.vmmkit.trace.AllocationTrace;
 import dev.vmmkit.trace.TraceFiles;
 import dev.vmmkit.trace.TraceWriter;
+import org.agrona.collections.LongArrayList;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -76,10 +77,21 @@ public final class TraceCommand implements Runnable {
         }
 
         private void write(AllocationTrace trace) throws IOException {
+            LongArrayList cudaFreeSizes = new LongArrayList(); // by ordinal, for their completions
             try (TraceWriter writer = TraceWriter.open(output, "converted from " + trace.name())) {
                 for (int op = 0; op < trace.ops(); op++) {
-                    if (trace.kind(op) == AllocationTrace.ALLOC) writer.alloc(trace.key(op), trace.size(op), trace.stream(op));
-                    else writer.free(trace.key(op), trace.size(op), trace.stream(op));
+                    long key = trace.key(op);
+                    long stream = trace.stream(op);
+                    if (trace.kind(op) == AllocationTrace.ALLOC) {
+                        writer.alloc(key, trace.size(op), stream);
+                    } else if (trace.kind(op) == AllocationTrace.COVER) {
+                        writer.freeCompleted(key, cudaFreeSizes.getLong(trace.coveredFree(op)), stream);
+                    } else if (stream == AllocationTrace.DEVICE_WIDE_STREAM) {
+                        writer.freeRequested(key, trace.size(op), stream);
+                        cudaFreeSizes.addLong(trace.size(op));
+                    } else {
+                        writer.free(key, trace.size(op), stream);
+                    }
                 }
             }
         }

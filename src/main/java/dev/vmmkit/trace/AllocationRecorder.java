@@ -1,5 +1,8 @@
 package dev.vmmkit.trace;
 
+import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.DeviceWideFreeClock;
+
 /**
  * Where a program's requests are recorded ({@code vmmkit run --trace}). Kept behind this small
  * interface so that tests can record in memory and a run without a trace records nothing.
@@ -31,8 +34,26 @@ public interface AllocationRecorder extends AutoCloseable {
 
     void allocated(long address, long size, long stream);
 
-    /** A free the program asked for; {@code size} is -1 when unknown. */
+    /**
+     * A free the program asked for, before it is made, whose memory the resource may reuse at once;
+     * {@code size} is -1 when unknown.
+     */
     void freed(long address, long size, long stream);
+
+    /**
+     * A cudaFree the program asked for, before it is made, whose memory becomes reusable only once
+     * the device has finished the work before it; {@link #cudaFreeReturned} follows once it is made.
+     */
+    default void cudaFreeRequested(long address, long size) {
+        freed(address, size, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+    }
+
+    /**
+     * The cudaFree of {@code address} has returned (or failed): {@code clock}, the resource's, says
+     * when its memory became reusable, so a recorder may write when.
+     */
+    default void cudaFreeReturned(long address, DeviceWideFreeClock clock) {
+    }
 
     @Override
     void close();

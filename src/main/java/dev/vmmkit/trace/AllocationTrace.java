@@ -4,8 +4,11 @@ package dev.vmmkit.trace;
  * The requests of one trace, in file order, held in primitive arrays: about 29 bytes an operation,
  * so a 320k-event trace costs ~9 MiB and replaying it allocates nothing.
  *
- * <p>Operation {@code i} is {@link #kind(int) kind(i)} ({@link #ALLOC} or {@link #FREE}) of the
- * allocation named {@link #key(int) key(i)}. Keys are the addresses the recording allocator returned;
+ * <p>Operation {@code i} is {@link #kind(int) kind(i)} ({@link #ALLOC}, {@link #FREE} or
+ * {@link #COVER}) of the allocation named {@link #key(int) key(i)}. A free on
+ * {@link #DEVICE_WIDE_STREAM} is a cudaFree, made when the program freed; its memory became
+ * reusable at a later {@link #COVER} (a trace recorded by {@code vmmkit run --trace}), or never
+ * in the trace. Keys are the addresses the recording allocator returned;
  * they only pair a free with its alloc. For a free, {@link #size(int)} is the size of the matching
  * alloc. Made by {@link TraceReader} or {@link SnapshotReader}, which have already checked that every
  * free matches a live alloc: the trace's own, or one of the {@link #allocationsBeforeTrace()} that
@@ -14,6 +17,13 @@ package dev.vmmkit.trace;
 public final class AllocationTrace {
     public static final byte ALLOC = 0;
     public static final byte FREE = 1;
+    /**
+     * The memory of an earlier cudaFree became reusable: the device finished the work before it.
+     * Not a request: it moves no bytes in or out of use. {@link #coveredFree} says which free.
+     */
+    public static final byte COVER = 2;
+    /** The stream of a cudaFree: the whole device's work before it, as {@code DeviceMemoryResource} names it. */
+    public static final long DEVICE_WIDE_STREAM = -1L;
 
     private final String name;
     private final int ops;
@@ -23,13 +33,14 @@ public final class AllocationTrace {
     private final long[] streams;
     private final int[] lineNumbers;
     private final int allocs;
+    private final int covers;
     private final int maxLiveAllocations;
     private final long peakLiveBytes;
     private final int allocationsBeforeTrace;
     private final RecordedMemory recorded;
 
     AllocationTrace(String name, int ops, byte[] kinds, long[] keys, long[] sizes, long[] streams,
-                    int[] lineNumbers, int allocs, int maxLiveAllocations, long peakLiveBytes,
+                    int[] lineNumbers, int allocs, int covers, int maxLiveAllocations, long peakLiveBytes,
                     int allocationsBeforeTrace, RecordedMemory recorded) {
         this.name = name;
         this.ops = ops;
@@ -39,6 +50,7 @@ public final class AllocationTrace {
         this.streams = streams;
         this.lineNumbers = lineNumbers;
         this.allocs = allocs;
+        this.covers = covers;
         this.maxLiveAllocations = maxLiveAllocations;
         this.peakLiveBytes = peakLiveBytes;
         this.allocationsBeforeTrace = allocationsBeforeTrace;
@@ -55,7 +67,7 @@ public final class AllocationTrace {
         return name;
     }
 
-    /** Number of operations: allocs plus frees. */
+    /** Number of operations: allocs, frees and covers. */
     public int ops() {
         return ops;
     }
@@ -65,7 +77,20 @@ public final class AllocationTrace {
     }
 
     public int frees() {
-        return ops - allocs;
+        return ops - allocs - covers;
+    }
+
+    /** Completions of cudaFrees written apart from them ({@link #COVER}); 0 for most traces. */
+    public int covers() {
+        return covers;
+    }
+
+    /**
+     * For a {@link #COVER}: which device-wide free it completes, counting the trace's frees on
+     * {@link #DEVICE_WIDE_STREAM} from 0 in order.
+     */
+    public int coveredFree(int op) {
+        return (int) sizes[op];
     }
 
     /** Most allocations live at once; sizes the replayer's key-to-address map so it never grows. */
@@ -88,7 +113,7 @@ public final class AllocationTrace {
         return allocationsBeforeTrace;
     }
 
-    /** {@link #ALLOC} or {@link #FREE}. */
+    /** {@link #ALLOC}, {@link #FREE} or {@link #COVER}. */
     public byte kind(int op) {
         return kinds[op];
     }
@@ -97,7 +122,7 @@ public final class AllocationTrace {
         return keys[op];
     }
 
-    /** Bytes requested (for a free: by the matching alloc). */
+    /** Bytes requested (for a free: by the matching alloc; for a cover, see {@link #coveredFree}). */
     public long size(int op) {
         return sizes[op];
     }

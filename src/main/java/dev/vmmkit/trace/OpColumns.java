@@ -57,11 +57,11 @@ final class OpColumns {
     }
 
     /** The rows as a trace; the arrays are trimmed so a held trace costs only what it holds. */
-    AllocationTrace toTrace(String name, int allocs, int maxLiveAllocations, long peakLiveBytes,
+    AllocationTrace toTrace(String name, int allocs, int covers, int maxLiveAllocations, long peakLiveBytes,
                             int allocationsBeforeTrace, RecordedMemory recorded) {
         return new AllocationTrace(name, count, Arrays.copyOf(kinds, count), Arrays.copyOf(keys, count),
                 Arrays.copyOf(sizes, count), Arrays.copyOf(streams, count), Arrays.copyOf(lines, count),
-                allocs, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded);
+                allocs, covers, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded);
     }
 
     private void grow() {

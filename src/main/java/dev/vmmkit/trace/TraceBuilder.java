@@ -24,6 +24,7 @@ final class TraceBuilder {
     private final OpColumns foundBeforeTrace = new OpColumns();
     private long foundBeforeTraceBytes;
     private int allocs;
+    private int covers;
     private int allocationsBeforeTrace;
     private long liveBytes;
     private long peakLiveBytes;
@@ -75,7 +76,9 @@ final class TraceBuilder {
      */
     boolean freeBeforeTrace(long key, long size, long stream, int lineNumber) {
         if (!named.add(key)) return false;
-        foundBeforeTrace.append(AllocationTrace.ALLOC, key, size, stream, 0);
+        // A cudaFree's allocation was a cudaMalloc, on the default stream.
+        long allocStream = stream == AllocationTrace.DEVICE_WIDE_STREAM ? 0 : stream;
+        foundBeforeTrace.append(AllocationTrace.ALLOC, key, size, allocStream, 0);
         foundBeforeTraceBytes += size;
         allocationsBeforeTrace++;
         allocs++;
@@ -83,6 +86,15 @@ final class TraceBuilder {
         liveAllocations--;
         ops.append(AllocationTrace.FREE, key, size, stream, lineNumber);
         return true;
+    }
+
+    /**
+     * Appends the completion of a cudaFree appended before: the {@code ordinal}-th device-wide free
+     * of the trace (from 0), of {@code key}, became reusable.
+     */
+    void cover(long key, int ordinal, int lineNumber) {
+        covers++;
+        ops.append(AllocationTrace.COVER, key, ordinal, AllocationTrace.DEVICE_WIDE_STREAM, lineNumber);
     }
 
     /** Most bytes live at once, those made before the trace included. */
@@ -102,7 +114,7 @@ final class TraceBuilder {
             all.appendAll(foundBeforeTrace);
             all.appendAll(ops);
         }
-        return all.toTrace(name, allocs, foundBeforeTrace.count() + maxLiveAllocations, peakLiveBytes(),
+        return all.toTrace(name, allocs, covers, foundBeforeTrace.count() + maxLiveAllocations, peakLiveBytes(),
                 allocationsBeforeTrace, recorded);
     }
 }

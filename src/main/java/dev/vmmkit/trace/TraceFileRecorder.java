@@ -1,6 +1,7 @@
 package dev.vmmkit.trace;
 
 import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.DeviceWideFreeClock;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -9,15 +10,22 @@ import java.util.function.BiConsumer;
 
 /**
  * Records requests into a trace file through {@link TraceWriter}, in the format {@code vmmkit replay}
- * reads. A cudaFree ({@link DeviceMemoryResource#DEVICE_WIDE_STREAM}) is written with stream 0, the
- * legacy default stream. A write error stops recording and is reported once to {@code onFailure}
- * (the message and the cause); the program keeps running.
+ * reads. A cudaFree ({@link #cudaFreeRequested}) is written on {@link DeviceMemoryResource#DEVICE_WIDE_STREAM}
+ * (unsigned, 18446744073709551615): its {@code free_requested} when the program frees, its
+ * {@code free_completed} once the resource's {@link DeviceWideFreeClock} says the device finished
+ * the work before it, written before the next request that could see it (or at close), so that a
+ * replay sees the memory come back when the program's allocator did. A cudaFree whose memory is
+ * reusable at once ({@link #freed} on that stream) is written on stream 0, both lines together. A write error stops recording
+ * and is reported once to {@code onFailure} (the message and the cause); the program keeps running.
+ *
+ * <p>Thread-safe: each request is written, with the completions before it, under this recorder's lock.
  */
 public final class TraceFileRecorder implements AllocationRecorder {
     private final Path path;
     private final TraceWriter writer;
     private final BiConsumer<String, Exception> onFailure;
     private volatile boolean failed;
+    private final PendingDeviceWideFrees pending = new PendingDeviceWideFrees();
 
     /** A recorder whose write failures are printed on stderr. */
     public TraceFileRecorder(Path path, String mode) throws IOException {
@@ -25,9 +33,18 @@ public final class TraceFileRecorder implements AllocationRecorder {
     }
 
     public TraceFileRecorder(Path path, String mode, BiConsumer<String, Exception> onFailure) throws IOException {
+        this(path, TraceWriter.open(path, "vmmkit run, mode=" + mode), onFailure);
+    }
+
+    /** A recorder into {@code writer}, which it closes; {@code name} names it in messages (tests). */
+    TraceFileRecorder(TraceWriter writer, String name) {
+        this(Path.of(name), writer, (message, cause) -> { throw new IllegalStateException(message, cause); });
+    }
+
+    private TraceFileRecorder(Path path, TraceWriter writer, BiConsumer<String, Exception> onFailure) {
         this.path = path;
         this.onFailure = onFailure;
-        this.writer = TraceWriter.open(path, "vmmkit run, mode=" + mode);
+        this.writer = writer;
     }
 
     @Override
@@ -36,36 +53,61 @@ public final class TraceFileRecorder implements AllocationRecorder {
     }
 
     @Override
-    public void allocated(long address, long size, long stream) {
+    public synchronized void allocated(long address, long size, long stream) {
         if (failed) return;
         try {
-            writer.alloc(address, size, traceStream(stream));
+            writeCompletions(false);
+            writer.alloc(address, size, stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream);
         } catch (IOException | RuntimeException e) {
             stop(e);
         }
     }
 
     @Override
-    public void freed(long address, long size, long stream) {
+    public synchronized void freed(long address, long size, long stream) {
         if (failed || size < 0) return;
         try {
-            writer.free(address, size, traceStream(stream));
+            writeCompletions(false);
+            writer.free(address, size, stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream);
         } catch (IOException | RuntimeException e) {
             stop(e);
         }
     }
 
     @Override
-    public void close() {
+    public synchronized void cudaFreeRequested(long address, long size) {
+        if (failed || size < 0) return;
         try {
+            writeCompletions(false);
+            writer.freeRequested(address, size, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            pending.requested(address, size);
+        } catch (IOException | RuntimeException e) {
+            stop(e);
+        }
+    }
+
+    @Override
+    public synchronized void cudaFreeReturned(long address, DeviceWideFreeClock clock) {
+        pending.returned(address, clock, clock.markAfterFree(address));
+    }
+
+    /** Writes the completion of every waiting cudaFree (the program has ended: its device is done). */
+    @Override
+    public synchronized void close() {
+        try {
+            if (!failed) writeCompletions(true);
             writer.close();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
     }
 
-    private static long traceStream(long stream) {
-        return stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream;
+    /** The completions of the oldest waiting cudaFrees whose memory is back ({@code all}: every one). */
+    private void writeCompletions(boolean all) throws IOException {
+        while (all ? pending.size() > 0 : pending.oldestCovered()) {
+            writer.freeCompleted(pending.oldestAddress(), pending.oldestSize(), DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            pending.removeOldest();
+        }
     }
 
     private void stop(Exception e) {

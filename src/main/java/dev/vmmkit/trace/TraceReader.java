@@ -1,5 +1,7 @@
 package dev.vmmkit.trace;
 
+import org.agrona.collections.Long2LongHashMap;
+
 import java.io.BufferedInputStream;
 import java.io.BufferedReader;
 import java.io.EOFException;
@@ -23,6 +25,10 @@ import java.util.zip.ZipException;
  * recording allocator's own driver traffic) and PyTorch's {@code snapshot}/{@code oom} markers are
  * checked for form and then ignored.
  *
+ * <p>A free on stream 18446744073709551615 ({@link AllocationTrace#DEVICE_WIDE_STREAM}, as
+ * {@code vmmkit run --trace} writes a cudaFree) is a request at its {@code free_requested}, and its
+ * {@code free_completed}, later, is when its memory became reusable ({@link AllocationTrace#COVER}).
+ *
  * <p>A free of a key the trace never allocated frees an allocation the program made before the trace
  * began (recording started late, or a ring buffer kept only the last entries): the free's size and
  * stream describe it, and it starts the replay ({@link AllocationTrace#allocationsBeforeTrace()}),
@@ -43,6 +49,11 @@ public final class TraceReader {
 
     private final String source;
     private final TraceBuilder builder = new TraceBuilder();
+    /** Each cudaFree whose completion has not been read yet: its ordinal among the trace's cudaFrees. */
+    private final Long2LongHashMap pendingCudaFree = new Long2LongHashMap(TraceBuilder.NOT_LIVE);
+    /** Completions still to come of cudaFrees covered early (their key was freed again first). */
+    private final Long2LongHashMap completionsToSkip = new Long2LongHashMap(0);
+    private int cudaFrees;
 
     private TraceReader(String source) {
         this.source = source;
@@ -107,8 +118,14 @@ public final class TraceReader {
         if (size < 0) throw malformed(lineNumber, "negative size " + size);
         switch (action) {
             case "alloc" -> alloc(key, size, stream, lineNumber);
-            case "free_completed" -> free(key, size, stream, lineNumber);
-            case "free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap",
+            case "free_completed" -> {
+                if (stream == AllocationTrace.DEVICE_WIDE_STREAM) cudaFreeCompleted(key, lineNumber);
+                else free(key, size, stream, lineNumber);
+            }
+            case "free_requested" -> {
+                if (stream == AllocationTrace.DEVICE_WIDE_STREAM) cudaFreeRequested(key, size, lineNumber);
+            }
+            case "segment_alloc", "segment_free", "segment_map", "segment_unmap",
                  "snapshot", "oom" -> { }
             default -> throw malformed(lineNumber, "unknown action '" + action
                     + "' (expected alloc, free_requested, free_completed or segment_*)");
@@ -127,6 +144,35 @@ public final class TraceReader {
             throw malformed(lineNumber, "free of key " + Long.toUnsignedString(key)
                     + ", which is already freed (a second free without an alloc between)");
         }
+    }
+
+    /**
+     * A cudaFree: a free now, whose completion comes later. A key freed again before its earlier
+     * free's completion was read had that memory back, so the earlier free was covered by then.
+     */
+    private void cudaFreeRequested(long key, long size, int lineNumber) throws TraceFormatException {
+        long earlier = pendingCudaFree.remove(key);
+        if (earlier != TraceBuilder.NOT_LIVE) {
+            builder.cover(key, (int) earlier, lineNumber);
+            completionsToSkip.put(key, completionsToSkip.get(key) + 1);
+        }
+        free(key, size, AllocationTrace.DEVICE_WIDE_STREAM, lineNumber);
+        pendingCudaFree.put(key, cudaFrees++);
+    }
+
+    private void cudaFreeCompleted(long key, int lineNumber) throws TraceFormatException {
+        long ordinal = pendingCudaFree.remove(key);
+        if (ordinal != TraceBuilder.NOT_LIVE) {
+            builder.cover(key, (int) ordinal, lineNumber);
+            return;
+        }
+        long skip = completionsToSkip.get(key);
+        if (skip == 0) {
+            throw malformed(lineNumber, "free_completed of a cudaFree of key " + Long.toUnsignedString(key)
+                    + " without its free_requested before it");
+        }
+        if (skip == 1) completionsToSkip.remove(key);
+        else completionsToSkip.put(key, skip - 1);
     }
 
     /**

@@ -14,7 +14,8 @@ import java.util.zip.GZIPOutputStream;
  * Records allocation events in the trace format {@link TraceReader} reads, so that a program run
  * under vmmkit can be replayed later. The first line is a {@code #} header comment; then one line an
  * event. A free is written as {@code free_requested} followed by {@code free_completed}, as PyTorch's
- * memory history writes it.
+ * memory history writes it: at once, or with other events between for a cudaFree whose memory
+ * became reusable later ({@link TraceFileRecorder}).
  *
  * <p>Thread-safe: each event is written whole under the writer's lock, so lines of concurrent
  * threads never interleave. Output is buffered; {@link #close()} (or {@link #flush()}) makes it
@@ -59,9 +60,19 @@ public final class TraceWriter implements Closeable {
         event("alloc", address, size, stream);
     }
 
-    /** Records the free of the {@code size}-byte allocation at {@code address}. */
+    /** Records the free of the {@code size}-byte allocation at {@code address}, completed at once. */
     public synchronized void free(long address, long size, long stream) throws IOException {
         event("free_requested", address, size, stream);
+        event("free_completed", address, size, stream);
+    }
+
+    /** Records that the program freed the allocation at {@code address}; its completion is written later. */
+    public synchronized void freeRequested(long address, long size, long stream) throws IOException {
+        event("free_requested", address, size, stream);
+    }
+
+    /** Records that the memory of an earlier {@link #freeRequested} became reusable. */
+    public synchronized void freeCompleted(long address, long size, long stream) throws IOException {
         event("free_completed", address, size, stream);
     }
 

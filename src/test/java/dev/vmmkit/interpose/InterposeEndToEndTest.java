@@ -1,5 +1,6 @@
 package dev.vmmkit.interpose;
 
+import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.ProcessResult;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -81,29 +82,43 @@ class InterposeEndToEndTest {
         return stats;
     }
 
-    /** Checks the trace's lines and returns the number of allocs; every free pairs with an earlier alloc. */
+    /**
+     * Checks the trace's lines and returns the number of allocs; every free pairs with an earlier
+     * alloc, and a cudaFree's completion (on the device-wide stream) with its earlier request.
+     */
     private static long checkTrace(Path file) throws IOException {
         List<String> lines = Files.readAllLines(file);
         assertTrue(lines.getFirst().startsWith("# action,addr,size,stream"), lines.getFirst());
         Map<Long, Long> live = new HashMap<>();
+        Map<Long, Integer> cudaFreesWaiting = new HashMap<>();
         long allocs = 0;
         for (String line : lines.subList(1, lines.size())) {
             String[] f = line.split(",");
             assertEquals(4, f.length, line);
             long address = Long.parseLong(f[1]), size = Long.parseLong(f[2]);
-            Long.parseLong(f[3]);
+            boolean cudaFree = Long.parseUnsignedLong(f[3]) == DeviceMemoryResource.DEVICE_WIDE_STREAM;
             switch (f[0]) {
                 case "alloc" -> {
                     assertFalse(live.containsKey(address), "allocated twice: " + line);
                     live.put(address, size);
                     allocs++;
                 }
-                case "free_requested" -> assertEquals(live.get(address), size, line);
-                case "free_completed" -> assertEquals(size, live.remove(address), line);
+                case "free_requested" -> {
+                    assertEquals(live.get(address), size, line);
+                    if (cudaFree) {
+                        live.remove(address);
+                        cudaFreesWaiting.merge(address, 1, Integer::sum);
+                    }
+                }
+                case "free_completed" -> {
+                    if (cudaFree) assertTrue(cudaFreesWaiting.merge(address, -1, Integer::sum) >= 0, "completed first: " + line);
+                    else assertEquals(size, live.remove(address), line);
+                }
                 default -> throw new AssertionError("unknown action: " + line);
             }
         }
         assertTrue(live.isEmpty(), "never freed: " + live.keySet());
+        assertTrue(cudaFreesWaiting.values().stream().allMatch(n -> n == 0), "cudaFrees never completed: " + cudaFreesWaiting);
         return allocs;
     }
 

@@ -1,5 +1,6 @@
 package dev.vmmkit.tools.replay;
 
+import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.driver.HostTransfers;
 
 import org.agrona.collections.Long2LongHashMap;
@@ -27,7 +28,7 @@ public final class ReplayStreams implements AutoCloseable {
         long[] streams = new long[recorded.length];
         for (int i = 0; i < recorded.length; i++) {
             long stream = recorded[i];
-            if (stream >= 0 && stream <= LAST_SHARED_STREAM) {
+            if (stream >= DeviceMemoryResource.DEVICE_WIDE_STREAM && stream <= LAST_SHARED_STREAM) { // a cudaFree's, or one every process shares
                 streams[i] = stream;
                 continue;
             }

@@ -4,6 +4,7 @@ import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.BlockMap;
 import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.ReplayedCovers;
 import dev.vmmkit.core.VmmManager;
 
 /** One fresh allocator for one replay: the resource requests go to, and where its figures come from. */
@@ -25,6 +26,14 @@ public interface ReplayTarget extends AutoCloseable {
      */
     default long[] streams(long[] recorded) {
         return recorded;
+    }
+
+    /**
+     * Where the replay says when a cudaFree's memory became reusable ({@code AllocationTrace.COVER});
+     * null when the resource does not wait for it, or waits on its own.
+     */
+    default ReplayedCovers replayedCovers() {
+        return null;
     }
 
     /** Gives everything the allocator holds back to the driver. */
@@ -55,6 +64,11 @@ public interface ReplayTarget extends AutoCloseable {
             @Override
             public BlockMap blockMap() {
                 return manager instanceof VmmManager vmm ? vmm.blockMap() : ReplayTarget.super.blockMap();
+            }
+
+            @Override
+            public ReplayedCovers replayedCovers() {
+                return manager instanceof VmmManager vmm ? vmm.replayedCovers() : null;
             }
 
             @Override

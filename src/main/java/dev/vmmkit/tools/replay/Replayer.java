@@ -2,6 +2,7 @@ package dev.vmmkit.tools.replay;
 
 import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.ReplayedCovers;
 import dev.vmmkit.trace.AllocationTrace;
 import org.agrona.collections.Long2LongHashMap;
 
@@ -16,6 +17,9 @@ import org.agrona.collections.Long2LongHashMap;
  * can replay its trace many times (warm-up runs, then the measured run).
  *
  * <p>Each op's stream is the target's stand-in for the recorded one ({@link ReplayTarget#streams}).
+ * A cudaFree ({@link AllocationTrace#DEVICE_WIDE_STREAM}) is marked right after it is made, and its
+ * completion ({@link AllocationTrace#COVER}) covers it then ({@link ReplayTarget#replayedCovers}),
+ * outside the timed calls: no device work ran in the replay, the trace says when the program's did.
  *
  * <p>Allocations still live at the end of the trace are left to the target, which frees them when
  * closed. Not thread-safe: one replay at a time.
@@ -74,6 +78,7 @@ public final class Replayer {
      */
     public ReplayReport replay(ReplayTarget target, PatternCheck check, ReplayListener listener) {
         DeviceMemoryResource resource = target.resource();
+        ReplayedCovers covers = target.replayedCovers();
         long[] streams = target.streams(recordedStreams);
         addressOfKey.clear();
         int allocs = 0;
@@ -84,7 +89,10 @@ public final class Replayer {
             long key = trace.key(op);
             long size = trace.size(op);
             long stream = streams[streamSlot[op]];
-            if (trace.kind(op) == AllocationTrace.ALLOC) {
+            byte kind = trace.kind(op);
+            if (kind == AllocationTrace.COVER) {
+                if (covers != null) covers.coverThrough(trace.coveredFree(op));
+            } else if (kind == AllocationTrace.ALLOC) {
                 long before = System.nanoTime();
                 long address;
                 try {
@@ -105,6 +113,7 @@ public final class Replayer {
                     throw failure(op, String.format("free of 0x%x (%d bytes) failed", address, size), e);
                 }
                 freeNs[frees++] = System.nanoTime() - before;
+                if (covers != null && stream == DeviceMemoryResource.DEVICE_WIDE_STREAM) covers.markAfterFree();
             }
             if (op == nextCall) nextCall = listener.afterOp(op, target);
         }

@@ -12,7 +12,8 @@ import java.util.Optional;
 
 /**
  * Replays through vmmkit's own allocator: a new {@link VmmManager} on one driver for each replay,
- * given streams of this process for the trace's recorded ones ({@link ReplayStreams}).
+ * given streams of this process for the trace's recorded ones ({@link ReplayStreams}), whose
+ * cudaFrees wait for the trace's completions ({@link VmmManager#forReplay}).
  * At {@code VMM_LOG=info} the driver's calls are timed, and {@link #driverTime} tells where the
  * measured replay's driver time went.
  */
@@ -42,7 +43,7 @@ public final class VmmBackend implements ReplayBackend {
     @Override
     public ReplayTarget newTarget() {
         if (timing != null) timing.resetTotals();
-        return ReplayTarget.of(new VmmManager(driver, config), new ReplayStreams(driver.transfers()));
+        return ReplayTarget.of(VmmManager.forReplay(driver, config), new ReplayStreams(driver.transfers()));
     }
 
     @Override

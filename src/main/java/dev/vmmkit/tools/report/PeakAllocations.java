@@ -33,7 +33,7 @@ public record PeakAllocations(int peakOp, List<Allocation> largest) {
         Long2LongHashMap opOfKey = new Long2LongHashMap(-1);
         for (int op = 0; op <= peakOp; op++) {
             if (trace.kind(op) == AllocationTrace.ALLOC) opOfKey.put(trace.key(op), op);
-            else opOfKey.remove(trace.key(op));
+            else if (trace.kind(op) == AllocationTrace.FREE) opOfKey.remove(trace.key(op));
         }
         List<Allocation> alive = new ArrayList<>();
         opOfKey.forEachLong((key, op) -> alive.add(new Allocation(trace.size((int) op), (int) op,
@@ -45,6 +45,7 @@ public record PeakAllocations(int peakOp, List<Allocation> largest) {
     private static int peakOp(AllocationTrace trace) {
         long live = 0;
         for (int op = 0; op < trace.ops(); op++) {
+            if (trace.kind(op) == AllocationTrace.COVER) continue;
             live += trace.kind(op) == AllocationTrace.ALLOC ? trace.size(op) : -trace.size(op);
             if (live == trace.peakLiveBytes() && trace.kind(op) == AllocationTrace.ALLOC) return op;
         }

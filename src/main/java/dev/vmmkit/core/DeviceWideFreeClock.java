@@ -1,0 +1,18 @@
+package dev.vmmkit.core;
+
+/**
+ * When memory freed device-wide ({@link DeviceMemoryResource#DEVICE_WIDE_STREAM}, a cudaFree)
+ * became reusable: a device synchronisation that started after the free has finished. A recorder
+ * reads a {@linkplain #markAfterFree mark} right after each such free and writes the free's
+ * completion once the mark is {@linkplain #covered covered}, so a replay of the trace sees each
+ * block come back when the program's allocator saw it come back. Thread-safe; each call finds the
+ * address's region and reads one volatile value, no driver call.
+ */
+public interface DeviceWideFreeClock {
+
+    /** Right after the device-wide free of {@code address} returned: a mark for it. */
+    long markAfterFree(long address);
+
+    /** True once the free of {@code address} that read {@code mark} is covered (its memory is reusable). */
+    boolean covered(long address, long mark);
+}
