@@ -33,7 +33,7 @@ for w in "${workloads[@]}"; do
   for rep in $(seq "${LIVE_REPEATS:-1}"); do for v in "${variants[@]}"; do
     n=$((n + 1))
     [ "$v" = default ] && v=""
-"    stats="$out/$w-vmmkit-$n.json"
+    stats="$out/$w-vmmkit-$n.json"
     trace=()
     [ "${LIVE_TRACE:-0}" = 1 ] && trace=(--trace "$out/$w-$n.csv.gz")
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 VMMKIT_JVM_OPTS="$v" timeout "$limit" ./vmmkit run --driver "${DRIVER:-cuda}" --profile off \
