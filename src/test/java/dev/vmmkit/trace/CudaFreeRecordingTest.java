@@ -61,6 +61,44 @@ class CudaFreeRecordingTest {
         assertTrue(lines.stream().filter(l -> l.startsWith("free_requested,")).allMatch(l -> l.endsWith("," + DEVICE_WIDE)));
     }
 
+    @Test
+    void threadsFreeingWithCudaFreeAtOnceLeaveATraceThatReadsWithEveryFreeCompleted() throws Exception {
+        Path file = dir.resolve("threads.csv");
+        int threads = 4;
+        int pairs = 500;
+        try (HostDriver host = HostDriver.open();
+             TraceFileRecorder recorder = new TraceFileRecorder(file, "test")) {
+            VmmManager manager = new VmmManager(host, VmmConfig.from(Map.of()));
+            RecordingResource program = new RecordingResource(manager, recorder);
+            java.util.concurrent.CyclicBarrier start = new java.util.concurrent.CyclicBarrier(threads);
+            List<Thread> running = new java.util.ArrayList<>();
+            java.util.Queue<Throwable> failures = new java.util.concurrent.ConcurrentLinkedQueue<>();
+            for (int t = 0; t < threads; t++) {
+                int seed = t;
+                running.add(Thread.ofPlatform().start(() -> {
+                    try {
+                        start.await();
+                        java.util.Random random = new java.util.Random(seed);
+                        for (int i = 0; i < pairs; i++) {
+                            long address = program.allocate((1 + random.nextInt(4)) << 20, 0);
+                            program.deallocate(address, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+                        }
+                    } catch (Throwable e) {
+                        failures.add(e);
+                    }
+                }));
+            }
+            for (Thread t : running) t.join();
+            assertTrue(failures.isEmpty(), () -> "a thread failed: " + failures.peek());
+            program.close();
+        }
+
+        AllocationTrace trace = TraceReader.read(file);
+        assertEquals(threads * pairs, trace.allocs());
+        assertEquals(threads * pairs, trace.frees());
+        assertEquals(threads * pairs, trace.covers(), "every cudaFree completes once");
+    }
+
     private static int indexOfNth(List<String> lines, String prefix, int n) {
         for (int i = 0, seen = 0; i < lines.size(); i++) {
             if (lines.get(i).startsWith(prefix) && ++seen == n) return i;
