@@ -68,7 +68,7 @@ public final class TraceCommand implements Runnable {
                 AllocationTrace trace = traces.getFirst();
                 write(trace);
                 spec.commandLine().getOut().printf("%s: %,d requests (%,d allocs, %,d frees) written to %s%n",
-                        trace.name(), trace.ops(), trace.allocs(), trace.frees(), output);
+                        trace.name(), trace.allocs() + trace.frees(), trace.allocs(), trace.frees(), output);
                 spec.commandLine().getOut().flush();
                 return 0;
             } catch (IOException e) {

@@ -116,6 +116,23 @@ class SnapshotReplayTest {
     }
 
     @Test
+    void convertKeepsEachCudaFreesCompletionWhereTheTraceHadIt() throws IOException {
+        Path csv = dir.resolve("fenced.csv");
+        Path recorded = Path.of("traces", "gen_llama_b32_fenced.csv.gz");
+
+        int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out, true)).setErr(new PrintWriter(err, true))
+                .execute("trace", "convert", recorded.toString(), csv.toString());
+
+        assertEquals(0, exit, err.toString());
+        List<String> written = java.nio.file.Files.readAllLines(csv);
+        List<String> original;
+        try (var in = new java.util.zip.GZIPInputStream(java.nio.file.Files.newInputStream(recorded))) {
+            original = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8).lines().toList();
+        }
+        assertEquals(original.subList(1, original.size()), written.subList(1, written.size()), "every line after the header");
+    }
+
+    @Test
     void convertOfSeveralDevicesNeedsOne() {
         int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out, true)).setErr(new PrintWriter(err, true))
                 .execute("trace", "convert", DIR.resolve("two-devices.pickle.gz").toString(), dir.resolve("x.csv").toString());
