@@ -32,6 +32,14 @@ public interface AllocationRecorder extends AutoCloseable {
     /** False for {@link #NONE} (and a recorder that stopped), so callers can skip finding a size. */
     boolean isRecording();
 
+    /**
+     * An allocation is about to be asked for: a recorder writes what happened before it (the
+     * cudaFrees whose memory was back by now) before the allocation can change it (a wait inside
+     * it may bring more back, which belongs after it).
+     */
+    default void beforeAllocation() {
+    }
+
     void allocated(long address, long size, long stream);
 
     /**

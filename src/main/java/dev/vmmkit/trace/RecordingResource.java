@@ -32,6 +32,7 @@ public final class RecordingResource extends ForwardingResource {
 
     @Override
     public long allocate(long size, long stream) {
+        if (recorder.isRecording()) recorder.beforeAllocation();
         long address = resource.allocate(size, stream);
         if (address != 0 && recorder.isRecording()) recorder.allocated(address, size, stream);
         return address;
@@ -65,6 +66,7 @@ public final class RecordingResource extends ForwardingResource {
     @Override
     public long reallocate(long address, long newSize, long stream) {
         long oldSize = recorder.isRecording() ? resource.sizeOf(address) : -1;
+        if (oldSize >= 0) recorder.beforeAllocation();
         long moved = resource.reallocate(address, newSize, stream);
         if (oldSize >= 0) {
             if (recordFree(address, oldSize, stream)) recorder.cudaFreeReturned(address, clock);

@@ -13,8 +13,8 @@ import java.util.function.BiConsumer;
  * reads. A cudaFree ({@link #cudaFreeRequested}) is written on {@link DeviceMemoryResource#DEVICE_WIDE_STREAM}
  * (unsigned, 18446744073709551615): its {@code free_requested} when the program frees, its
  * {@code free_completed} once the resource's {@link DeviceWideFreeClock} says the device finished
- * the work before it, written before the next request that could see it (or at close), so that a
- * replay sees the memory come back when the program's allocator did. A cudaFree whose memory is
+ * the work before it, written before the next request made after that (read as the request
+ * begins), or at close, so that a replay sees the memory come back when the program's allocator did. A cudaFree whose memory is
  * reusable at once ({@link #freed} on that stream) is written on stream 0, both lines together. A write error stops recording
  * and is reported once to {@code onFailure} (the message and the cause); the program keeps running.
  *
@@ -53,10 +53,23 @@ public final class TraceFileRecorder implements AllocationRecorder {
     }
 
     @Override
-    public synchronized void allocated(long address, long size, long stream) {
+    public synchronized void beforeAllocation() {
         if (failed) return;
         try {
             writeCompletions(false);
+        } catch (IOException | RuntimeException e) {
+            stop(e);
+        }
+    }
+
+    /**
+     * Written without the completions that came while it was made: a wait inside it for the
+     * device brought them back, and a replay must make that wait too ({@link #beforeAllocation}).
+     */
+    @Override
+    public synchronized void allocated(long address, long size, long stream) {
+        if (failed) return;
+        try {
             writer.alloc(address, size, stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream);
         } catch (IOException | RuntimeException e) {
             stop(e);

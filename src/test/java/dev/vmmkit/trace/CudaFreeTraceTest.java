@@ -68,7 +68,7 @@ class CudaFreeTraceTest {
     }
 
     @Test
-    void theRecorderWritesEachCompletionBeforeTheFirstRequestAfterItsMemoryCameBack() throws IOException {
+    void theRecorderWritesEachCompletionBeforeTheFirstRequestBegunAfterItsMemoryCameBack() throws IOException {
         FakeClock clock = new FakeClock();
         StringWriter text = new StringWriter();
         List<String> lines;
@@ -82,11 +82,16 @@ class CudaFreeTraceTest {
             clock.started = 4;
             recorder.cudaFreeReturned(8192, clock); // mark 4
             clock.completed = 3; // the synchronisation that started at 3 read neither free
+            recorder.beforeAllocation();
             recorder.allocated(12288, 10, 0);
             clock.completed = 4; // the next one covers the first
+            recorder.beforeAllocation();
             recorder.allocated(16384, 10, 7);
+            recorder.beforeAllocation();
+            clock.completed = 5; // covered while this allocation was made (it waited): after its line
+            recorder.allocated(20480, 10, 7);
             recorder.freed(16384, 10, 7);
-        } // the second completes at the end
+        }
         lines = text.toString().lines().filter(l -> !l.startsWith("#")).toList();
 
         assertEquals(List.of(
@@ -97,9 +102,10 @@ class CudaFreeTraceTest {
                 "alloc,12288,10,0",
                 "free_completed,4096,1000," + DEVICE_WIDE,
                 "alloc,16384,10,7",
+                "alloc,20480,10,7",
+                "free_completed,8192,2000," + DEVICE_WIDE,
                 "free_requested,16384,10,7",
-                "free_completed,16384,10,7",
-                "free_completed,8192,2000," + DEVICE_WIDE), lines);
+                "free_completed,16384,10,7"), lines);
     }
 
     @Test
