@@ -77,6 +77,7 @@ class RecordedTracesTest {
             "gen_gemma2_b24.csv.gz", "train_bert_mlm.csv.gz", "rl_loop.csv.gz", "gen_whisper_b16.csv.gz",
             "train_dlrm.csv.gz", "train_gpt2_compiled.csv.gz", "train_moe.csv.gz", "train_t5.csv.gz",
             "decode_images.csv.gz", "train_ctc.csv.gz", "gen_llama_b96.csv.gz", "gen_llama_b32_fenced.csv.gz",
+            "detect_maskrcnn_fenced.csv.gz",
             "snapshots/gen_llama_b8.pickle.gz"})
     void everyShippedTraceReplaysThroughVmmkitWithTheTracesOwnPeak(String name) throws IOException {
         AllocationTrace trace = TraceFiles.read(Path.of("traces").resolve(name), OptionalInt.empty()).getFirst();
