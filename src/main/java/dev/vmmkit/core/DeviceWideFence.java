@@ -92,6 +92,8 @@ final class DeviceWideFence implements AutoCloseable {
     private final boolean onCallingThread;
     /** Whether a device-wide free publishes its sequence at once (false: the next miss publishes it). */
     private final boolean publishesAtFree;
+    /** Where a replay covers the frees (a fence {@link #forReplay}); null for any other fence. */
+    private final ReplayedCovers replayedCovers;
     /** Stream captures under way, during which no synchronisation may run. */
     private final StreamCaptures captures = new StreamCaptures(this::synchroniseBeforeCapture);
     /** When a lone synchronisation waits, and for how long. */
@@ -127,6 +129,8 @@ final class DeviceWideFence implements AutoCloseable {
         this.events = events;
         this.onCallingThread = onCallingThread;
         this.publishesAtFree = publishesAtFree;
+        // Only a fence with no thread of its own, whose frees are published, is covered by a replay.
+        this.replayedCovers = onCallingThread && publishesAtFree ? new ReplayedCovers(regions) : null;
         this.putOff = new SynchronisationPutOff(graceNanos, holdNanos);
         this.tickets = new SynchronisationTickets(captures, onCallingThread ? this::synchronizeOnce : null);
     }
@@ -145,9 +149,9 @@ final class DeviceWideFence implements AutoCloseable {
         return new DeviceWideFence(events, true, true, 0, 0);
     }
 
-    /** Every region's device-wide frees (a replay covers them one free at a time). */
-    FreesToCover regions() {
-        return regions;
+    /** Where a replay covers this fence's frees ({@link #forReplay}); null for any other fence. */
+    ReplayedCovers replayedCovers() {
+        return replayedCovers;
     }
 
     /**

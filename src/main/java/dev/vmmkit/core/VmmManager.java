@@ -42,8 +42,6 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     private final MemoryTags tags;
     /** Reallocation and remap-instead-of-copy: the zero-copy decisions and their counters. */
     private final ManagerResizing resizing;
-    /** Made on first use, for a manager that replays a trace. */
-    private ReplayedCovers replayedCovers;
 
     /**
      * Whether a manager starts its fence's thread when it opens ({@link DeviceWideFence#start});
@@ -102,32 +100,13 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
      * Where a replay covers its device-wide frees, for a manager made by {@link #forReplay}; null
      * for any other, whose fence covers them itself.
      */
-    public synchronized ReplayedCovers replayedCovers() {
-        if (!deviceFence.publishesAtFree() || deviceFence.servesInBackground()) return null;
-        if (replayedCovers == null) replayedCovers = new ReplayedCovers(deviceFence.regions());
-        return replayedCovers;
+    public ReplayedCovers replayedCovers() {
+        return deviceFence.replayedCovers();
     }
 
-    /**
-     * A free's mark is what its region had published right after it (its own sequence, or a later
-     * free's); the region covers the mark with the synchronisation that covers the free. An address
-     * no region holds any more has nothing to wait for.
-     */
     @Override
     public DeviceWideFreeClock deviceWideFreeClock() {
-        return new DeviceWideFreeClock() {
-            @Override
-            public long markAfterFree(long address) {
-                RegionHeap region = regionOf(address);
-                return region == null ? Long.MIN_VALUE : region.freeLists.deviceWidePublished();
-            }
-
-            @Override
-            public boolean covered(long address, long mark) {
-                RegionHeap region = regionOf(address);
-                return region == null || region.freeLists.deviceWideCovered() >= mark;
-            }
-        };
+        return new RegionFreeClock(this::regionOf);
     }
 
     /** A manager whose fence puts a lone free's synchronisation off for {@code graceNanos} (tests). */

@@ -10,13 +10,15 @@ import java.util.function.BiConsumer;
 
 /**
  * Records requests into a trace file through {@link TraceWriter}, in the format {@code vmmkit replay}
- * reads. A cudaFree ({@link #cudaFreeRequested}) is written on {@link DeviceMemoryResource#DEVICE_WIDE_STREAM}
- * (unsigned, 18446744073709551615): its {@code free_requested} when the program frees, its
- * {@code free_completed} once the resource's {@link DeviceWideFreeClock} says the device finished
- * the work before it, written before the next request made after that (read as the request
- * begins), or at close, so that a replay sees the memory come back when the program's allocator did. A cudaFree whose memory is
- * reusable at once ({@link #freed} on that stream) is written on stream 0, both lines together. A write error stops recording
- * and is reported once to {@code onFailure} (the message and the cause); the program keeps running.
+ * reads. A cudaFree ({@link #cudaFreeRequested}) is written on
+ * {@link DeviceMemoryResource#DEVICE_WIDE_STREAM} (unsigned, 18446744073709551615): its
+ * {@code free_requested} when the program frees, its {@code free_completed} once the resource's
+ * {@link DeviceWideFreeClock} says the device finished the work before it, written before the next
+ * request made after that (read as the request begins), or at close, so that a replay sees the
+ * memory come back when the program's allocator did. A cudaFree whose memory is reusable at once
+ * ({@link #freed} on that stream) is written on stream 0, both lines together. A write error stops
+ * recording and is reported once to {@code onFailure} (the message and the cause); the program
+ * keeps running.
  *
  * <p>Thread-safe: each request is written, with the completions before it, under this recorder's lock.
  */
@@ -70,7 +72,7 @@ public final class TraceFileRecorder implements AllocationRecorder {
     public synchronized void allocated(long address, long size, long stream) {
         if (failed) return;
         try {
-            writer.alloc(address, size, stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream);
+            writer.alloc(address, size, traceStream(stream));
         } catch (IOException | RuntimeException e) {
             stop(e);
         }
@@ -81,7 +83,7 @@ public final class TraceFileRecorder implements AllocationRecorder {
         if (failed || size < 0) return;
         try {
             writeCompletions(false);
-            writer.free(address, size, stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream);
+            writer.free(address, size, traceStream(stream));
         } catch (IOException | RuntimeException e) {
             stop(e);
         }
@@ -113,6 +115,11 @@ public final class TraceFileRecorder implements AllocationRecorder {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /** A request's stream in the trace: a cudaFree reusable at once, and its cudaMalloc, on stream 0. */
+    private static long traceStream(long stream) {
+        return stream == DeviceMemoryResource.DEVICE_WIDE_STREAM ? 0 : stream;
     }
 
     /** The completions of the oldest waiting cudaFrees whose memory is back ({@code all}: every one). */

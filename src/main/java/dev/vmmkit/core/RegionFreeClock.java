@@ -1,0 +1,29 @@
+package dev.vmmkit.core;
+
+import java.util.function.LongFunction;
+
+/**
+ * A manager's {@link DeviceWideFreeClock}, read from the region that holds the freed address: a
+ * free's mark is what its region had published right after it (its own sequence, or a later
+ * free's), and the region covers the mark with the synchronisation that covers the free. An
+ * address no region holds any more has nothing to wait for.
+ */
+final class RegionFreeClock implements DeviceWideFreeClock {
+    private final LongFunction<RegionHeap> regionOf;
+
+    RegionFreeClock(LongFunction<RegionHeap> regionOf) {
+        this.regionOf = regionOf;
+    }
+
+    @Override
+    public long markAfterFree(long address) {
+        RegionHeap region = regionOf.apply(address);
+        return region == null ? Long.MIN_VALUE : region.freeLists.deviceWidePublished();
+    }
+
+    @Override
+    public boolean covered(long address, long mark) {
+        RegionHeap region = regionOf.apply(address);
+        return region == null || region.freeLists.deviceWideCovered() >= mark;
+    }
+}
