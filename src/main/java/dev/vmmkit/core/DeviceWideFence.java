@@ -108,6 +108,8 @@ final class DeviceWideFence implements AutoCloseable {
     private final AtomicLongArray parking = new AtomicLongArray(2 * PARKED);
     /** Every region's device-wide frees. */
     private final FreesToCover regions = new FreesToCover();
+    /** Per thread, its timed waits that gave up ({@link #waitsGivenUp}); written only when one does. */
+    private final ThreadLocal<long[]> waitsGivenUp = ThreadLocal.withInitial(() -> new long[1]);
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     /** The serving thread, or null; set and cleared under this object's monitor. */
@@ -234,8 +236,15 @@ final class DeviceWideFence implements AutoCloseable {
      */
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (frees.covered() >= sequence) return true;
+        if (waitUntilCovered(frees, sequence, timeoutNanos)) return true;
+        waitsGivenUp.get()[0]++;
+        return false;
+    }
+
+    private boolean waitUntilCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (captures.holdsCallsBack()) return false; // no synchronisation runs before the capture ends
         if (onCallingThread) {
+            if (replayedCovers != null && replayedCovers.givingUpWaits()) return false; // as the recorded program's wait did
             request();
             return frees.covered() >= sequence;
         }
@@ -243,6 +252,15 @@ final class DeviceWideFence implements AutoCloseable {
         wake();
         putOff.wakeIfWaiting();
         return tickets.awaitCovered(frees, sequence, timeoutNanos);
+    }
+
+    /**
+     * How many of the calling thread's timed waits ({@link #awaitCovered}) have ended with their
+     * frees not covered so far: the device ran past the bound, or a stream capture was under way.
+     * A recorder reads it around a request to tell whether the request gave up waiting.
+     */
+    long waitsGivenUp() {
+        return waitsGivenUp.get()[0];
     }
 
     private synchronized void startThread() {

@@ -15,4 +15,14 @@ public interface DeviceWideFreeClock {
 
     /** True once the free of {@code address} that read {@code mark} is covered (its memory is reusable). */
     boolean covered(long address, long mark);
+
+    /**
+     * How many of the calling thread's waits for such frees have given up so far (a request past
+     * the budget waits for them at most {@code SlowPath.DEVICE_WIDE_FREE_WAIT_NANOS}, or not at
+     * all during a stream capture): a recorder reads it around a request to tell whether the
+     * request gave up, so a replay gives up there too. 0 for a resource that never waits.
+     */
+    default long waitsGivenUp() {
+        return 0;
+    }
 }

@@ -11,7 +11,8 @@ import java.util.Map;
  * allocator did, and takes its decisions. The replay {@linkplain #markAfterFree marks} each
  * device-wide free right after making it and later {@linkplain #coverThrough covers} through a
  * mark; a synchronisation that a request waits for (the manager's fence runs it on the calling
- * thread, {@link DeviceWideFence#forReplay}) covers every free before it, as in the program.
+ * thread, {@link DeviceWideFence#forReplay}) covers every free before it, as in the program,
+ * unless the program's request gave up that wait ({@link #giveUpWaits}).
  *
  * <p>A synchronisation covers every free published before it started, so the frees a trace
  * completes are always the oldest ones: covering through a mark covers every earlier mark too.
@@ -31,6 +32,7 @@ public final class ReplayedCovers {
     private int[] endOfMark = new int[1024];
     private int marks;
     private int coveredEntries;
+    private boolean givingUpWaits;
 
     ReplayedCovers(FreesToCover regions) {
         this.regions = regions;
@@ -53,6 +55,19 @@ public final class ReplayedCovers {
         if (marks == endOfMark.length) endOfMark = Arrays.copyOf(endOfMark, 2 * marks);
         endOfMark[marks] = entries;
         return marks++;
+    }
+
+    /**
+     * While true, a request's wait for device-wide frees gives up at once, covering nothing: the
+     * recorded program's request gave up waiting there ({@code wait_gave_up} in its trace), its
+     * device still busy, and placed itself on other memory.
+     */
+    public void giveUpWaits(boolean giveUp) {
+        givingUpWaits = giveUp;
+    }
+
+    boolean givingUpWaits() {
+        return givingUpWaits;
     }
 
     /** The device finished the work before the free of {@code mark}: it and every earlier free are covered. */

@@ -106,7 +106,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
 
     @Override
     public DeviceWideFreeClock deviceWideFreeClock() {
-        return new RegionFreeClock(this::regionOf);
+        return new RegionFreeClock(this::regionOf, deviceFence);
     }
 
     /** A manager whose fence puts a lone free's synchronisation off for {@code graceNanos} (tests). */

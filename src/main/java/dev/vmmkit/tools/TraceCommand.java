@@ -84,6 +84,7 @@ public final class TraceCommand implements Runnable {
                     long stream = trace.stream(op);
                     if (trace.kind(op) == AllocationTrace.ALLOC) {
                         writer.alloc(key, trace.size(op), stream);
+                        if (trace.waitGaveUp(op)) writer.waitGaveUp(key, trace.size(op), stream);
                     } else if (trace.kind(op) == AllocationTrace.COVER) {
                         writer.freeCompleted(key, cudaFreeSizes.getLong(trace.coveredFree(op)), stream);
                     } else if (stream == AllocationTrace.DEVICE_WIDE_STREAM) {

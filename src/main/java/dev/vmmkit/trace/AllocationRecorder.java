@@ -43,6 +43,15 @@ public interface AllocationRecorder extends AutoCloseable {
     void allocated(long address, long size, long stream);
 
     /**
+     * As {@link #allocated}, for a request that gave up waiting for memory freed by cudaFree (the
+     * device still busy past the bound, {@link DeviceWideFreeClock#waitsGivenUp}), so that a
+     * replay gives up there too instead of waiting for the device.
+     */
+    default void allocatedAfterGivingUpWaiting(long address, long size, long stream) {
+        allocated(address, size, stream);
+    }
+
+    /**
      * A free the program asked for, before it is made, whose memory the resource may reuse at once;
      * {@code size} is -1 when unknown.
      */

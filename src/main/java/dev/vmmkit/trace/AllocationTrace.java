@@ -38,10 +38,12 @@ public final class AllocationTrace {
     private final long peakLiveBytes;
     private final int allocationsBeforeTrace;
     private final RecordedMemory recorded;
+    /** The allocations that gave up waiting for cudaFrees' memory ({@link #waitGaveUp}). */
+    private final java.util.BitSet waitsGivenUp;
 
     AllocationTrace(String name, int ops, byte[] kinds, long[] keys, long[] sizes, long[] streams,
                     int[] lineNumbers, int allocs, int covers, int maxLiveAllocations, long peakLiveBytes,
-                    int allocationsBeforeTrace, RecordedMemory recorded) {
+                    int allocationsBeforeTrace, RecordedMemory recorded, java.util.BitSet waitsGivenUp) {
         this.name = name;
         this.ops = ops;
         this.kinds = kinds;
@@ -55,6 +57,7 @@ public final class AllocationTrace {
         this.peakLiveBytes = peakLiveBytes;
         this.allocationsBeforeTrace = allocationsBeforeTrace;
         this.recorded = recorded;
+        this.waitsGivenUp = waitsGivenUp;
     }
 
     /** What the recording allocator itself held, when the trace came from a PyTorch memory snapshot. */
@@ -91,6 +94,20 @@ public final class AllocationTrace {
      */
     public int coveredFree(int op) {
         return (int) sizes[op];
+    }
+
+    /**
+     * True for an {@link #ALLOC} whose request gave up waiting for memory freed by cudaFree in the
+     * recorded program ({@code wait_gave_up}): the device was still busy past the allocator's bound,
+     * so a replay must not wait for the device there either.
+     */
+    public boolean waitGaveUp(int op) {
+        return waitsGivenUp.get(op);
+    }
+
+    /** How many allocations gave up waiting ({@link #waitGaveUp}); 0 for most traces. */
+    public int waitsGivenUp() {
+        return waitsGivenUp.cardinality();
     }
 
     /** Most allocations live at once; sizes the replayer's key-to-address map so it never grows. */

@@ -58,10 +58,10 @@ final class OpColumns {
 
     /** The rows as a trace; the arrays are trimmed so a held trace costs only what it holds. */
     AllocationTrace toTrace(String name, int allocs, int covers, int maxLiveAllocations, long peakLiveBytes,
-                            int allocationsBeforeTrace, RecordedMemory recorded) {
+                            int allocationsBeforeTrace, RecordedMemory recorded, java.util.BitSet waitsGivenUp) {
         return new AllocationTrace(name, count, Arrays.copyOf(kinds, count), Arrays.copyOf(keys, count),
                 Arrays.copyOf(sizes, count), Arrays.copyOf(streams, count), Arrays.copyOf(lines, count),
-                allocs, covers, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded);
+                allocs, covers, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded, waitsGivenUp);
     }
 
     private void grow() {

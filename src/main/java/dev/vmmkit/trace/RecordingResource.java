@@ -11,8 +11,8 @@ import dev.vmmkit.core.ManagedMemoryResource;
  * thread may get the address back right after the free). A double free is the program's error,
  * not a request, so it is not recorded. A cudaFree's memory becomes reusable only once the device
  * has finished the work before it: the recorder is told when each has returned, with the resource's
- * clock of such frees, so it can write when. Closing closes the resource; the recorder belongs
- * to the caller.
+ * clock of such frees, so it can write when, and whether a request gave up waiting for them.
+ * Closing closes the resource; the recorder belongs to the caller.
  */
 public final class RecordingResource extends ForwardingResource {
     private final AllocationRecorder recorder;
@@ -32,10 +32,22 @@ public final class RecordingResource extends ForwardingResource {
 
     @Override
     public long allocate(long size, long stream) {
-        if (recorder.isRecording()) recorder.beforeAllocation();
+        if (!recorder.isRecording()) return resource.allocate(size, stream);
+        recorder.beforeAllocation();
+        long givenUp = waitsGivenUp();
         long address = resource.allocate(size, stream);
-        if (address != 0 && recorder.isRecording()) recorder.allocated(address, size, stream);
+        if (address != 0) recordAllocation(address, size, stream, givenUp);
         return address;
+    }
+
+    /** This thread's waits for cudaFrees' memory that gave up so far; read around a request. */
+    private long waitsGivenUp() {
+        return clock == null ? 0 : clock.waitsGivenUp();
+    }
+
+    private void recordAllocation(long address, long size, long stream, long givenUpBefore) {
+        if (waitsGivenUp() != givenUpBefore) recorder.allocatedAfterGivingUpWaiting(address, size, stream);
+        else recorder.allocated(address, size, stream);
     }
 
     @Override
@@ -67,10 +79,11 @@ public final class RecordingResource extends ForwardingResource {
     public long reallocate(long address, long newSize, long stream) {
         long oldSize = recorder.isRecording() ? resource.sizeOf(address) : -1;
         if (oldSize >= 0) recorder.beforeAllocation();
+        long givenUp = waitsGivenUp();
         long moved = resource.reallocate(address, newSize, stream);
         if (oldSize >= 0) {
             if (recordFree(address, oldSize, stream)) recorder.cudaFreeReturned(address, clock);
-            recorder.allocated(moved, newSize, stream);
+            recordAllocation(moved, newSize, stream, givenUp);
         }
         return moved;
     }

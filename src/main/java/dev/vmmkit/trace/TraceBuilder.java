@@ -1,5 +1,6 @@
 package dev.vmmkit.trace;
 
+import org.agrona.collections.IntArrayList;
 import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.LongHashSet;
 
@@ -33,6 +34,8 @@ final class TraceBuilder {
     private final Long2LongHashMap liveSizes = new Long2LongHashMap(NOT_LIVE);
     /** Every key allocated or freed so far: a free of one that is not live is a second free. */
     private final LongHashSet named = new LongHashSet();
+    /** Allocations (their index in {@link #ops}) that gave up waiting for cudaFrees' memory. */
+    private final IntArrayList waitsGivenUp = new IntArrayList();
 
     /** Appends an alloc; false (and nothing appended) when {@code key} is already live. */
     boolean alloc(long key, long size, long stream, int lineNumber) {
@@ -97,6 +100,17 @@ final class TraceBuilder {
         ops.append(AllocationTrace.COVER, key, ordinal, AllocationTrace.DEVICE_WIDE_STREAM, lineNumber);
     }
 
+    /**
+     * Marks the allocation appended last, of {@code key}, as one that gave up waiting for memory
+     * freed by cudaFree; false (nothing marked) when the last operation is not that allocation.
+     */
+    boolean waitGaveUp(long key) {
+        int last = ops.count() - 1;
+        if (last < 0 || ops.kind(last) != AllocationTrace.ALLOC || ops.key(last) != key) return false;
+        if (waitsGivenUp.isEmpty() || waitsGivenUp.getInt(waitsGivenUp.size() - 1) != last) waitsGivenUp.addInt(last);
+        return true;
+    }
+
     /** Most bytes live at once, those made before the trace included. */
     long peakLiveBytes() {
         return foundBeforeTraceBytes + peakLiveBytes;
@@ -114,7 +128,9 @@ final class TraceBuilder {
             all.appendAll(foundBeforeTrace);
             all.appendAll(ops);
         }
+        java.util.BitSet gaveUp = new java.util.BitSet();
+        for (int i = 0; i < waitsGivenUp.size(); i++) gaveUp.set(foundBeforeTrace.count() + waitsGivenUp.getInt(i));
         return all.toTrace(name, allocs, covers, foundBeforeTrace.count() + maxLiveAllocations, peakLiveBytes(),
-                allocationsBeforeTrace, recorded);
+                allocationsBeforeTrace, recorded, gaveUp);
     }
 }

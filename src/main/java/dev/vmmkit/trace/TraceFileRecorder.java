@@ -16,7 +16,8 @@ import java.util.function.BiConsumer;
  * {@link DeviceWideFreeClock} says the device finished the work before it, written before the next
  * request made after that (read as the request begins), or at close, so that a replay sees the
  * memory come back when the program's allocator did. A cudaFree whose memory is reusable at once
- * ({@link #freed} on that stream) is written on stream 0, both lines together. A write error stops
+ * ({@link #freed} on that stream) is written on stream 0, both lines together. A request that gave
+ * up waiting for such frees gets a {@code wait_gave_up} line after its {@code alloc}. A write error stops
  * recording and is reported once to {@code onFailure} (the message and the cause); the program
  * keeps running.
  *
@@ -73,6 +74,18 @@ public final class TraceFileRecorder implements AllocationRecorder {
         if (failed) return;
         try {
             writer.alloc(address, size, traceStream(stream));
+        } catch (IOException | RuntimeException e) {
+            stop(e);
+        }
+    }
+
+    /** Written as {@link #allocated}, with a {@code wait_gave_up} line for it right after. */
+    @Override
+    public synchronized void allocatedAfterGivingUpWaiting(long address, long size, long stream) {
+        if (failed) return;
+        try {
+            writer.alloc(address, size, traceStream(stream));
+            writer.waitGaveUp(address, size, traceStream(stream));
         } catch (IOException | RuntimeException e) {
             stop(e);
         }

@@ -28,6 +28,8 @@ import java.util.zip.ZipException;
  * <p>A free on stream 18446744073709551615 ({@link AllocationTrace#DEVICE_WIDE_STREAM}, as
  * {@code vmmkit run --trace} writes a cudaFree) is a request at its {@code free_requested}, and its
  * {@code free_completed}, later, is when its memory became reusable ({@link AllocationTrace#COVER}).
+ * A {@code wait_gave_up} line right after an {@code alloc} of the same key says that the request
+ * gave up waiting for such memory ({@link AllocationTrace#waitGaveUp}).
  *
  * <p>A free of a key the trace never allocated frees an allocation the program made before the trace
  * began (recording started late, or a ring buffer kept only the last entries): the free's size and
@@ -36,7 +38,8 @@ import java.util.zip.ZipException;
  *
  * <p>The first malformed line stops reading with a {@link TraceFormatException} naming the file and
  * the line: a wrong field count, a number that is not a number, a negative size, an unknown action,
- * a second free of a key without an alloc between, or an alloc of a key that is live.
+ * a second free of a key without an alloc between, an alloc of a key that is live, or a
+ * {@code wait_gave_up} anywhere but right after its alloc.
  */
 public final class TraceReader {
     private static final String HEADER = "action,addr,size,stream";
@@ -125,10 +128,16 @@ public final class TraceReader {
             case "free_requested" -> {
                 if (stream == AllocationTrace.DEVICE_WIDE_STREAM) cudaFreeRequested(key, size, lineNumber);
             }
+            case "wait_gave_up" -> {
+                if (!builder.waitGaveUp(key)) {
+                    throw malformed(lineNumber, "wait_gave_up of key " + Long.toUnsignedString(key)
+                            + " that does not follow its alloc (it belongs right after the alloc line)");
+                }
+            }
             case "segment_alloc", "segment_free", "segment_map", "segment_unmap",
                  "snapshot", "oom" -> { }
             default -> throw malformed(lineNumber, "unknown action '" + action
-                    + "' (expected alloc, free_requested, free_completed or segment_*)");
+                    + "' (expected alloc, free_requested, free_completed, wait_gave_up or segment_*)");
         }
     }
 

@@ -60,6 +60,15 @@ public final class TraceWriter implements Closeable {
         event("alloc", address, size, stream);
     }
 
+    /**
+     * Records that the allocation just written at {@code address} ({@link #alloc}, the line before)
+     * gave up waiting for memory freed by cudaFree: the device had not finished the work before
+     * those frees within the bound, and the request was placed on other memory.
+     */
+    public synchronized void waitGaveUp(long address, long size, long stream) throws IOException {
+        event("wait_gave_up", address, size, stream);
+    }
+
     /** Records the free of the {@code size}-byte allocation at {@code address}, completed at once. */
     public synchronized void free(long address, long size, long stream) throws IOException {
         event("free_requested", address, size, stream);

@@ -256,6 +256,41 @@ class VmmManagerDeviceWideFreeTest {
         });
     }
 
+    /**
+     * A request past the budget waits for a cudaFree's memory at most its bound; with the device
+     * still busy it gives up, is placed on new memory, and the give-up is counted for its own
+     * thread (what a recorder reads to mark the request), not for any other.
+     */
+    @Test
+    void aRequestPastTheBudgetGivesUpWaitingForABusyDeviceAndItsThreadCountsIt() {
+        assertTimeoutPreemptively(TIMEOUT, () -> {
+            host = hostDriver(64 * MIB);
+            events = host.hostEvents();
+            m = new VmmManager(new DeviceSyncGatedDriver(host, gate), smallConfig(128 * MIB).withPeakHintBytes(16 * MIB));
+            DeviceWideFreeClock clock = m.deviceWideFreeClock();
+            long a = m.allocate(16 * MIB, ONE);
+            m.deallocate(a, DEVICE_WIDE);
+            gate.awaitArrivals(1); // its synchronisation is held: the device stays busy
+            assertEquals(0, clock.waitsGivenUp());
+
+            long b = m.allocate(12 * MIB, TWO); // a and b together pass the budget: b waits for a, then gives up
+            assertFalse(overlaps(a, 16 * MIB, b, 12 * MIB), "b got memory whose cudaFree the device had not finished");
+            assertEquals(1, clock.waitsGivenUp(), "the wait that gave up is counted");
+            long[] otherThreads = new long[1];
+            Thread other = Thread.ofPlatform().start(() -> otherThreads[0] = clock.waitsGivenUp());
+            other.join();
+            assertEquals(0, otherThreads[0], "for the thread that waited only");
+
+            gate.open();
+            DeviceWideFence fence = m.deviceWideFence();
+            fence.await(fence.request());
+            long c = m.allocate(16 * MIB, TWO); // a is back: no wait, nothing more given up
+            assertEquals(1, clock.waitsGivenUp());
+            m.deallocate(b, TWO);
+            m.deallocate(c, TWO);
+        });
+    }
+
     @Test
     void theFreeCallsNoDriverFunctionAndAsksTheFenceForASynchronisationAtOnce() {
         assertTimeoutPreemptively(TIMEOUT, () -> {

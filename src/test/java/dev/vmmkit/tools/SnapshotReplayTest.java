@@ -133,6 +133,27 @@ class SnapshotReplayTest {
     }
 
     @Test
+    void convertKeepsTheRequestsThatGaveUpWaiting() throws IOException {
+        String device = Long.toUnsignedString(dev.vmmkit.core.DeviceMemoryResource.DEVICE_WIDE_STREAM);
+        List<String> lines = List.of(
+                "alloc,4096,1000,0",
+                "free_requested,4096,1000," + device,
+                "alloc,8192,3000,0",
+                "wait_gave_up,8192,3000,0",
+                "free_completed,4096,1000," + device);
+        Path recorded = dir.resolve("gave-up.csv");
+        java.nio.file.Files.write(recorded, lines);
+        Path csv = dir.resolve("converted.csv");
+
+        int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out, true)).setErr(new PrintWriter(err, true))
+                .execute("trace", "convert", recorded.toString(), csv.toString());
+
+        assertEquals(0, exit, err.toString());
+        List<String> written = java.nio.file.Files.readAllLines(csv);
+        assertEquals(lines, written.subList(1, written.size()), "every line after the header");
+    }
+
+    @Test
     void convertOfSeveralDevicesNeedsOne() {
         int exit = VmmkitCli.commandLine().setOut(new PrintWriter(out, true)).setErr(new PrintWriter(err, true))
                 .execute("trace", "convert", DIR.resolve("two-devices.pickle.gz").toString(), dir.resolve("x.csv").toString());

@@ -109,6 +109,46 @@ class CudaFreeTraceTest {
     }
 
     @Test
+    void aWaitGaveUpLineMarksTheAllocRightBeforeIt() throws IOException {
+        AllocationTrace trace = TestTraces.parse(String.join("\n",
+                "alloc,4096,1000,0",
+                "free_requested,4096,1000," + DEVICE_WIDE,
+                "alloc,8192,3000,0",
+                "wait_gave_up,8192,3000,0",
+                "free_completed,4096,1000," + DEVICE_WIDE,
+                "alloc,12288,1000,0", ""));
+
+        assertEquals(List.of(AllocationTrace.ALLOC, AllocationTrace.FREE, AllocationTrace.ALLOC, AllocationTrace.COVER,
+                AllocationTrace.ALLOC), kinds(trace), "the line is no operation of its own");
+        assertEquals(List.of(false, false, true, false, false),
+                java.util.stream.IntStream.range(0, trace.ops()).mapToObj(trace::waitGaveUp).toList());
+        assertEquals(1, trace.waitsGivenUp());
+    }
+
+    @Test
+    void aWaitGaveUpLineAnywhereButRightAfterItsAllocIsNamed() {
+        for (String misplaced : List.of(
+                "alloc,4096,1000,0\nalloc,8192,10,0\nwait_gave_up,4096,1000,0\n", // another alloc between
+                "alloc,4096,1000,0\nfree_requested,4096,1000,0\nfree_completed,4096,1000,0\nwait_gave_up,4096,1000,0\n",
+                "wait_gave_up,4096,1000,0\n")) {
+            TraceFormatException e = assertThrows(TraceFormatException.class, () -> TestTraces.parse(misplaced));
+            assertTrue(e.getMessage().contains("wait_gave_up of key 4096") && e.getMessage().contains("right after the alloc"),
+                    e.getMessage());
+        }
+    }
+
+    @Test
+    void theRecorderWritesAWaitGaveUpLineRightAfterTheAllocThatGaveUp() throws IOException {
+        StringWriter text = new StringWriter();
+        try (TraceFileRecorder recorder = new TraceFileRecorder(new TraceWriter(text, "test"), "test")) {
+            recorder.allocated(4096, 1000, 0);
+            recorder.allocatedAfterGivingUpWaiting(8192, 3000, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+        }
+        assertEquals(List.of("alloc,4096,1000,0", "alloc,8192,3000,0", "wait_gave_up,8192,3000,0"),
+                text.toString().lines().filter(l -> !l.startsWith("#")).toList());
+    }
+
+    @Test
     void aCudaFreeReusableAtOnceCompletesAtOnceOnTheDefaultStream() throws IOException {
         StringWriter text = new StringWriter();
         try (TraceFileRecorder recorder = new TraceFileRecorder(new TraceWriter(text, "test"), "test")) {

@@ -20,6 +20,8 @@ import org.agrona.collections.Long2LongHashMap;
  * A cudaFree ({@link AllocationTrace#DEVICE_WIDE_STREAM}) is marked right after it is made, and its
  * completion ({@link AllocationTrace#COVER}) covers it then ({@link ReplayTarget#replayedCovers}),
  * outside the timed calls: no device work ran in the replay, the trace says when the program's did.
+ * An allocation that gave up waiting for such memory in the program ({@link AllocationTrace#waitGaveUp})
+ * gives up here too.
  *
  * <p>Allocations still live at the end of the trace are left to the target, which frees them when
  * closed. Not thread-safe: one replay at a time.
@@ -93,6 +95,8 @@ public final class Replayer {
             if (kind == AllocationTrace.COVER) {
                 if (covers != null) covers.coverThrough(trace.coveredFree(op));
             } else if (kind == AllocationTrace.ALLOC) {
+                boolean givesUp = covers != null && trace.waitGaveUp(op);
+                if (givesUp) covers.giveUpWaits(true);
                 long before = System.nanoTime();
                 long address;
                 try {
@@ -101,6 +105,7 @@ public final class Replayer {
                     throw failure(op, "alloc of " + size + " bytes failed", e);
                 }
                 allocNs[allocs++] = System.nanoTime() - before;
+                if (givesUp) covers.giveUpWaits(false);
                 addressOfKey.put(key, address);
                 if (check != null) check.stamp(key, address, size);
             } else {

@@ -57,8 +57,31 @@ class ReplayedCudaFreesTest {
                         + onStream.peakReservedBytes);
     }
 
-    /** {@code trace} with every free a cudaFree whose completion comes {@code lag} operations later. */
+    /**
+     * Every request marked as one that gave up waiting in the program: the replay's waits give up
+     * at once, so nothing synchronises, and still no cudaFree's memory is handed out before its
+     * completion.
+     */
+    @Test
+    void requestsThatGaveUpWaitingSynchroniseNothingAndReuseNothingEarly() throws IOException {
+        AllocationTrace recorded = TraceReader.read(TestTraces.shipped("unet_train.csv.gz"));
+        Outcome waiting = replay(asCudaFrees(recorded, 64, false));
+        Outcome givingUp = replay(asCudaFrees(recorded, 64, true));
+
+        assertTrue(waiting.synchronisations > 0, "precondition: unmarked, some requests wait for the device");
+        assertEquals(0, givingUp.synchronisations, "a request that gave up never synchronises");
+        assertTrue(givingUp.reusedAfterCompletion > 0, "completions still give memory back");
+    }
+
     private static AllocationTrace asCudaFrees(AllocationTrace trace, int lag) throws IOException {
+        return asCudaFrees(trace, lag, false);
+    }
+
+    /**
+     * {@code trace} with every free a cudaFree whose completion comes {@code lag} operations later,
+     * and with {@code gaveUp}, every alloc marked as a request that gave up waiting.
+     */
+    private static AllocationTrace asCudaFrees(AllocationTrace trace, int lag, boolean gaveUp) throws IOException {
         StringBuilder text = new StringBuilder();
         ArrayDeque<long[]> waiting = new ArrayDeque<>(); // {op at which it completes, key, size}
         for (int op = 0; op < trace.ops(); op++) {
@@ -68,6 +91,7 @@ class ReplayedCudaFreesTest {
             }
             if (trace.kind(op) == AllocationTrace.ALLOC) {
                 text.append("alloc,").append(trace.key(op)).append(',').append(trace.size(op)).append(",0\n");
+                if (gaveUp) text.append("wait_gave_up,").append(trace.key(op)).append(',').append(trace.size(op)).append(",0\n");
             } else {
                 text.append("free_requested,").append(trace.key(op)).append(',').append(trace.size(op)).append(',')
                         .append(DEVICE_WIDE).append('\n');

@@ -1,0 +1,133 @@
+package dev.vmmkit.tools.replay;
+
+import dev.vmmkit.core.DeviceMemoryResource;
+import dev.vmmkit.core.DeviceWideFreeClock;
+import dev.vmmkit.core.VmmConfig;
+import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.ForwardingDriver;
+import dev.vmmkit.driver.ForwardingEvents;
+import dev.vmmkit.driver.StreamEvents;
+import dev.vmmkit.driver.VmmDriver;
+import dev.vmmkit.driver.host.HostDriver;
+import dev.vmmkit.trace.AllocationTrace;
+import dev.vmmkit.trace.RecordingResource;
+import dev.vmmkit.trace.TraceFileRecorder;
+import dev.vmmkit.trace.TraceReader;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A program whose request past the budget gave up waiting for a cudaFree's memory (the device
+ * still busy after the allocator's bound), recorded live on the host emulation and replayed: the
+ * trace marks the request ({@code wait_gave_up}), and the replay gives up there too, so it holds
+ * the live run's peak. Without the mark the replay's wait synchronises and reuses the memory.
+ */
+class GivenUpWaitReplayTest {
+    private static final long MIB = 1 << 20;
+    private static final VmmConfig CONFIG = VmmConfig.DEFAULTS.withPeakHintBytes(16 * MIB);
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void aRequestThatGaveUpWaitingLiveGivesUpInTheReplayAndTheReplayHoldsTheLivePeak() throws Exception {
+        Path file = dir.resolve("program.csv");
+        long livePeak = assertTimeoutPreemptively(Duration.ofSeconds(30), () -> recordProgram(file));
+
+        AllocationTrace trace = TraceReader.read(file);
+        assertEquals(1, trace.waitsGivenUp(), "the second request gave up, and only it");
+        assertTrue(trace.waitGaveUp(indexOfAlloc(trace, 1)));
+
+        assertEquals(livePeak, replayPeak(trace), "the replay gives up where the program did");
+        String unmarked = Files.readAllLines(file).stream().filter(l -> !l.startsWith("wait_gave_up"))
+                .reduce("", (text, line) -> text + line + "\n");
+        AllocationTrace withoutTheMark = TraceReader.read(
+                new ByteArrayInputStream(unmarked.getBytes(StandardCharsets.UTF_8)), "unmarked.csv");
+        assertTrue(replayPeak(withoutTheMark) < livePeak,
+                "without the mark the replay's wait covers the free and reuses its memory");
+    }
+
+    /**
+     * 16 MiB freed with cudaFree while the device is busy (its synchronisation held), then 12 MiB:
+     * together past the budget of a 16 MiB peak, so the request waits, gives up and takes new
+     * memory. Then the device finishes and 4 MiB more reuses the freed block. Returns the peak.
+     */
+    private static long recordProgram(Path file) throws IOException, InterruptedException {
+        CountDownLatch deviceDone = new CountDownLatch(1);
+        try (HostDriver host = HostDriver.open();
+             TraceFileRecorder recorder = new TraceFileRecorder(file, "test")) {
+            VmmManager manager = new VmmManager(new HeldSynchronisations(host, deviceDone), CONFIG);
+            RecordingResource program = new RecordingResource(manager, recorder);
+            DeviceWideFreeClock clock = manager.deviceWideFreeClock();
+            long a = program.allocate(16 * MIB, 0);
+            program.deallocate(a, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            long mark = clock.markAfterFree(a);
+            long b = program.allocate(12 * MIB, 0);
+            deviceDone.countDown();
+            while (!clock.covered(a, mark)) Thread.onSpinWait(); // the fence's thread synchronises
+            long c = program.allocate(4 * MIB, 0);
+            assertEquals(a, c, "the freed block came back once the device had finished");
+            long peak = manager.stats().peakReservedBytes();
+            program.deallocate(b, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            program.deallocate(c, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+            program.close();
+            return peak;
+        }
+    }
+
+    private static long replayPeak(AllocationTrace trace) {
+        try (HostDriver host = HostDriver.open()) {
+            VmmManager manager = VmmManager.forReplay(host, CONFIG);
+            try (ReplayTarget target = ReplayTarget.of(manager)) {
+                new Replayer(trace).replay(target);
+                return manager.stats().peakReservedBytes();
+            }
+        }
+    }
+
+    private static int indexOfAlloc(AllocationTrace trace, int n) {
+        for (int op = 0, seen = 0; op < trace.ops(); op++) {
+            if (trace.kind(op) == AllocationTrace.ALLOC && seen++ == n) return op;
+        }
+        throw new AssertionError("fewer than " + (n + 1) + " allocs in " + List.of(trace.name()));
+    }
+
+    /** The host driver, whose device synchronisations return only once {@code deviceDone} opens. */
+    private static final class HeldSynchronisations extends ForwardingDriver {
+        private final StreamEvents events;
+
+        HeldSynchronisations(VmmDriver host, CountDownLatch deviceDone) {
+            super(host);
+            this.events = new ForwardingEvents(host.events()) {
+                @Override
+                public void synchronizeDevice() {
+                    try {
+                        deviceDone.await();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new IllegalStateException("interrupted while the device was busy");
+                    }
+                    super.synchronizeDevice();
+                }
+            };
+        }
+
+        @Override
+        public StreamEvents events() {
+            return events;
+        }
+    }
+}
