@@ -952,7 +952,27 @@ def vit_varying(rounds=60):
             model(pixel_values=x.cuda().half(), interpolate_pos_encoding=True).logits.float().sum().item()))
 
 
+def busy_frees(steps=6, spin_cycles=800_000_000):
+    """Frees while the device is busy: each step queues a spin kernel (torch.cuda._sleep, about 0.4 s on
+    an H200), frees a 1 GiB tensor behind it and asks for 768 MiB at once, then waits for the device and
+    allocates 1 GiB again. With PyTorch's cache off each free is a cudaFree: natively it waits for the
+    spin; under vmmkit the 768 MiB request passes the budget, waits for the free's memory at most its
+    bound, and gives up with the device still busy (a trace marks it wait_gave_up)."""
+    x = torch.ones(256 << 20, device="cuda")
+    total = torch.zeros((), device="cuda")
+    for step in range(steps):
+        torch.cuda._sleep(spin_cycles)
+        del x
+        y = torch.full((192 << 20,), float(step), device="cuda")
+        torch.cuda.synchronize()
+        x = torch.ones(256 << 20, device="cuda")
+        total += y[-1] + x[0]
+        del y
+    return float(total.item())
+
+
 WORKLOADS = {
+    "busy_frees": busy_frees,
     "gen_llama_b1": lambda: generate("llama", [1, 1], 64, 128),
     "gen_llama_b8": lambda: generate("llama", [8, 4], 128, 96),
     "gen_llama_long": lambda: generate("llama", [4], 1024, 128),

@@ -61,6 +61,29 @@ class GivenUpWaitReplayTest {
     }
 
     /**
+     * A live run on an H200 ({@code workloads.py busy_frees} under {@code vmmkit run --trace}, PyTorch's
+     * cache off; its stats read a peak of 2,686,451,712 reserved bytes in each of three runs, two
+     * requests giving up in each): the replay holds that peak to the byte, and without the marks
+     * the replay's waits reuse the freed gigabyte instead.
+     */
+    @Test
+    void aLiveRunOnTheGpuReplaysItsPeakWithItsGivenUpWaits() throws IOException {
+        Path recorded = Path.of("src/test/resources/live-traces/busy_frees.csv.gz");
+        AllocationTrace trace = TraceReader.read(recorded);
+        assertEquals(2, trace.waitsGivenUp());
+        assertEquals(2_686_451_712L, replayPeak(trace));
+
+        String unmarked;
+        try (var in = new java.util.zip.GZIPInputStream(Files.newInputStream(recorded))) {
+            unmarked = new String(in.readAllBytes(), StandardCharsets.UTF_8).lines()
+                    .filter(l -> !l.startsWith("wait_gave_up")).reduce("", (text, line) -> text + line + "\n");
+        }
+        AllocationTrace withoutTheMarks = TraceReader.read(
+                new ByteArrayInputStream(unmarked.getBytes(StandardCharsets.UTF_8)), "unmarked.csv");
+        assertTrue(replayPeak(withoutTheMarks) < 2_686_451_712L - (512L << 20), "the freed gigabyte reused");
+    }
+
+    /**
      * 16 MiB freed with cudaFree while the device is busy (its synchronisation held), then 12 MiB:
      * together past the budget of a 16 MiB peak, so the request waits, gives up and takes new
      * memory. Then the device finishes and 4 MiB more reuses the freed block. Returns the peak.
