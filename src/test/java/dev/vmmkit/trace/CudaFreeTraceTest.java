@@ -70,9 +70,7 @@ class CudaFreeTraceTest {
     @Test
     void theRecorderWritesEachCompletionBeforeTheFirstRequestBegunAfterItsMemoryCameBack() throws IOException {
         FakeClock clock = new FakeClock();
-        StringWriter text = new StringWriter();
-        List<String> lines;
-        try (TraceFileRecorder recorder = new TraceFileRecorder(new TraceWriter(text, "test"), "test")) {
+        List<String> lines = recorded(recorder -> {
             recorder.allocated(4096, 1000, 0);
             recorder.allocated(8192, 2000, 0);
             recorder.cudaFreeRequested(4096, 1000);
@@ -91,8 +89,7 @@ class CudaFreeTraceTest {
             clock.completed = 5; // covered while this allocation was made (it waited): after its line
             recorder.allocated(20480, 10, 7);
             recorder.freed(16384, 10, 7);
-        }
-        lines = text.toString().lines().filter(l -> !l.startsWith("#")).toList();
+        });
 
         assertEquals(List.of(
                 "alloc,4096,1000,0",
@@ -139,24 +136,27 @@ class CudaFreeTraceTest {
 
     @Test
     void theRecorderWritesAWaitGaveUpLineRightAfterTheAllocThatGaveUp() throws IOException {
-        StringWriter text = new StringWriter();
-        try (TraceFileRecorder recorder = new TraceFileRecorder(new TraceWriter(text, "test"), "test")) {
+        assertEquals(List.of("alloc,4096,1000,0", "alloc,8192,3000,0", "wait_gave_up,8192,3000,0"), recorded(recorder -> {
             recorder.allocated(4096, 1000, 0);
             recorder.allocatedAfterGivingUpWaiting(8192, 3000, DeviceMemoryResource.DEVICE_WIDE_STREAM);
-        }
-        assertEquals(List.of("alloc,4096,1000,0", "alloc,8192,3000,0", "wait_gave_up,8192,3000,0"),
-                text.toString().lines().filter(l -> !l.startsWith("#")).toList());
+        }));
     }
 
     @Test
     void aCudaFreeReusableAtOnceCompletesAtOnceOnTheDefaultStream() throws IOException {
-        StringWriter text = new StringWriter();
-        try (TraceFileRecorder recorder = new TraceFileRecorder(new TraceWriter(text, "test"), "test")) {
+        assertEquals(List.of("alloc,4096,1000,0", "free_requested,4096,1000,0", "free_completed,4096,1000,0"), recorded(recorder -> {
             recorder.allocated(4096, 1000, 0);
             recorder.freed(4096, 1000, DeviceMemoryResource.DEVICE_WIDE_STREAM);
+        }));
+    }
+
+    /** The lines (comments left out) of a trace that {@code program} recorded. */
+    private static List<String> recorded(java.util.function.Consumer<TraceFileRecorder> program) throws IOException {
+        StringWriter text = new StringWriter();
+        try (TraceFileRecorder recorder = new TraceFileRecorder(new TraceWriter(text, "test"), "test")) {
+            program.accept(recorder);
         }
-        assertEquals(List.of("alloc,4096,1000,0", "free_requested,4096,1000,0", "free_completed,4096,1000,0"),
-                text.toString().lines().filter(l -> !l.startsWith("#")).toList());
+        return text.toString().lines().filter(l -> !l.startsWith("#")).toList();
     }
 
     private static List<Byte> kinds(AllocationTrace trace) {

@@ -143,7 +143,7 @@ class TraceReaderTest {
             alloc,1,,0                           | 2 | size '' is not a decimal number
             alloc,1,512,s                        | 2 | stream 's' is not a non-negative number (decimal, or hexadecimal with 0x)
             alloc,1,-512,0                       | 2 | negative size -512
-            malloc,1,512,0                       | 2 | unknown action 'malloc' (expected alloc, free_requested, free_completed or segment_*)
+            malloc,1,512,0                       | 2 | unknown action 'malloc' (expected alloc, free_requested, free_completed, wait_gave_up or segment_*)
             free_completed,5,512,0\\nfree_completed,5,512,0 | 3 | free of key 5, which is already freed (a second free without an alloc between)
             free_completed,99,512,0\\nfree_completed,99,512,0 | 3 | free of key 99, which is already freed (a second free without an alloc between)
             alloc,5,1024,0                       | 2 | alloc of key 5, which is already live
