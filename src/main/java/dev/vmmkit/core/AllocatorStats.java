@@ -22,6 +22,8 @@ import java.util.Map;
  * @param driverHandles         the handles those calls touched, by kind and size (none when unknown)
  * @param zeroCopy              remaps that replaced copies, and copies that stayed copies
  * @param tags                  memory tags: paused bytes, each tag's pauses and resumes
+ * @param freeWaitsGivenUp      requests past the budget that gave up waiting for memory freed by
+ *                              cudaFree (the device still busy after the bound) and took other memory
  */
 public record AllocatorStats(
         long allocations,
@@ -37,13 +39,23 @@ public record AllocatorStats(
         Map<DriverCall, Long> driverCalls,
         DriverHandleCounts driverHandles,
         ZeroCopyStats zeroCopy,
-        TagStats tags) {
+        TagStats tags,
+        long freeWaitsGivenUp) {
 
     public AllocatorStats {
         driverCalls = Map.copyOf(driverCalls);
         if (driverHandles == null) driverHandles = DriverHandleCounts.none();
         if (zeroCopy == null) zeroCopy = ZeroCopyStats.NONE;
         if (tags == null) tags = TagStats.NONE;
+    }
+
+    /** Figures of an allocator that never waits for cudaFree's memory. */
+    public AllocatorStats(long allocations, long frees, long liveBytes, long peakLiveBytes, long reservedBytes,
+                          long peakReservedBytes, long cachedBytes, long cacheHits, long cacheMisses,
+                          long outOfMemoryRecoveries, Map<DriverCall, Long> driverCalls,
+                          DriverHandleCounts driverHandles, ZeroCopyStats zeroCopy, TagStats tags) {
+        this(allocations, frees, liveBytes, peakLiveBytes, reservedBytes, peakReservedBytes, cachedBytes, cacheHits,
+                cacheMisses, outOfMemoryRecoveries, driverCalls, driverHandles, zeroCopy, tags, 0);
     }
 
     /** Figures of an allocator without memory tags. */

@@ -110,6 +110,7 @@ final class DeviceWideFence implements AutoCloseable {
     private final FreesToCover regions = new FreesToCover();
     /** Per thread, its timed waits that gave up ({@link #waitsGivenUp}); written only when one does. */
     private final ThreadLocal<long[]> waitsGivenUp = ThreadLocal.withInitial(() -> new long[1]);
+    private final java.util.concurrent.atomic.AtomicLong waitsGivenUpInAll = new java.util.concurrent.atomic.AtomicLong();
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     /** The serving thread, or null; set and cleared under this object's monitor. */
@@ -238,6 +239,7 @@ final class DeviceWideFence implements AutoCloseable {
         if (frees.covered() >= sequence) return true;
         if (waitUntilCovered(frees, sequence, timeoutNanos)) return true;
         waitsGivenUp.get()[0]++;
+        waitsGivenUpInAll.incrementAndGet();
         return false;
     }
 
@@ -261,6 +263,11 @@ final class DeviceWideFence implements AutoCloseable {
      */
     long waitsGivenUp() {
         return waitsGivenUp.get()[0];
+    }
+
+    /** Every thread's timed waits that gave up ({@link #waitsGivenUp}), for the manager's stats. */
+    long waitsGivenUpInAll() {
+        return waitsGivenUpInAll.get();
     }
 
     private synchronized void startThread() {

@@ -28,7 +28,8 @@ import java.util.function.IntFunction;
  * {@code peak_reserved_bytes}, {@code peers} (the devices granted peer access to its memory),
  * {@code peak_hint_bytes} (the allocator's peak hint, from VMM_PEAK_HINT or the peak profile; 0: none),
  * {@code cache_hits} and {@code cache_misses} (allocations served from mapped free memory, and the
- * others), and {@code driver_calls} (calls by kind, e.g. {@code {"create":3,"map":3,...}}: a program
+ * others), {@code free_waits_given_up} (requests past the budget that gave up waiting for memory
+ * freed by cudaFree, the device still busy, and took other memory), and {@code driver_calls} (calls by kind, e.g. {@code {"create":3,"map":3,...}}: a program
  * whose allocations all hit the cache shows none after its warm-up). In
  * monitor mode the memory belongs to the real runtime, whose reservations vmmkit cannot see:
  * {@code peak_reserved_bytes} and {@code fragmentation_ratio} are {@code null} and {@code devices}
@@ -91,6 +92,7 @@ public final class StatsWriter {
                     .append(",\"peak_hint_bytes\":").append(profile.hintOf(d.device()))
                     .append(",\"cache_hits\":").append(s.cacheHits())
                     .append(",\"cache_misses\":").append(s.cacheMisses())
+                    .append(",\"free_waits_given_up\":").append(s.freeWaitsGivenUp())
                     .append(",\"driver_calls\":");
             appendDriverCalls(each, s.driverCalls());
             NotServedWatch.Peak outside = notServed.apply(d.device());

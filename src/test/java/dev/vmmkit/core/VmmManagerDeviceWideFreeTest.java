@@ -280,6 +280,7 @@ class VmmManagerDeviceWideFreeTest {
             Thread other = Thread.ofPlatform().start(() -> otherThreads[0] = clock.waitsGivenUp());
             other.join();
             assertEquals(0, otherThreads[0], "for the thread that waited only");
+            assertEquals(1, m.stats().freeWaitsGivenUp(), "and in the manager's stats");
 
             gate.open();
             DeviceWideFence fence = m.deviceWideFence();

@@ -99,7 +99,7 @@ class InterposedCallsTest {
                 + "\"peak_reserved_bytes\":1024,\"fragmentation_ratio\":1.024000,"
                 + "\"zero_copy\":{\"remaps\":0,\"bytes\":0,\"copies_fallen_back\":0},\"profile\":null,\"devices\":[{\"device\":0,\"allocs\":1,"
                 + "\"frees\":1,\"live_bytes\":0,\"peak_live_bytes\":1000,\"peak_reserved_bytes\":1024,\"peers\":[],\"peak_hint_bytes\":0,"
-                + "\"cache_hits\":0,\"cache_misses\":1,\"driver_calls\":{},\"not_served_bytes\":null,\"paused_bytes\":0,\"host_bytes_pinned\":0,\"host_bytes_kept\":0,\"host_bytes_pinned_ahead\":0,\"tags\":[]}]}\n",
+                + "\"cache_hits\":0,\"cache_misses\":1,\"free_waits_given_up\":0,\"driver_calls\":{},\"not_served_bytes\":null,\"paused_bytes\":0,\"host_bytes_pinned\":0,\"host_bytes_kept\":0,\"host_bytes_pinned_ahead\":0,\"tags\":[]}]}\n",
                 Files.readString(stats));
         assertEquals(List.of("# action,addr,size,stream  (vmmkit trace, vmmkit run, mode=vmm)", "alloc," + a + ",1000,7",
                 "free_requested," + a + ",1000,0", "free_completed," + a + ",1000,0"), Files.readAllLines(trace));

@@ -104,6 +104,7 @@ class GivenUpWaitReplayTest {
             long c = program.allocate(4 * MIB, 0);
             assertEquals(a, c, "the freed block came back once the device had finished");
             long peak = manager.stats().peakReservedBytes();
+            assertEquals(1, manager.stats().freeWaitsGivenUp(), "the stats count the request that gave up");
             program.deallocate(b, DeviceMemoryResource.DEVICE_WIDE_STREAM);
             program.deallocate(c, DeviceMemoryResource.DEVICE_WIDE_STREAM);
             program.close();
