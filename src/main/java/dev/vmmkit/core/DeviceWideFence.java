@@ -108,9 +108,7 @@ final class DeviceWideFence implements AutoCloseable {
     private final AtomicLongArray parking = new AtomicLongArray(2 * PARKED);
     /** Every region's device-wide frees. */
     private final FreesToCover regions = new FreesToCover();
-    /** Per thread, its timed waits that gave up ({@link #waitsGivenUp}); written only when one does. */
-    private final ThreadLocal<long[]> waitsGivenUp = ThreadLocal.withInitial(() -> new long[1]);
-    private final java.util.concurrent.atomic.AtomicLong waitsGivenUpInAll = new java.util.concurrent.atomic.AtomicLong();
+    private final GivenUpWaits givenUpWaits = new GivenUpWaits();
     /** Set by a wait for published frees: the thread reads them at its next spin, however recent its last synchronisation. */
     private volatile boolean lookNow;
     /** The serving thread, or null; set and cleared under this object's monitor. */
@@ -238,8 +236,7 @@ final class DeviceWideFence implements AutoCloseable {
     boolean awaitCovered(DeviceWideFrees frees, long sequence, long timeoutNanos) {
         if (frees.covered() >= sequence) return true;
         if (waitUntilCovered(frees, sequence, timeoutNanos)) return true;
-        waitsGivenUp.get()[0]++;
-        waitsGivenUpInAll.incrementAndGet();
+        givenUpWaits.count();
         return false;
     }
 
@@ -256,18 +253,9 @@ final class DeviceWideFence implements AutoCloseable {
         return tickets.awaitCovered(frees, sequence, timeoutNanos);
     }
 
-    /**
-     * How many of the calling thread's timed waits ({@link #awaitCovered}) have ended with their
-     * frees not covered so far: the device ran past the bound, or a stream capture was under way.
-     * A recorder reads it around a request to tell whether the request gave up waiting.
-     */
-    long waitsGivenUp() {
-        return waitsGivenUp.get()[0];
-    }
-
-    /** Every thread's timed waits that gave up ({@link #waitsGivenUp}), for the manager's stats. */
-    long waitsGivenUpInAll() {
-        return waitsGivenUpInAll.get();
+    /** The timed waits ({@link #awaitCovered}) that ended with their frees not covered, per thread and in all. */
+    GivenUpWaits givenUpWaits() {
+        return givenUpWaits;
     }
 
     private synchronized void startThread() {

@@ -31,6 +31,6 @@ final class RegionFreeClock implements DeviceWideFreeClock {
 
     @Override
     public long waitsGivenUp() {
-        return fence.waitsGivenUp();
+        return fence.givenUpWaits().onThisThread();
     }
 }

@@ -286,7 +286,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return new AllocatorStats(allocations, frees, accounting.liveBytes(), accounting.peakLiveBytes(),
                 accounting.physicalBytes(), accounting.peakPhysicalBytes(), mappedFree + pool.cachedBytes(),
                 hits, misses, accounting.outOfMemoryRecoveries(), driver.counts().byCall(), driver.handleCounts(),
-                resizing.stats(), tags.stats(), deviceFence.waitsGivenUpInAll());
+                resizing.stats(), tags.stats(), deviceFence.givenUpWaits().inAll());
     }
 
     @Override
