@@ -16,6 +16,7 @@
  *   untouched   as again, the first handle never written (only created, mapped and released)
  *   fresh       no first handle: creates SIZE once, timed (a process's first create of that size)
  *   split-gap   as gap, SIZE created as PARTS (4) handles one after another (timed together)
+ *   split-again as again, SIZE created as PARTS handles one after another (timed together)
  *   threads-gap as split-gap, the PARTS handles created on PARTS threads at once (wall time)
  *   release-threads  the first SIZE made as PARTS handles and released on PARTS threads at once
  *               (wall time, in release_us), then as gap
@@ -80,7 +81,7 @@ static void pause_ms(int ms) {
 
 int main(int argc, char **argv) {
     static const char *const modes[] = {"again", "small-first", "gap", "small-gap", "untouched", "fresh", "split-gap",
-                                        "threads-gap", "release-threads"};
+                                        "split-again", "threads-gap", "release-threads"};
     int known = 0;
     for (size_t i = 0; argc >= 4 && i < sizeof modes / sizeof *modes; i++) known |= strcmp(argv[1], modes[i]) == 0;
     if (!known) { fprintf(stderr, "usage: create_after_release MODE SIZE EXPORTABLE (MODE: see the comment at the top)\n"); return 2; }

@@ -2,7 +2,7 @@
  * cuda_driver_subset.h: the few CUDA driver types, and the helpers, that the driver-only measurement
  * programs here (first_vmm.c, create_after_release.c, copy_after_release.c, unmap_beside.c,
  * page_mappings.c, handle_pieces.c, resume_variants.c, vmm_call_times.c, overlap_backing.c,
- * parallel_grant.c) share.
+ * parallel_grant.c, release_order.c) share.
  * They load libcuda.so.1 with dlopen, so they build with gcc alone, without the CUDA headers. Define PROGRAM (the program's name, for its
  * error messages) before including it.
  */
