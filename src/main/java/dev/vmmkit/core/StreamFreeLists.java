@@ -268,7 +268,7 @@ final class StreamFreeLists {
         boolean any = false;
         for (int i = 0; i < w.streams.length; i++) {
             // Past the deadline each stream is still looked at once: a device-wide wait that ends
-            // uncovered is counted as given up (DeviceWideFence.waitsGivenUp), however it ended.
+            // uncovered is counted as given up (GivenUpWaits), however it ended.
             long left = timeoutNanos < 0 ? -1 : Math.max(0, deadline - System.nanoTime());
             w.completed[i] = waitList.await(w.streams[i], w.tokens[i], left);
             any |= w.completed[i];

@@ -1,5 +1,7 @@
 package dev.vmmkit.trace;
 
+import java.util.BitSet;
+
 /**
  * The requests of one trace, in file order, held in primitive arrays: about 29 bytes an operation,
  * so a 320k-event trace costs ~9 MiB and replaying it allocates nothing.
@@ -39,11 +41,11 @@ public final class AllocationTrace {
     private final int allocationsBeforeTrace;
     private final RecordedMemory recorded;
     /** The allocations that gave up waiting for cudaFrees' memory ({@link #waitGaveUp}). */
-    private final java.util.BitSet waitsGivenUp;
+    private final BitSet waitsGivenUp;
 
     AllocationTrace(String name, int ops, byte[] kinds, long[] keys, long[] sizes, long[] streams,
                     int[] lineNumbers, int allocs, int covers, int maxLiveAllocations, long peakLiveBytes,
-                    int allocationsBeforeTrace, RecordedMemory recorded, java.util.BitSet waitsGivenUp) {
+                    int allocationsBeforeTrace, RecordedMemory recorded, BitSet waitsGivenUp) {
         this.name = name;
         this.ops = ops;
         this.kinds = kinds;

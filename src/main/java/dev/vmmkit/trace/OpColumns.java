@@ -1,6 +1,7 @@
 package dev.vmmkit.trace;
 
 import java.util.Arrays;
+import java.util.BitSet;
 
 /**
  * Rows of (kind, key, size, stream, line) in growing primitive arrays: 29 bytes a row, no object
@@ -58,7 +59,7 @@ final class OpColumns {
 
     /** The rows as a trace; the arrays are trimmed so a held trace costs only what it holds. */
     AllocationTrace toTrace(String name, int allocs, int covers, int maxLiveAllocations, long peakLiveBytes,
-                            int allocationsBeforeTrace, RecordedMemory recorded, java.util.BitSet waitsGivenUp) {
+                            int allocationsBeforeTrace, RecordedMemory recorded, BitSet waitsGivenUp) {
         return new AllocationTrace(name, count, Arrays.copyOf(kinds, count), Arrays.copyOf(keys, count),
                 Arrays.copyOf(sizes, count), Arrays.copyOf(streams, count), Arrays.copyOf(lines, count),
                 allocs, covers, maxLiveAllocations, peakLiveBytes, allocationsBeforeTrace, recorded, waitsGivenUp);

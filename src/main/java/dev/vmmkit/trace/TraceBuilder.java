@@ -4,6 +4,7 @@ import org.agrona.collections.IntArrayList;
 import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.LongHashSet;
 
+import java.util.BitSet;
 
 /**
  * Collects the requests of one trace into the primitive arrays of an {@link AllocationTrace}, and
@@ -128,7 +129,7 @@ final class TraceBuilder {
             all.appendAll(foundBeforeTrace);
             all.appendAll(ops);
         }
-        java.util.BitSet gaveUp = new java.util.BitSet();
+        BitSet gaveUp = new BitSet();
         for (int i = 0; i < waitsGivenUp.size(); i++) gaveUp.set(foundBeforeTrace.count() + waitsGivenUp.getInt(i));
         return all.toTrace(name, allocs, covers, foundBeforeTrace.count() + maxLiveAllocations, peakLiveBytes(),
                 allocationsBeforeTrace, recorded, gaveUp);
