@@ -30,10 +30,14 @@ import dev.vmmkit.trace.RecordedMemory;
  * @param traceTruncated            whether the trace began after the program had allocated, and those allocations
  *                                  started the replay ({@link AllocationTrace#allocationsBeforeTrace()}); null, left
  *                                  out, only in a report not yet {@link #describing} its trace
+ * @param waitsGivenUp              the trace's allocations that gave up waiting for cudaFree's memory in the
+ *                                  recorded program ({@link AllocationTrace#waitGaveUp}), which gave up in the
+ *                                  replay too; null, left out, as {@code traceTruncated}
  */
 @JsonPropertyOrder({"ops", "allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "fragmentation_ratio",
         "driver_calls", "hit_rate", "alloc_ns", "free_ns", "wall_ns_per_op", "driver_handles",
-        "modelled_driver_us_per_op", "recorded_reserved_peak_bytes", "recorded_live_peak_bytes", "trace_truncated"})
+        "modelled_driver_us_per_op", "recorded_reserved_peak_bytes", "recorded_live_peak_bytes", "trace_truncated",
+        "waits_given_up"})
 public record ReplayReport(
         @JsonProperty("ops") long ops,
         @JsonProperty("allocs") long allocs,
@@ -50,14 +54,15 @@ public record ReplayReport(
         @JsonProperty("modelled_driver_us_per_op") double modelledDriverUsPerOp,
         @JsonProperty("recorded_reserved_peak_bytes") @JsonInclude(JsonInclude.Include.NON_NULL) Long recordedReservedPeakBytes,
         @JsonProperty("recorded_live_peak_bytes") @JsonInclude(JsonInclude.Include.NON_NULL) Long recordedLivePeakBytes,
-        @JsonProperty("trace_truncated") @JsonInclude(JsonInclude.Include.NON_NULL) Boolean traceTruncated) {
+        @JsonProperty("trace_truncated") @JsonInclude(JsonInclude.Include.NON_NULL) Boolean traceTruncated,
+        @JsonProperty("waits_given_up") @JsonInclude(JsonInclude.Include.NON_NULL) Integer waitsGivenUp) {
 
     /** A report without handle counts (a resource that does not count them). */
     public ReplayReport(long ops, long allocs, long frees, long peakLiveBytes, long peakReservedBytes,
                         double fragmentationRatio, DriverCalls driverCalls, double hitRate, Latency allocNs,
                         Latency freeNs, double wallNsPerOp) {
         this(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls, hitRate, allocNs,
-                freeNs, wallNsPerOp, new DriverCalls(0, 0, 0, 0, 0, 0, 0), 0.0, null, null, null);
+                freeNs, wallNsPerOp, new DriverCalls(0, 0, 0, 0, 0, 0, 0), 0.0, null, null, null, null);
     }
 
     /** Builds the report of a replay of {@code allocs} allocations and {@code frees} frees. */
@@ -67,19 +72,20 @@ public record ReplayReport(
         return new ReplayReport(ops, allocs, frees, stats.peakLiveBytes(), stats.peakReservedBytes(),
                 stats.fragmentationRatio(), DriverCalls.of(stats), stats.hitRate(), allocNs, freeNs,
                 ops == 0 ? 0.0 : (double) wallNs / ops, DriverCalls.handlesOf(stats),
-                ops == 0 ? 0.0 : DriverCostModel.micros(stats.driverHandles()) / ops, null, null, null);
+                ops == 0 ? 0.0 : DriverCostModel.micros(stats.driverHandles()) / ops, null, null, null, null);
     }
 
     /**
      * This report with what the trace says of itself: whether it began after the program had
-     * allocated, and for a PyTorch snapshot what PyTorch's allocator held while it was recorded.
+     * allocated, how many of its requests gave up waiting for cudaFree's memory, and for a PyTorch
+     * snapshot what PyTorch's allocator held while it was recorded.
      */
     public ReplayReport describing(AllocationTrace trace) {
         RecordedMemory recorded = trace.recorded().orElse(null);
         return new ReplayReport(ops, allocs, frees, peakLiveBytes, peakReservedBytes, fragmentationRatio, driverCalls,
                 hitRate, allocNs, freeNs, wallNsPerOp, driverHandles, modelledDriverUsPerOp,
                 recorded == null ? null : recorded.reservedPeakBytes(), recorded == null ? null : recorded.livePeakBytes(),
-                trace.allocationsBeforeTrace() > 0);
+                trace.allocationsBeforeTrace() > 0, trace.waitsGivenUp());
     }
 
     /** Counts of the virtual memory API's calls; event calls are left out. */

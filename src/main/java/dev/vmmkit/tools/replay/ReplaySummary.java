@@ -35,7 +35,10 @@ public final class ReplaySummary {
                 + handles(r)
                 + (r.recordedReservedPeakBytes() == null ? "" : comparedWithPyTorch(r) + System.lineSeparator())
                 + (Boolean.TRUE.equals(r.traceTruncated()) ? "the trace began after the program had allocated: the allocations"
-                + " made before it (those it frees without allocating them) started the replay" + System.lineSeparator() : "");
+                + " made before it (those it frees without allocating them) started the replay" + System.lineSeparator() : "")
+                + (r.waitsGivenUp() != null && r.waitsGivenUp() > 0 ? String.format(Locale.ROOT,
+                "%,d allocations gave up waiting for cudaFree's memory in the program (wait_gave_up), and in the replay%n",
+                r.waitsGivenUp()) : "");
     }
 
     /**

@@ -112,12 +112,24 @@ class GivenUpWaitReplayTest {
         }
     }
 
+    @Test
+    void theReplaysReportCountsTheRequestsThatGaveUp() throws IOException {
+        AllocationTrace trace = TraceReader.read(Path.of("src/test/resources/live-traces/busy_frees.csv.gz"));
+        ReplayReport report = replay(trace).describing(trace);
+        assertEquals(2, report.waitsGivenUp());
+        assertTrue(ReplaySummary.format(trace.name(), "host", report).contains(
+                "2 allocations gave up waiting for cudaFree's memory in the program (wait_gave_up), and in the replay"));
+    }
+
     private static long replayPeak(AllocationTrace trace) {
+        return replay(trace).peakReservedBytes();
+    }
+
+    private static ReplayReport replay(AllocationTrace trace) {
         try (HostDriver host = HostDriver.open()) {
             VmmManager manager = VmmManager.forReplay(host, CONFIG);
             try (ReplayTarget target = ReplayTarget.of(manager)) {
-                new Replayer(trace).replay(target);
-                return manager.stats().peakReservedBytes();
+                return new Replayer(trace).replay(target);
             }
         }
     }
