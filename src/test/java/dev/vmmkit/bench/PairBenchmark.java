@@ -4,11 +4,9 @@ import dev.vmmkit.core.AllocatorStats;
 import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
+import dev.vmmkit.driver.BeforeDeviceSyncDriver;
 import dev.vmmkit.driver.DriverCall;
 import dev.vmmkit.driver.DryDriver;
-import dev.vmmkit.driver.ForwardingDriver;
-import dev.vmmkit.driver.ForwardingEvents;
-import dev.vmmkit.driver.StreamEvents;
 import dev.vmmkit.driver.VmmDriver;
 
 import java.util.Arrays;
@@ -41,7 +39,7 @@ public final class PairBenchmark {
     }
 
     private static void run(long size, long syncNanos, int pairs) {
-        VmmDriver driver = new SlowSyncDriver(new DryDriver(2L << 20, 80L << 30), syncNanos);
+        VmmDriver driver = slowSynchronisations(new DryDriver(2L << 20, 80L << 30), syncNanos);
         VmmManager m = new VmmManager(driver, VmmConfig.DEFAULTS);
         long wide = DeviceMemoryResource.DEVICE_WIDE_STREAM;
         for (int i = 0; i < pairs; i++) m.deallocate(m.allocate(size, wide), wide); // warm-up
@@ -73,24 +71,10 @@ public final class PairBenchmark {
     }
 
     /** Device synchronisations take {@code syncNanos}, busy, as cuCtxSynchronize spins on a GPU. */
-    static final class SlowSyncDriver extends ForwardingDriver {
-        private final StreamEvents events;
-
-        SlowSyncDriver(VmmDriver delegate, long syncNanos) {
-            super(delegate);
-            this.events = new ForwardingEvents(delegate.events()) {
-                @Override
-                public void synchronizeDevice() {
-                    long until = System.nanoTime() + syncNanos;
-                    while (System.nanoTime() - until < 0) Thread.onSpinWait();
-                    super.synchronizeDevice();
-                }
-            };
-        }
-
-        @Override
-        public StreamEvents events() {
-            return events;
-        }
+    private static VmmDriver slowSynchronisations(VmmDriver delegate, long syncNanos) {
+        return new BeforeDeviceSyncDriver(delegate, () -> {
+            long until = System.nanoTime() + syncNanos;
+            while (System.nanoTime() - until < 0) Thread.onSpinWait();
+        });
     }
 }

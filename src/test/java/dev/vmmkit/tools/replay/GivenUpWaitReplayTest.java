@@ -4,9 +4,7 @@ import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.DeviceWideFreeClock;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
-import dev.vmmkit.driver.ForwardingDriver;
-import dev.vmmkit.driver.ForwardingEvents;
-import dev.vmmkit.driver.StreamEvents;
+import dev.vmmkit.driver.BeforeDeviceSyncDriver;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
 import dev.vmmkit.trace.AllocationTrace;
@@ -92,7 +90,7 @@ class GivenUpWaitReplayTest {
         CountDownLatch deviceDone = new CountDownLatch(1);
         try (HostDriver host = HostDriver.open();
              TraceFileRecorder recorder = new TraceFileRecorder(file, "test")) {
-            VmmManager manager = new VmmManager(new HeldSynchronisations(host, deviceDone), CONFIG);
+            VmmManager manager = new VmmManager(heldSynchronisations(host, deviceDone), CONFIG);
             RecordingResource program = new RecordingResource(manager, recorder);
             DeviceWideFreeClock clock = manager.deviceWideFreeClock();
             long a = program.allocate(16 * MIB, 0);
@@ -142,28 +140,14 @@ class GivenUpWaitReplayTest {
     }
 
     /** The host driver, whose device synchronisations return only once {@code deviceDone} opens. */
-    private static final class HeldSynchronisations extends ForwardingDriver {
-        private final StreamEvents events;
-
-        HeldSynchronisations(VmmDriver host, CountDownLatch deviceDone) {
-            super(host);
-            this.events = new ForwardingEvents(host.events()) {
-                @Override
-                public void synchronizeDevice() {
-                    try {
-                        deviceDone.await();
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        throw new IllegalStateException("interrupted while the device was busy");
-                    }
-                    super.synchronizeDevice();
-                }
-            };
-        }
-
-        @Override
-        public StreamEvents events() {
-            return events;
-        }
+    private static VmmDriver heldSynchronisations(VmmDriver host, CountDownLatch deviceDone) {
+        return new BeforeDeviceSyncDriver(host, () -> {
+            try {
+                deviceDone.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while the device was busy");
+            }
+        });
     }
 }

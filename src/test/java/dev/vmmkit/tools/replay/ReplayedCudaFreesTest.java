@@ -5,9 +5,7 @@ import dev.vmmkit.core.DeviceMemoryResource;
 import dev.vmmkit.core.ReplayedCovers;
 import dev.vmmkit.core.VmmConfig;
 import dev.vmmkit.core.VmmManager;
-import dev.vmmkit.driver.ForwardingDriver;
-import dev.vmmkit.driver.ForwardingEvents;
-import dev.vmmkit.driver.StreamEvents;
+import dev.vmmkit.driver.BeforeDeviceSyncDriver;
 import dev.vmmkit.driver.VmmDriver;
 import dev.vmmkit.driver.host.HostDriver;
 import dev.vmmkit.trace.AllocationTrace;
@@ -22,6 +20,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -106,12 +105,13 @@ class ReplayedCudaFreesTest {
 
     private static Outcome replay(AllocationTrace trace) {
         try (HostDriver host = HostDriver.open()) {
-            SynchronisationCounter driver = new SynchronisationCounter(host);
+            AtomicInteger synchronisations = new AtomicInteger();
+            VmmDriver driver = new BeforeDeviceSyncDriver(host, synchronisations::incrementAndGet);
             VmmManager manager = VmmManager.forReplay(driver, VmmConfig.from(Map.of()));
-            ReferenceModel model = new ReferenceModel(trace, manager, driver);
+            ReferenceModel model = new ReferenceModel(trace, manager, synchronisations);
             try (ReplayTarget target = model.target()) {
                 new Replayer(trace).replay(target, null, model);
-                return new Outcome(manager.stats().peakReservedBytes(), driver.synchronisations, model.reusedAfterCompletion);
+                return new Outcome(manager.stats().peakReservedBytes(), synchronisations.get(), model.reusedAfterCompletion);
             }
         }
     }
@@ -122,7 +122,8 @@ class ReplayedCudaFreesTest {
      */
     private static final class ReferenceModel implements DeviceMemoryResource, ReplayListener {
         private final VmmManager manager;
-        private final SynchronisationCounter driver;
+        /** The device synchronisations the allocator made so far. */
+        private final AtomicInteger synchronisations;
         private final Long2LongHashMap sizeAt = new Long2LongHashMap(-1);
         private final TreeMap<Long, Long> waitingEnd = new TreeMap<>();
         /** Start of each cudaFree's range not yet covered, by ordinal from {@link #firstOrdinalWaiting}. */
@@ -133,10 +134,10 @@ class ReplayedCudaFreesTest {
         int reusedAfterCompletion;
         private final AllocationTrace trace;
 
-        ReferenceModel(AllocationTrace trace, VmmManager manager, SynchronisationCounter driver) {
+        ReferenceModel(AllocationTrace trace, VmmManager manager, AtomicInteger synchronisations) {
             this.trace = trace;
             this.manager = manager;
-            this.driver = driver;
+            this.synchronisations = synchronisations;
         }
 
         ReplayTarget target() {
@@ -168,8 +169,8 @@ class ReplayedCudaFreesTest {
         @Override
         public long allocate(long size, long stream) {
             long address = manager.allocate(size, stream);
-            if (driver.synchronisations != synchronisationsSeen) { // it waited: every free so far is covered
-                synchronisationsSeen = driver.synchronisations;
+            if (synchronisations.get() != synchronisationsSeen) { // it waited: every free so far is covered
+                synchronisationsSeen = synchronisations.get();
                 while (!byOrdinal.isEmpty()) coverOldest();
             }
             Long before = waitingEnd.floorKey(address + size - 1);
@@ -208,28 +209,6 @@ class ReplayedCudaFreesTest {
             Long end = waitingEnd.remove(address);
             if (end != null) completedEnd.put(address, end);
             firstOrdinalWaiting++;
-        }
-    }
-
-    /** The host driver, counting its device synchronisations. */
-    private static final class SynchronisationCounter extends ForwardingDriver {
-        volatile int synchronisations;
-        private final StreamEvents events;
-
-        SynchronisationCounter(VmmDriver host) {
-            super(host);
-            this.events = new ForwardingEvents(host.events()) {
-                @Override
-                public void synchronizeDevice() {
-                    synchronisations++;
-                    super.synchronizeDevice();
-                }
-            };
-        }
-
-        @Override
-        public StreamEvents events() {
-            return events;
         }
     }
 }
