@@ -3,7 +3,8 @@
 # cudaFree, waiting for the fence's device synchronisation), against its peak of live bytes: each
 # workload of workloads.py (or jax_workloads.py, for jax_* names) runs natively first (the cache off
 # too), then under vmmkit once per variant of JVM options. Prints one line a run: exit status, the program's own seconds and, for
-# vmmkit, the stats' fragmentation ratio, peak live and reserved bytes and device synchronisations.
+# vmmkit, the stats' fragmentation ratio, peak live and reserved bytes, device synchronisations and
+# requests that gave up waiting for cudaFree's memory.
 # Usage (repository root, runtime/ and target/ built):
 #   bash scripts/gpu/live-ratio.sh [WORKLOAD...]       (default: train_gpt2 unet_train, the training loops)
 #   LIVE_VARIANTS="-Dvmmkit.freeLists.promoteOnHit=false|default" bash scripts/gpu/live-ratio.sh train_gpt2
@@ -43,8 +44,9 @@ for w in "${workloads[@]}"; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 dev = d['devices'][0]
-print('ratio %.4f | peak live %d | peak reserved %d | device syncs %s' % (d['fragmentation_ratio'], d['peak_live_bytes'],
-      d['peak_reserved_bytes'], dev['driver_calls'].get('device_synchronize', 0)))" "$stats" 2>/dev/null || echo "no stats")"
+print('ratio %.4f | peak live %d | peak reserved %d | device syncs %s | waits given up %s' % (d['fragmentation_ratio'],
+      d['peak_live_bytes'], d['peak_reserved_bytes'], dev['driver_calls'].get('device_synchronize', 0),
+      dev.get('free_waits_given_up', '?')))" "$stats" 2>/dev/null || echo "no stats")"
     echo "live-ratio | $w | vmmkit ${v:-(default)} | exit $rc | $(seconds_of "$out/$w-vmmkit-$n.out") s | $figures"
   done; done
 done
