@@ -14,8 +14,9 @@
 # (240; ConvNeXt's native run has taken over 120) bounds each run; DRIVER (cuda; host runs vmmkit on
 # the emulation, to try the script without a GPU, with PYTHON a stand-in for the workloads);
 # LIVE_TRACE=1 records each vmmkit run's trace (`--trace`, WORKLOAD-N.csv.gz in the output folder,
-# each cudaFree completed when the device had finished the work before it), so that a host replay
-# of the run can be set beside its live figure (docs/replay.md, "cudaFree's completions").
+# each cudaFree completed when the device had finished the work before it) and replays it on the
+# host driver at once, printing the replay's figures beside the live ones (docs/replay.md,
+# "cudaFree's completions").
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh" live-ratio
 use_vmmkit_build live-ratio
@@ -48,5 +49,13 @@ print('ratio %.4f | peak live %d | peak reserved %d | device syncs %s | waits gi
       d['peak_live_bytes'], d['peak_reserved_bytes'], dev['driver_calls'].get('device_synchronize', 0),
       dev.get('free_waits_given_up', '?')))" "$stats" 2>/dev/null || echo "no stats")"
     echo "live-ratio | $w | vmmkit ${v:-(default)} | exit $rc | $(seconds_of "$out/$w-vmmkit-$n.out") s | $figures"
+    if [ "${LIVE_TRACE:-0}" = 1 ] && [ -s "$out/$w-$n.csv.gz" ]; then
+      ./vmmkit replay --driver host --warmup 0 --json "$out/$w-$n-replay.json" "$out/$w-$n.csv.gz" > "$out/$w-$n-replay.out" 2>&1
+      echo "live-ratio | $w | host replay of run $n | exit $? | $(python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+print('ratio %.4f | peak reserved %d | waits given up %s' % (d['fragmentation_ratio'], d['peak_reserved_bytes'],
+      d.get('waits_given_up', '?')))" "$out/$w-$n-replay.json" 2>/dev/null || echo "no report")"
+    fi
   done; done
 done
