@@ -267,9 +267,10 @@ final class StreamFreeLists {
         long deadline = System.nanoTime() + timeoutNanos;
         boolean any = false;
         for (int i = 0; i < w.streams.length; i++) {
-            // Past the deadline each stream is still looked at once: a device-wide wait that ends
-            // uncovered is counted as given up (GivenUpWaits), however it ended.
             long left = timeoutNanos < 0 ? -1 : Math.max(0, deadline - System.nanoTime());
+            // Past the deadline no event is queried (a driver call); the device-wide frees are still
+            // looked at once (a read), so a wait that ends without them counts as given up (GivenUpWaits).
+            if (left == 0 && w.streams[i] != VmmManager.DEVICE_WIDE_STREAM) continue;
             w.completed[i] = waitList.await(w.streams[i], w.tokens[i], left);
             any |= w.completed[i];
         }

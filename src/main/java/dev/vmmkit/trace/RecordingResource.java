@@ -79,7 +79,7 @@ public final class RecordingResource extends ForwardingResource {
     public long reallocate(long address, long newSize, long stream) {
         long oldSize = recorder.isRecording() ? resource.sizeOf(address) : -1;
         if (oldSize >= 0) recorder.beforeAllocation();
-        long givenUp = waitsGivenUp();
+        long givenUp = oldSize >= 0 ? waitsGivenUp() : 0;
         long moved = resource.reallocate(address, newSize, stream);
         if (oldSize >= 0) {
             if (recordFree(address, oldSize, stream)) recorder.cudaFreeReturned(address, clock);
