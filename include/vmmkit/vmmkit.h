@@ -43,6 +43,18 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * copies their bytes to pinned host memory and a resume copies them back; otherwise their
  * contents after a resume are undefined (the memory is usable).
  *
+ * A NULL tag opens a region of no tag: the thread's allocations in it carry none, not even the
+ * default tag (torch_memory_saver's disable()); tag regions opened inside it tag again.
+ *
+ * vmmkit_default_tag: from now on, allocations made outside every region, on every thread and
+ * device, carry `tag` (NULL: none again), with `keep_contents` its setting as a region of it opened
+ * now would set it. For a program that pauses everything it holds at once, as a trainer sharing
+ * its GPUs with an inference engine does: allocations made on threads it does not control (the
+ * gradients PyTorch's autograd makes on its device threads) are tagged too. Allocations made
+ * before keep the tag they carry. The default tag is a tag like any other: paused, resumed and
+ * opened in regions by its name; while it is paused, an allocation outside every region fails as
+ * one into any paused tag does.
+ *
  * vmmkit_pause: waits for the device's queued work, copies kept contents, unmaps and releases
  * every physical handle of the tag (its cached free memory included); the addresses stay
  * reserved. While paused, frees of the tag's pointers work, a new allocation into the tag fails
@@ -52,7 +64,8 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  * vmmkit_resume: backs the tag's ranges with memory again (few, large handles), maps them, grants
  * access and copies kept contents back. Resuming a running tag does nothing. NULL: every tag.
  *
- * Errors: cudaErrorInvalidValue for a bad or unknown tag, or region_end with no region open;
+ * Errors: cudaErrorInvalidValue for a bad or unknown tag (an empty or over-long name), or
+ * region_end with no region open;
  * cudaErrorMemoryAllocation when a resume found no device memory; cudaErrorUnknown for another
  * driver failure partway. After a failure the tag is consistent (each range mapped with its
  * contents, or released with its kept copy): call the same function again to finish, or the other
@@ -73,6 +86,7 @@ cudaError_t vmmkit_realloc(void **devPtr, size_t size);
  */
 cudaError_t vmmkit_region_begin(const char *tag, int keep_contents);
 cudaError_t vmmkit_region_end(void);
+cudaError_t vmmkit_default_tag(const char *tag, int keep_contents);
 cudaError_t vmmkit_pause(const char *tag);
 /* vmmkit_pause of a named tag that first sets the tag's keep_contents on every device, for this pause
  * and the later ones, as a region of it opened now would (vLLM's sleep levels choose per sleep: 0
@@ -80,6 +94,17 @@ cudaError_t vmmkit_pause(const char *tag);
 cudaError_t vmmkit_pause_keeping(const char *tag, int keep_contents);
 cudaError_t vmmkit_resume(const char *tag);
 cudaError_t vmmkit_host_memory(size_t *pinned_bytes, size_t *ready_bytes);
+
+/*
+ * vmmkit_release_cached: gives the device memory vmmkit caches for reuse (freed blocks' pages, on
+ * every device, tags' included) back to the driver, after waiting for the device work that frees
+ * still wait for; live allocations stay where they are. A cudaFree keeps its memory in vmmkit's
+ * cache, so a program that frees its tensors for another process to use (PyTorch's empty_cache
+ * before an inference engine wakes up) calls this after them. *released_bytes (when not NULL): the
+ * bytes given back. cudaErrorNotSupported when vmmkit serves no allocations; cudaErrorUnknown when
+ * the driver refused a release (what is not released stays cached, consistent).
+ */
+cudaError_t vmmkit_release_cached(size_t *released_bytes);
 
 /*
  * Stream captures vmmkit cannot see. Preloaded (`vmmkit run`), the shim sees every capture begin

@@ -20,6 +20,10 @@ loaded.
     ...                         # another phase uses it
     vmmkit.resume()             # same addresses: tensors and captured CUDA graphs stay valid
 
+A trainer that pauses everything it holds sets a default tag instead of regions
+(``vmmkit.default_tag("train", keep_contents=True)``): it reaches the threads PyTorch allocates
+on by itself; ``with vmmkit.untagged():`` keeps a block's tensors out of it.
+
 Under ``vmmkit run`` and with :func:`use_for_tags` PyTorch caches the memory it gets: a tag's
 tensors then come from ``torch.cuda.MemPool`` pools of their own, so that its segments hold the tag's
 tensors only (and cached blocks of the tag are paused with it); while the tag is paused, a region
@@ -41,8 +45,8 @@ from ._shim import VmmkitError, library
 from ._pools import release_torch_pool
 from ._torch import use_as_torch_allocator, use_for_tags
 
-__all__ = ["region", "cuda_graph", "pause", "resume", "host_memory", "use_for_tags", "use_as_torch_allocator",
-           "release_torch_pool", "library", "VmmkitError"]
+__all__ = ["region", "untagged", "default_tag", "cuda_graph", "pause", "resume", "release_cached", "host_memory",
+           "use_for_tags", "use_as_torch_allocator", "release_torch_pool", "library", "VmmkitError"]
 
 _thread = threading.local()  # regions: this thread's regions open now
 
@@ -67,6 +71,44 @@ def region(tag, keep_contents=False):
     finally:
         _thread.regions -= 1
         _pools.leave_region(tag, bool(pools))
+
+
+@contextlib.contextmanager
+def untagged(pool=None):
+    """Allocations made in this block by this thread carry no tag, not even the :func:`default_tag`;
+    a region opened inside it tags again. Where PyTorch caches memory between the program and vmmkit
+    (under ``vmmkit run``, serving the tags only) its tensors come from a ``torch.cuda.MemPool`` of
+    untagged memory, so no cached block of a tag is handed out in it: ``pool``, else one the module
+    keeps for untagged blocks. (torch_memory_saver's ``disable()``.)"""
+    pools = _pools.untagged_pools()
+    if pools is not None and pool is not None:
+        pools = {device: pool for device in pools}
+    with contextlib.ExitStack() as stack:
+        if _shim.in_process():
+            stack.enter_context(_shim.tag_region(None, None, False))
+        stack.enter_context(_pools.routed("(untagged)", pools))
+        yield
+
+
+def default_tag(tag, keep_contents=False):
+    """From now on, allocations made outside every region, on every thread, carry ``tag`` (None:
+    none again): a trainer that pauses all it holds at once, the gradients PyTorch's autograd makes
+    on threads of its own included. ``keep_contents`` is the tag's setting, as a region of it opened
+    now would set it. Allocations made before keep the tag they carry; :func:`untagged` keeps a
+    block's allocations out of it.
+
+    Needs vmmkit to serve every allocation: under ``vmmkit run`` or after
+    :func:`use_as_torch_allocator` (refused with code 801 where it serves the tags only, whose
+    untagged tensors are PyTorch's own). Under ``vmmkit run`` PyTorch's own pool then holds the
+    tag's memory, its cached free blocks included, which a pause takes and a resume brings back as
+    any of the tag's. So while the tag is paused, allocate only inside regions or :func:`untagged`
+    blocks (as with torch_memory_saver's ``TMS_INIT_ENABLE``): PyTorch's cache would hand out the
+    tag's blocks elsewhere without asking vmmkit."""
+    name = _shim.encode(tag)
+    if _torch.tag_allocator() is not None or (not _shim.preloaded() and not _torch.serves_all()):
+        raise VmmkitError("default_tag(%r): vmmkit does not serve every allocation in this process; run it under "
+                          "`vmmkit run` or call vmmkit.use_as_torch_allocator() first" % tag, _shim.NOT_SUPPORTED)
+    _shim.check(_shim.library().vmmkit_default_tag(name, 1 if keep_contents else 0), "default_tag", tag)
 
 
 @contextlib.contextmanager
@@ -153,6 +195,21 @@ def resume(tag=None):
     _captures.refuse_during_capture("resume", tag)
     _shim.check(_shim.library().vmmkit_resume(_shim.encode(tag)), "resume", tag)
     _pools.mark_resumed(tag)
+
+
+def release_cached(empty_torch_cache=True):
+    """Gives the device memory vmmkit caches (freed blocks' pages on every device, tags' included)
+    back to the driver, after the device work its frees wait for; returns the bytes given back.
+    A free keeps its memory in vmmkit's cache, so ``torch.cuda.empty_cache()`` alone does not lower
+    the device's used memory: a program that frees memory for another process calls this.
+    ``empty_torch_cache``: where PyTorch caches between the program and vmmkit (under ``vmmkit run``,
+    serving the tags only), empty PyTorch's cache first, whose segments are live to vmmkit."""
+    torch = sys.modules.get("torch")
+    if empty_torch_cache and torch is not None and not _torch.serves_all() and _shim.in_process():
+        torch.cuda.empty_cache()
+    released = ctypes.c_size_t(0)
+    _shim.check(_shim.library().vmmkit_release_cached(ctypes.byref(released)), "release_cached", None)
+    return released.value
 
 
 def host_memory():

@@ -18,6 +18,7 @@ _graph_pools = {}       # tag of CUDA graphs -> {(device, pool id): torch.cuda.M
                         # (use_for_tags; weak: a pool lives while its graphs do)
 _paused = set()         # tags with pools, paused through this module
 _open = {}              # tag with pools -> its regions and captures open now, on any thread
+_untagged = {}          # device -> the MemPool of untagged regions (where PyTorch caches in between)
 
 
 def _cached_tags():
@@ -125,6 +126,24 @@ def tag_pools(tag):
                     with torch.cuda.device(device):
                         pools[device] = torch.cuda.MemPool(allocator=allocator.allocator())
         return dict(pools)  # a copy: another thread's region may add a device meanwhile
+
+
+def untagged_pools():
+    """The MemPools by device that untagged regions route to where PyTorch's caching allocator sits
+    between the program and vmmkit, else None: one plain pool shared by every device, so that blocks
+    of the default tag's segments (PyTorch's default pool) or of a tag's pool are not handed out
+    there. Under ``vmmkit run`` its segments come from the shim inside the untagged region; where
+    vmmkit serves the tags only they are PyTorch's own, as untagged tensors are."""
+    torch = sys.modules.get("torch")
+    if torch is None or _torch.serves_all() or not _torch.has_mem_pools(torch):
+        return None
+    if _torch.tag_allocator() is None and not _shim.preloaded():
+        return None
+    with _lock:
+        if not _untagged:
+            shared = torch.cuda.MemPool()
+            _untagged.update((device, shared) for device in range(torch.cuda.device_count()))
+        return dict(_untagged)
 
 
 def graph_pool(tag, graph, pool):

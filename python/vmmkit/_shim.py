@@ -67,10 +67,12 @@ def library():
         lib = ctypes.CDLL(path)  # the library already loaded: the same instance, same state
         for name, argtypes in (("vmmkit_region_begin", [ctypes.c_char_p, ctypes.c_int]),
                                ("vmmkit_region_end", []),
+                               ("vmmkit_default_tag", [ctypes.c_char_p, ctypes.c_int]),
                                ("vmmkit_pause", [ctypes.c_char_p]),
                                ("vmmkit_pause_keeping", [ctypes.c_char_p, ctypes.c_int]),
                                ("vmmkit_resume", [ctypes.c_char_p]),
                                ("vmmkit_host_memory", [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
+                               ("vmmkit_release_cached", [ctypes.POINTER(ctypes.c_size_t)]),
                                ("vmmkit_capture_begin", []),
                                ("vmmkit_capture_end", [])):
             fn = getattr(lib, name)
@@ -82,7 +84,8 @@ def library():
 
 @contextlib.contextmanager
 def tag_region(name, tag, keep_contents):
-    """The shim's region of ``tag`` (``name``: its encoding) for this thread, begun and ended."""
+    """The shim's region of ``tag`` (``name``: its encoding; None: a region of no tag) for this
+    thread, begun and ended."""
     lib = library()
     check(lib.vmmkit_region_begin(name, 1 if keep_contents else 0), "region_begin", tag)
     try:

@@ -97,20 +97,8 @@ run() {
 run pinning "$py" scripts/gpu/pinning.py
 
 # 1. torch_memory_saver from source.
-tms_site="$out/tms-site"
-have_tms=0
-if [ -f .device/torch_memory_saver/setup.py ]; then
-  echo "=== building torch_memory_saver"
-  rm -rf "$out/tms-src" && cp -r .device/torch_memory_saver "$out/tms-src"
-  if TMS_CUDA_MAJOR="${TMS_CUDA_MAJOR:-13}" timeout 400 "$py" -m pip install --no-build-isolation --no-deps --no-index \
-      --target "$tms_site" "$out/tms-src" > "$out/tms-build.log" 2>&1; then
-    have_tms=1
-  else
-    failed=1; echo "pause-resume: torch_memory_saver did not build:"; tail -30 "$out/tms-build.log"
-  fi
-else
-  echo "pause-resume: no .device/torch_memory_saver (carry its source): the anchor is missing"; failed=1
-fi
+build_tms pause-resume
+[ $have_tms = 1 ] || failed=1
 
 # TMS_CALL_TIMES=1: the anchor's own driver calls, each timed (scripts/gpu/vmm_call_times.c, preloaded).
 tms_env=(PYTHONPATH="$tms_site")

@@ -52,6 +52,25 @@ use_vmmkit_build() {
   return 0
 }
 
+# build_tms NAME: builds torch_memory_saver from its public source in .device/torch_memory_saver
+# (TMS_CUDA_MAJOR, 13 by default) into $out/tms-site; sets tms_site, and have_tms to 1 when it built
+# (0 when the source is missing or the build failed, which it says, naming NAME).
+build_tms() {
+  tms_site="$out/tms-site"
+  have_tms=0
+  if [ ! -f .device/torch_memory_saver/setup.py ]; then
+    echo "$1: no .device/torch_memory_saver (carry its source): the anchor is missing"; return 0
+  fi
+  echo "=== building torch_memory_saver"
+  rm -rf "$out/tms-src" && cp -r .device/torch_memory_saver "$out/tms-src"
+  if TMS_CUDA_MAJOR="${TMS_CUDA_MAJOR:-13}" timeout 400 "$py" -m pip install --no-build-isolation --no-deps --no-index \
+      --target "$tms_site" "$out/tms-src" > "$out/tms-build.log" 2>&1; then
+    have_tms=1
+  else
+    echo "$1: torch_memory_saver did not build:"; tail -30 "$out/tms-build.log"
+  fi
+}
+
 # find_cudart NAME DRIVER: sets cudart_dir and cudart (the library to link test programs against):
 # the stand-in runtime in target/test-native for DRIVER=host, else CUDA's; exits 2 naming NAME when
 # there is none.

@@ -14,7 +14,8 @@
  *   driver_api.c     the exported CUDA driver functions (cuMemAlloc_v2, ranges, IPC, peer access, ...)
  *   entry_points.c   the driver functions a program asks for by name (cuGetProcAddress,
  *                    cudaGetDriverEntryPoint): vmmkit's, where it has one
- *   vmmkit_regions.c the exported memory-tag calls (vmmkit_region_begin/end, vmmkit_pause, vmmkit_resume)
+ *   vmmkit_regions.c the exported memory-tag calls (vmmkit_region_begin/end, vmmkit_default_tag, vmmkit_pause,
+ *                    vmmkit_resume) and vmmkit_release_cached
  *   lookups.c        libc's own dlsym, and the exported dlsym and dlvsym, which answer lookups of
  *                    intercepted names by handle
  * A file adding exported functions includes this header; when programs may look its names up by
@@ -110,6 +111,10 @@ struct entry_table {
     /* stream_capture.c: began 1, a stream capture is about to begin (returns once no device
      * synchronisation of vmmkit's runs); began 0, one ended or failed to begin */
     void (*capture_changed)(int32_t began);
+    /* vmmkit_regions.c: allocations outside every region carry the tag from now on (0: none); 0 or -cudaError */
+    int32_t (*default_tag)(int64_t tag, int32_t tag_length, int32_t keep_contents);
+    /* every device's cached memory back to the driver: writes the bytes to out[0]; 0 or -cudaError */
+    int32_t (*release_cached)(int64_t out);
 };
 
 /* ---- jvm_bootstrap.c ---------------------------------------------------------------------- */

@@ -10,6 +10,13 @@
  *                                     weights are checked bit for bit at their old addresses.
  *                                     Also: allocations into a paused tag fail, frees of its
  *                                     pointers work, unknown tags and unbalanced regions are refused.
+ *   pause_test default-tag            every allocation outside a region, this thread's and another's
+ *                                     (as autograd's device threads make gradients), carries the
+ *                                     default tag (vmmkit_default_tag, kept): one pause gives it all
+ *                                     back but what an untagged region (NULL) made; while paused an
+ *                                     allocation outside regions fails; after the resume every byte
+ *                                     is back at its address. NULL clears the default;
+ *                                     vmmkit_release_cached gives the freed blocks' pages back.
  *   pause_test capture                a pause and a resume while a stream capture is under way are
  *                                     refused with cudaErrorStreamCaptureUnsupported and do nothing;
  *                                     after the capture's end both work (the stand-in runtime's
@@ -18,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +48,8 @@ static __typeof__(vmmkit_region_end) *region_end;
 static __typeof__(vmmkit_pause) *pause_tag;
 static __typeof__(vmmkit_resume) *resume_tag;
 static __typeof__(vmmkit_host_memory) *host_memory;
+static __typeof__(vmmkit_default_tag) *default_tag;
+static __typeof__(vmmkit_release_cached) *release_cached;
 
 #include "device_pattern.h"
 
@@ -77,7 +87,6 @@ static void weights_kv(size_t total_mib) {
     CHECK(resume_tag("no such tag") == 1);
     CHECK(region_end() == 1); /* no region open */
     CHECK(region_begin("", 0) == 1);
-    CHECK(region_begin(NULL, 0) == 1);
 
     /* Another phase takes what the tags gave back: more than fits beside them. */
     void *other = NULL;
@@ -117,6 +126,52 @@ static void weights_kv(size_t total_mib) {
     printf("ok %s\n", scenario);
 }
 
+static void *allocate_on_another_thread(void *out) {
+    if (cudaMalloc((void **) out, 2 * MIB) != 0) return NULL;
+    upload(*(void **) out, 2 * MIB, 31);
+    return out;
+}
+
+static void default_tag_scenario(void) {
+    scenario = "default-tag";
+    void *before = NULL, *weights = NULL, *gradient = NULL, *untagged = NULL, *refused = NULL;
+    CHECK(cudaMalloc(&before, 64 * KIB) == 0); /* before the default: untagged */
+    upload(before, 64 * KIB, 29);
+    CHECK(default_tag("", 1) == 1);
+    CHECK(default_tag("default", 1) == 0);
+    CHECK(cudaMalloc(&weights, 3 * MIB + 17) == 0);
+    upload(weights, 3 * MIB + 17, 30);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, allocate_on_another_thread, &gradient) == 0);
+    void *done = NULL;
+    CHECK(pthread_join(thread, &done) == 0 && done == &gradient);
+    CHECK(region_begin(NULL, 0) == 0); /* a region of no tag: the default's allocations left out */
+    CHECK(cudaMalloc(&untagged, 128 * KIB) == 0);
+    upload(untagged, 128 * KIB, 32);
+    CHECK(region_end() == 0);
+
+    CHECK(pause_tag("default") == 0);
+    CHECK(cudaMalloc(&refused, 4096) == 2); /* outside regions: into the paused default tag */
+    check(before, 64 * KIB, 29);
+    check(untagged, 128 * KIB, 32);
+    CHECK(resume_tag(NULL) == 0);
+    check(weights, 3 * MIB + 17, 30);
+    check(gradient, 2 * MIB, 31);
+
+    CHECK(default_tag(NULL, 0) == 0);
+    CHECK(pause_tag("default") == 0);
+    void *plain = NULL;
+    CHECK(cudaMalloc(&plain, 4096) == 0); /* no default tag any more */
+    CHECK(resume_tag("default") == 0);
+    check(weights, 3 * MIB + 17, 30);
+    void *all[] = {before, weights, gradient, untagged, plain};
+    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) CHECK(cudaFree(all[i]) == 0);
+    size_t released = 0;
+    CHECK(release_cached(&released) == 0 && released >= 5 * MIB); /* the freed blocks' pages, back to the device */
+    CHECK(release_cached(NULL) == 0);
+    printf("ok %s\n", scenario);
+}
+
 static void capture(void) {
     scenario = "capture";
     enum { STREAM_CAPTURE_UNSUPPORTED = 900 };
@@ -151,7 +206,9 @@ int main(int argc, char **argv) {
     pause_tag = (__typeof__(pause_tag)) dlsym(RTLD_DEFAULT, "vmmkit_pause");
     resume_tag = (__typeof__(resume_tag)) dlsym(RTLD_DEFAULT, "vmmkit_resume");
     host_memory = (__typeof__(host_memory)) dlsym(RTLD_DEFAULT, "vmmkit_host_memory");
-    if (!region_begin || !region_end || !pause_tag || !resume_tag || !host_memory) {
+    default_tag = (__typeof__(default_tag)) dlsym(RTLD_DEFAULT, "vmmkit_default_tag");
+    release_cached = (__typeof__(release_cached)) dlsym(RTLD_DEFAULT, "vmmkit_release_cached");
+    if (!region_begin || !region_end || !pause_tag || !resume_tag || !host_memory || !default_tag || !release_cached) {
         fprintf(stderr, "pause_test: vmmkit's functions are not in this process (run it under vmmkit run)\n");
         return 1;
     }
@@ -163,6 +220,10 @@ int main(int argc, char **argv) {
         capture();
         return 0;
     }
-    fprintf(stderr, "usage: pause_test weights-kv TOTAL_MIB | capture\n");
+    if (argc == 2 && strcmp(argv[1], "default-tag") == 0) {
+        default_tag_scenario();
+        return 0;
+    }
+    fprintf(stderr, "usage: pause_test weights-kv TOTAL_MIB | capture | default-tag\n");
     return 2;
 }

@@ -1,8 +1,15 @@
-"""Copies between host bytes and device memory through a CUDA runtime loaded with ctypes (the
-stand-in's in tests), shared by the Python tests."""
+"""Device memory through a CUDA runtime loaded with ctypes (the stand-in's in tests): allocations,
+and copies between host bytes and device memory, shared by the Python tests."""
 import ctypes
 
 H2D, D2H = 1, 2
+
+
+def malloc(cudart, size):
+    """cudaMalloc: (its result code, the pointer)."""
+    ptr = ctypes.c_void_p()
+    rc = cudart.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size))
+    return rc, ptr.value
 
 
 def upload(cudart, ptr, data):

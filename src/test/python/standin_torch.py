@@ -36,12 +36,11 @@ def device(index):
 
 class MemPool:
     """As PyTorch's: the allocator serves the pool on the device current when it was made only; on
-    another device the pool's segments come from the runtime."""
+    another device, and with no allocator given, the pool's segments come from the runtime."""
     made = 0
 
     def __init__(self, allocator=None):
-        assert allocator is not None, "the module made a pool without vmmkit as its allocator"
-        self.allocator = allocator
+        self.allocator = allocator if allocator is not None else Runtime  # none: PyTorch's own (the runtime)
         self.device = Devices.current
         self.cached = {}  # size -> free blocks, as PyTorch keeps freed blocks of a pool's segments
         self.segments = []

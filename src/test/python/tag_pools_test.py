@@ -153,6 +153,19 @@ assert download(cudart, w, len(weights)) == weights, "the weights came back chan
 with vmmkit.region("weights", keep_contents=True):
     pass  # resumed: allowed again
 
+# An untagged block inside a region: its tensors are PyTorch's own again, the region's after it.
+# A default tag cannot be set here: vmmkit does not serve the untagged tensors.
+mallocs = cudart.fake_cudart_malloc_calls()
+with vmmkit.region("weights", keep_contents=True):
+    with vmmkit.untagged():
+        plain = empty(4096)
+    assert cudart.fake_cudart_malloc_calls() == mallocs + 1, "an untagged block's tensor did not come from the runtime"
+    tagged_again = empty(8192)
+    assert cudart.fake_cudart_malloc_calls() == mallocs + 1, "the region's tensor after the untagged block was not vmmkit's"
+delete(plain)
+delete(tagged_again)
+assert refused(vmmkit.default_tag, "everything", 801).startswith("default_tag('everything'): vmmkit does not serve")
+
 # A refused pause (an unknown tag) leaves the tags as they were.
 refused(vmmkit.pause, "no such tag", 1)
 enter_region("kv_cache")

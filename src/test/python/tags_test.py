@@ -6,16 +6,14 @@ import sys
 import types
 
 import vmmkit
-from device_copies import download, upload
+from device_copies import download, malloc as cuda_malloc, upload
 
 cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 MIB = 1 << 20
 
 
 def malloc(size):
-    ptr = ctypes.c_void_p()
-    rc = cudart.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size))
-    return rc, ptr.value
+    return cuda_malloc(cudart, size)
 
 
 try:  # a graph's capture goes through PyTorch, which this program has not imported

@@ -63,6 +63,14 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
     }
 
     /** Memory tags, paused and resumed by name; null when the resource has none. */
+    /**
+     * Gives the memory it caches (free blocks' pages, pooled handles) back to the device, after the
+     * frees still waiting for the device's work; returns the bytes given back (0: it caches none).
+     */
+    default long releaseCachedMemory() {
+        return 0;
+    }
+
     default MemoryTagControl tagControl() {
         return null;
     }

@@ -7,6 +7,16 @@ package dev.vmmkit.core;
  * so a pause gives back every page they hold (cached free pages included) and nothing else.
  */
 public interface MemoryTagControl {
+    /** The longest tag name, in characters. */
+    int MAX_TAG_NAME_LENGTH = 256;
+
+    /** Checks a tag's name as every call that takes one does. @throws IllegalArgumentException when it is null, empty or too long */
+    static void checkTagName(String tag) {
+        if (tag == null || tag.isEmpty()) throw new IllegalArgumentException("a memory tag needs a name");
+        if (tag.length() > MAX_TAG_NAME_LENGTH) {
+            throw new IllegalArgumentException("memory tag name longer than " + MAX_TAG_NAME_LENGTH + " characters");
+        }
+    }
 
     /**
      * This thread's next allocations carry {@code tag} until {@link #endTagRegion}; regions nest.
@@ -18,8 +28,26 @@ public interface MemoryTagControl {
      */
     void beginTagRegion(String tag, boolean keepContents);
 
-    /** Leaves this thread's innermost tag region. @throws IllegalStateException when none is open */
+    /**
+     * This thread's next allocations carry no tag, not even the {@linkplain #setDefaultTag default
+     * one}, until {@link #endTagRegion}; it nests with tag regions (one of them opened inside tags
+     * again).
+     */
+    void beginUntaggedRegion();
+
+    /** Leaves this thread's innermost region (of a tag or untagged). @throws IllegalStateException when none is open */
     void endTagRegion();
+
+    /**
+     * From now on, allocations made outside every region carry {@code tag}, on every thread (a
+     * training process whose every tensor, gradients made on autograd's threads included, is paused
+     * at once); null: none again. {@code keepContents} is the tag's setting, as a region of it opened
+     * now would set it. A tag like any other: paused, resumed and opened in regions by its name.
+     * Allocations made before keep the tag they carry.
+     *
+     * @throws IllegalArgumentException when {@code tag} is empty or too long
+     */
+    void setDefaultTag(String tag, boolean keepContents);
 
     /**
      * Gives back the physical memory of {@code tag} (every tag when null), keeping its addresses:

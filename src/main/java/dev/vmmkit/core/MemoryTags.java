@@ -11,12 +11,11 @@ import java.util.concurrent.ConcurrentHashMap;
  * The memory tags of one allocator: which tag each thread's allocations carry now, and pause and
  * resume by name. A thread enters a tag with {@link #begin} and leaves it with {@link #end}
  * (regions nest); its allocations in between go to the tag's own regions ({@link MemoryTag}).
- * A thread in no tag costs the allocation path one volatile read until some thread enters one.
+ * Outside every region they carry the allocator's default tag ({@link #setDefault}), if any; a
+ * region of no tag ({@link #beginUntagged}) keeps a thread's allocations out of it. A thread in no
+ * tag costs the allocation path two volatile reads until some thread enters one.
  */
 final class MemoryTags {
-    /** The longest tag name, in characters. */
-    static final int MAX_NAME_LENGTH = 256;
-
     private final VmmDriver driver;
     private final MemoryTag.RegionMaker maker;
     /** Gives back every cached page of the allocator (a resume that found no memory). */
@@ -25,6 +24,10 @@ final class MemoryTags {
     private final List<MemoryTag> inOrder = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final ThreadLocal<ArrayDeque<MemoryTag>> entered = ThreadLocal.withInitial(ArrayDeque::new);
     private volatile boolean anyEntered;
+    /** What an allocation outside every region carries, or null. */
+    private volatile MemoryTag defaultTag;
+    /** On a thread's stack: a region of no tag, default tag included ({@link #beginUntagged}). */
+    private static final MemoryTag UNTAGGED = new MemoryTag("(untagged)", false);
     private volatile RegionHeap[] allRegions = new RegionHeap[0];
     /** Pinned host chunks for kept contents: pinned ahead, held by paused tags, kept between pauses. */
     private final PinnedChunks pinned;
@@ -52,15 +55,35 @@ final class MemoryTags {
 
     /** This thread's next allocations carry {@code tag}, whose pauses keep contents when {@code keepContents}. */
     void begin(String tag, boolean keepContents) {
-        checkName(tag);
+        entered.get().push(known(tag, keepContents));
+        anyEntered = true;
+    }
+
+    /** This thread's next allocations carry no tag, not even the default one, until {@link #end}. */
+    void beginUntagged() {
+        entered.get().push(UNTAGGED);
+        anyEntered = true;
+    }
+
+    /**
+     * From now on allocations made outside every region, on any thread, carry {@code tag}, whose
+     * pauses keep contents when {@code keepContents} (the tag's setting, as a region of it opened now
+     * would set it); null: none again. Allocations made before keep the tag they have.
+     */
+    void setDefault(String tag, boolean keepContents) {
+        defaultTag = tag == null ? null : known(tag, keepContents);
+    }
+
+    /** The tag named {@code tag} (checked), made if new, with its setting set to {@code keepContents}. */
+    private MemoryTag known(String tag, boolean keepContents) {
+        MemoryTagControl.checkTagName(tag);
         MemoryTag t = byName.computeIfAbsent(tag, name -> {
             MemoryTag made = new MemoryTag(name, keepContents);
             inOrder.add(made);
             return made;
         });
         setKeepContents(t, keepContents);
-        entered.get().push(t);
-        anyEntered = true;
+        return t;
     }
 
     /** Sets the setting of {@code tag} (known: IllegalArgumentException otherwise), as a region of it opened now would. */
@@ -101,9 +124,11 @@ final class MemoryTags {
 
     /** The tag this thread's allocations carry now, or null. */
     MemoryTag current() {
-        if (!anyEntered) return null;
-        ArrayDeque<MemoryTag> stack = entered.get();
-        return stack.peek();
+        MemoryTag fallback = defaultTag;
+        if (!anyEntered) return fallback;
+        MemoryTag innermost = entered.get().peek();
+        if (innermost == null) return fallback;
+        return innermost == UNTAGGED ? null : innermost;
     }
 
     long allocate(MemoryTag tag, long bytes, long requested, long stream) {
@@ -233,8 +258,4 @@ final class MemoryTags {
         pinned.freeAll();
     }
 
-    private static void checkName(String tag) {
-        if (tag == null || tag.isEmpty()) throw new IllegalArgumentException("a memory tag needs a name");
-        if (tag.length() > MAX_NAME_LENGTH) throw new IllegalArgumentException("memory tag name longer than " + MAX_NAME_LENGTH + " characters");
-    }
 }

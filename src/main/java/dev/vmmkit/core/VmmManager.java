@@ -322,6 +322,11 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return drain(true);
     }
 
+    @Override
+    public long releaseCachedMemory() {
+        return drainWaitingForFrees();
+    }
+
     private long drain(boolean waitForFrees) {
         long before = accounting.physicalBytes();
         for (RegionHeap r : regions.all()) r.releaseCachedMemory(waitForFrees);
@@ -371,8 +376,18 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
     }
 
     @Override
+    public void beginUntaggedRegion() {
+        tags.beginUntagged();
+    }
+
+    @Override
     public void endTagRegion() {
         tags.end();
+    }
+
+    @Override
+    public void setDefaultTag(String tag, boolean keepContents) {
+        tags.setDefault(tag, keepContents);
     }
 
     @Override

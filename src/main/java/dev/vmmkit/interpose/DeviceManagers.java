@@ -1,6 +1,7 @@
 package dev.vmmkit.interpose;
 
 import dev.vmmkit.core.ManagedMemoryResource;
+import dev.vmmkit.core.MemoryTagControl;
 import dev.vmmkit.core.PeerAccess;
 import dev.vmmkit.core.StreamCaptures;
 
@@ -15,7 +16,8 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * <p>Peer access is kept per owning device: {@link #enablePeer} grants the accessing device on the
  * owner's allocator, or, when the owner has none yet, remembers the grant and applies it when the
  * allocator is made. Stream captures are kept the same way: every allocator counts each capture
- * under way, one made during a capture included.
+ * under way, one made during a capture included; and the default memory tag, set on every allocator
+ * and on each one made later.
  */
 final class DeviceManagers implements AutoCloseable {
     static final int MAX_DEVICES = 64;
@@ -27,6 +29,9 @@ final class DeviceManagers implements AutoCloseable {
     private final long[] peersOf = new long[MAX_DEVICES];
     /** Stream captures under way in the process, as the shim reports them; guarded by this. */
     private int capturesUnderway;
+    /** The tag allocations outside every region carry (null: none), and its setting; guarded by this. */
+    private String defaultTag;
+    private boolean defaultTagKeeps;
     /** One past the highest device that has an allocator: where a search by address, or over every allocator, stops. */
     private volatile int devicesOpened;
 
@@ -53,6 +58,8 @@ final class DeviceManagers implements AutoCloseable {
             applyRememberedPeers(device, resource);
             StreamCaptures captures = resource.streamCaptures();
             if (captures != null) captures.adopt(capturesUnderway);
+            MemoryTagControl tags = resource.tagControl();
+            if (defaultTag != null && tags != null) tags.setDefaultTag(defaultTag, defaultTagKeeps);
             byDevice.set(device, resource);
             devicesOpened = Math.max(devicesOpened, device + 1);
             InterposeLog.info("device " + device + ": allocator ready");
@@ -116,6 +123,22 @@ final class DeviceManagers implements AutoCloseable {
             if (captures == null) continue;
             if (began) captures.beginning();
             else captures.ended();
+        }
+    }
+
+    /**
+     * Allocations outside every region carry {@code tag} from now on (null: none), on every
+     * allocator, those made later included ({@link MemoryTagControl#setDefaultTag}).
+     *
+     * @throws IllegalArgumentException when the name is empty or too long (nothing changes)
+     */
+    synchronized void setDefaultTag(String tag, boolean keepContents) {
+        if (tag != null) MemoryTagControl.checkTagName(tag);
+        defaultTag = tag;
+        defaultTagKeeps = keepContents;
+        for (ManagedMemoryResource resource : existing()) {
+            MemoryTagControl tags = resource.tagControl();
+            if (tags != null) tags.setDefaultTag(tag, keepContents);
         }
     }
 

@@ -45,7 +45,9 @@ public final class NativeBootstrap {
             ADDRESS.withName("pause"),
             ADDRESS.withName("resume"),
             ADDRESS.withName("host_memory"),
-            ADDRESS.withName("capture_changed"));
+            ADDRESS.withName("capture_changed"),
+            ADDRESS.withName("default_tag"),
+            ADDRESS.withName("release_cached"));
 
     private NativeBootstrap() {
     }
@@ -129,7 +131,9 @@ public final class NativeBootstrap {
             new Entry(TagCalls.class, "pause", "pause", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT)),
             new Entry(TagCalls.class, "resume", "resume", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT)),
             new Entry(TagCalls.class, "host_memory", "hostMemory", FunctionDescriptor.of(JAVA_INT, JAVA_LONG)),
-            new Entry(CaptureCalls.class, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT)));
+            new Entry(CaptureCalls.class, "capture_changed", "captureChanged", FunctionDescriptor.ofVoid(JAVA_INT)),
+            new Entry(TagCalls.class, "default_tag", "defaultTag", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT)),
+            new Entry(TagCalls.class, "release_cached", "releaseCached", FunctionDescriptor.of(JAVA_INT, JAVA_LONG)));
 
     /** Threads that make the stubs: each stub costs milliseconds, and the shim waits for all of them. */
     static final int STUB_THREADS = Math.max(1, Math.min(4, Integer.getInteger("vmmkit.stubThreads",

@@ -13,8 +13,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The shim's memory-tag calls ({@code vmmkit_region_begin}, {@code vmmkit_region_end},
- * {@code vmmkit_pause}, {@code vmmkit_resume}), through FFM upcall stubs. As in
+ * The shim's memory-tag calls ({@code vmmkit_region_begin}, {@code vmmkit_region_end}, {@code vmmkit_default_tag},
+ * {@code vmmkit_pause}, {@code vmmkit_resume}) and {@code vmmkit_release_cached}, through FFM upcall stubs. As in
  * {@link InterposedCalls}, nothing throws: results are 0 or a negated CUDA runtime error.
  *
  * <p>A region tags the thread's allocations on every device ({@link ThreadTagRegions}). A pause or
@@ -26,12 +26,11 @@ public final class TagCalls {
 
     /**
      * Opens a region of the tag at C string {@code tagAddress} ({@code tagLength} bytes, the shim
-     * checked it); keep contents when {@code keep} is not 0.
+     * checked it; 0: a region of no tag); keep contents when {@code keep} is not 0.
      */
     public static int regionBegin(long tagAddress, int tagLength, int keep, int device) {
         try {
-            if (tagAddress == 0) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
-            String tag = cString(tagAddress, tagLength);
+            String tag = tagAddress == 0 ? null : cString(tagAddress, tagLength);
             MemoryTagControl tags = control(device);
             if (tags == null) return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
             InterposedCalls.session().tagRegions.begin(tag, keep != 0, device, tags);
@@ -41,6 +40,24 @@ public final class TagCalls {
             return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
         } catch (Throwable e) {
             InterposeLog.warnOnce("region", "vmmkit_region_begin failed inside vmmkit", e);
+            return -InterposedCalls.CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * Makes the tag at C string {@code tagAddress} ({@code tagLength} bytes; 0: none) the one that
+     * allocations outside every region carry, on every device's allocator, those made later too.
+     */
+    public static int defaultTag(long tagAddress, int tagLength, int keep) {
+        try {
+            String tag = tagAddress == 0 ? null : cString(tagAddress, tagLength);
+            InterposedCalls.session().managers.setDefaultTag(tag, keep != 0);
+            return 0;
+        } catch (IllegalArgumentException e) {
+            System.err.println("vmmkit: vmmkit_default_tag: " + e.getMessage());
+            return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("default-tag", "vmmkit_default_tag failed inside vmmkit", e);
             return -InterposedCalls.CUDA_ERROR_UNKNOWN;
         }
     }
@@ -116,6 +133,23 @@ public final class TagCalls {
             return -InterposedCalls.CUDA_ERROR_INVALID_VALUE;
         } catch (Throwable e) {
             InterposeLog.warnOnce("pause", (pause ? "vmmkit_pause" : "vmmkit_resume") + " failed inside vmmkit", e);
+            return -InterposedCalls.CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /**
+     * Gives every device's cached memory back to the driver ({@link ManagedMemoryResource#releaseCachedMemory})
+     * and writes the bytes given back to {@code out[0]}.
+     */
+    @SuppressWarnings("restricted") // one int64_t the caller passed
+    public static int releaseCached(long out) {
+        try {
+            long released = 0;
+            for (ManagedMemoryResource r : InterposedCalls.session().managers.existing()) released += r.releaseCachedMemory();
+            MemorySegment.ofAddress(out).reinterpret(8).set(ValueLayout.JAVA_LONG, 0, released);
+            return 0;
+        } catch (Throwable e) {
+            InterposeLog.warnOnce("release-cached", "vmmkit_release_cached failed inside vmmkit", e);
             return -InterposedCalls.CUDA_ERROR_UNKNOWN;
         }
     }

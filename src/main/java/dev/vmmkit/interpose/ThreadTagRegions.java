@@ -14,11 +14,13 @@ import java.util.function.IntFunction;
  * keeps its own regions: a region is begun on the current device's allocator when it opens, and on
  * another device's just before the thread's first allocation there while it is open, after the
  * regions around it (so each allocator's regions nest as the thread's do). It ends on every
- * allocator it reached.
+ * allocator it reached. A region of no tag (a null tag) leaves the thread's allocations untagged,
+ * the allocators' default tag too.
  */
 final class ThreadTagRegions {
     /** One open region and the devices whose allocators it has been begun on. */
     private static final class Open {
+        /** Null: a region of no tag. */
         final String tag;
         final boolean keepContents;
         final BitSet devices = new BitSet();
@@ -34,12 +36,12 @@ final class ThreadTagRegions {
     private volatile boolean anyOpened;
 
     /**
-     * Opens a region of {@code tag} for this thread, begun on {@code device}'s allocator
-     * {@code tags} (which checks the name: an {@link IllegalArgumentException} opens nothing).
+     * Opens a region of {@code tag} (null: of no tag) for this thread, begun on {@code device}'s
+     * allocator {@code tags} (which checks the name: an {@link IllegalArgumentException} opens nothing).
      */
     void begin(String tag, boolean keepContents, int device, MemoryTagControl tags) {
         applyTo(device, tags); // the regions around it first
-        tags.beginTagRegion(tag, keepContents);
+        beginOn(tags, tag, keepContents);
         Open region = new Open(tag, keepContents);
         region.devices.set(device);
         open.get().push(region);
@@ -57,9 +59,14 @@ final class ThreadTagRegions {
         for (Iterator<Open> outermostFirst = stack.descendingIterator(); outermostFirst.hasNext(); ) {
             Open region = outermostFirst.next();
             if (region.devices.get(device)) continue;
-            tags.beginTagRegion(region.tag, region.keepContents);
+            beginOn(tags, region.tag, region.keepContents);
             region.devices.set(device);
         }
+    }
+
+    private static void beginOn(MemoryTagControl tags, String tag, boolean keepContents) {
+        if (tag == null) tags.beginUntaggedRegion();
+        else tags.beginTagRegion(tag, keepContents);
     }
 
     /**

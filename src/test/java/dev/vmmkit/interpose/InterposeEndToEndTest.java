@@ -363,6 +363,24 @@ class InterposeEndToEndTest {
         assertEquals(0, cache.get("kept_bytes").asLong());
     }
 
+    /**
+     * A C program under `vmmkit run` sets a default tag: its allocations outside regions, another
+     * thread's included, are paused at once, an untagged region's are not, and the stats file lists
+     * the default tag as any tag.
+     */
+    @Test
+    void theDefaultTagPausesEveryAllocationOutsideRegionsOnEveryThread() throws Exception {
+        Path stats = dir.resolve("stats.json");
+        ProcessResult result = vmmkitRun(REAL, Map.of("VMM_DEVICE_MEMORY", "64M"), "--driver", "host",
+                "--stats", stats.toString(), "--", PAUSE_TEST.toString(), "default-tag");
+        assertScenariosPassed(result, List.of("default-tag"));
+        assertTrue(result.stderr().contains("memory tag 'default' is paused"), result.toString());
+        JsonNode tag = stats(stats).get("devices").get(0).get("tags").get(0);
+        assertEquals("default", tag.get("tag").asText());
+        assertEquals(2, tag.get("pauses").asLong(), tag::toString);
+        assertTrue(tag.get("kept_bytes").asLong() >= 5L << 20, tag::toString);
+    }
+
     @Test
     void runReturnsTheProgramsExitCode() throws Exception {
         ProcessResult result = vmmkitRun(REAL, Map.of(), "--", "sh", "-c", "echo \"$LD_PRELOAD\"; exit 7");

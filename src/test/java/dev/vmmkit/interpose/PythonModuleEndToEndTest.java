@@ -27,6 +27,7 @@ class PythonModuleEndToEndTest {
     private static final Path NATIVE = Path.of("target", "test-native").toAbsolutePath();
     private static final Path PROGRAMS = Path.of("src", "test", "python").toAbsolutePath();
     private static final Path MODULE = Path.of("python").toAbsolutePath();
+    private static final Path TMS_COMPAT = MODULE.resolve("compat");
 
     @TempDir
     Path dir;
@@ -68,6 +69,21 @@ class PythonModuleEndToEndTest {
                 PROGRAMS.resolve("tags_test.py").toString(), NATIVE.resolve("libcudart.so").toString()), Map.of());
         assertEquals(0, result.exitCode(), result.toString());
         assertTrue(result.stdout().contains("ok python-tags"), result.toString());
+    }
+
+    /**
+     * Under vmmkit run, torch_memory_saver's API (python/compat, alone on the path) with its
+     * TMS_INIT_ENABLE: every allocation outside regions, another thread's too, is the default tag's
+     * and kept, disable() leaves a block's out, and a region's backup setting is the allocation's.
+     */
+    @Test
+    void torchMemorySaversApiPausesThroughVmmkit() throws Exception {
+        Map<String, String> env = new HashMap<>(Map.of("TMS_INIT_ENABLE", "1", "TMS_INIT_ENABLE_CPU_BACKUP", "1"));
+        env.put("PYTHONPATH", TMS_COMPAT + ":" + PROGRAMS);
+        ProcessResult result = VmmkitRunCommand.run(VmmkitRunCommand.of("--driver", "host", "--", python().toString(),
+                PROGRAMS.resolve("tms_compat_test.py").toString(), NATIVE.resolve("libcudart.so").toString()), env, dir);
+        assertEquals(0, result.exitCode(), result.toString());
+        assertTrue(result.stdout().contains("ok python-tms-compat"), result.toString());
     }
 
     /**

@@ -72,6 +72,30 @@ class TagRegionsAcrossDevicesTest {
         assertEquals(-InterposedCalls.CUDA_ERROR_INVALID_VALUE, TagCalls.regionEnd(0), "no region is open any more");
     }
 
+    @Test
+    void theDefaultTagReachesEveryDeviceThoseUsedLaterTooAndAnUntaggedRegionLeavesItOut() {
+        long tag = name("default");
+        long before = InterposedCalls.allocate(2 * MIB, 0, 0); // device 0's allocator made, untagged
+        assertEquals(0, TagCalls.defaultTag(tag, 7, 0));
+        long onZero = InterposedCalls.allocate(4 * MIB, 0, 0);
+        long onOne = InterposedCalls.allocate(8 * MIB, 1, 0);   // device 1's allocator made now
+        assertEquals(0, TagCalls.regionBegin(0, 0, 0, 0));        // a region of no tag, opened on device 0
+        long untaggedOnOne = InterposedCalls.allocate(6 * MIB, 1, 0);
+        assertEquals(0, TagCalls.regionEnd(0));
+        assertTrue(before > 0 && onZero > 0 && onOne > 0 && untaggedOnOne > 0);
+
+        assertEquals(0, TagCalls.pause(tag, 7, 0, TagCalls.KEEP_AS_SET));
+        assertEquals(4 * MIB, paused(device0, "default"), "device 0: the block made before the default stays");
+        assertEquals(8 * MIB, paused(device1, "default"), "device 1: the untagged region's block stays");
+        assertEquals(-InterposedCalls.CUDA_ERROR_MEMORY_ALLOCATION, (int) InterposedCalls.allocate(4 * MIB, 1, 0),
+                "outside every region, an allocation into the paused default tag is refused");
+        assertEquals(0, TagCalls.resume(tag, 7, 0));
+
+        assertEquals(0, TagCalls.defaultTag(0, 0, 0));
+        assertTrue(InterposedCalls.allocate(2 * MIB, 1, 0) > 0);
+        assertEquals(8 * MIB, tagOf(device1, "default").liveBytes(), "with no default tag an allocation carries none");
+    }
+
     private static TagStats.Tag tagOf(VmmManager manager, String tag) {
         for (TagStats.Tag t : manager.stats().tags().tags()) if (t.name().equals(tag)) return t;
         return null;

@@ -56,6 +56,8 @@ final class CudaTransfers implements HostTransfers {
             try {
                 return registered.allocate(bytes);
             } catch (DriverException e) {
+                // The driver shutting down (a pin ahead racing the program's exit) refuses any pinning: not the host's refusal.
+                if (e.result() == CudaResult.DEINITIALIZED) throw e;
                 registrationRefused = true;
                 LOG.log(System.Logger.Level.WARNING, "vmmkit: cannot register pinned host memory (" + e.getMessage()
                         + "); pinning with cuMemHostAlloc from now on (" + PINNED_HOST + "=alloc pins that way from the start)");

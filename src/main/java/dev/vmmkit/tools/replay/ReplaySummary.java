@@ -37,7 +37,7 @@ public final class ReplaySummary {
                 + (Boolean.TRUE.equals(r.traceTruncated()) ? "the trace began after the program had allocated: the allocations"
                 + " made before it (those it frees without allocating them) started the replay" + System.lineSeparator() : "")
                 + (r.waitsGivenUp() != null && r.waitsGivenUp() > 0 ? String.format(Locale.ROOT,
-                "%,d allocations gave up waiting for cudaFree's memory in the program (wait_gave_up), and in the replay%n",
+                "allocations that gave up waiting for cudaFree's memory (wait_gave_up), in the program and in the replay: %,d%n",
                 r.waitsGivenUp()) : "");
     }
 

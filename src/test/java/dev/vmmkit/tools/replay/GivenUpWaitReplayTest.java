@@ -116,7 +116,7 @@ class GivenUpWaitReplayTest {
         ReplayReport report = replay(trace).describing(trace);
         assertEquals(2, report.waitsGivenUp());
         assertTrue(ReplaySummary.format(trace.name(), "host", report).contains(
-                "2 allocations gave up waiting for cudaFree's memory in the program (wait_gave_up), and in the replay"));
+                "allocations that gave up waiting for cudaFree's memory (wait_gave_up), in the program and in the replay: 2"));
     }
 
     private static long replayPeak(AllocationTrace trace) {
