@@ -54,6 +54,13 @@ def _vmmkit_tag(tag, enable_cpu_backup):
     return tag + _BACKUP_SUFFIX if enable_cpu_backup else tag
 
 
+def _release_cached():
+    """What the program freed goes back to the device, as under torch_memory_saver (PyTorch's own
+    cache left as it is); nothing to do while vmmkit is not in the process."""
+    if _shim.in_process():
+        vmmkit.release_cached(empty_torch_cache=False)
+
+
 class TorchMemorySaver:
     """torch_memory_saver's singleton object, over vmmkit's memory tags."""
 
@@ -86,12 +93,12 @@ class TorchMemorySaver:
         with vmmkit.untagged(pool):
             yield
         del pool  # PyTorch frees the pool's cached segments once its tensors are gone
-        vmmkit.release_cached(empty_torch_cache=False)
+        _release_cached()
 
     def pause(self, tag=None):
         for name in self._names(tag, "pause"):
             vmmkit.pause(name)
-        vmmkit.release_cached(empty_torch_cache=False)
+        _release_cached()
 
     def resume(self, tag=None):
         for name in self._names(tag, "resume"):
