@@ -4,7 +4,8 @@ vmmkit when they begin and end: during one, an allocation or free on the capturi
 runtime's (the graph's own node), a vmmkit block freed there is not handed out again before the
 capture ends, other streams are served by vmmkit, and a pause or resume is refused with nothing
 done. A capture the program tells vmmkit of itself (vmmkit_capture_begin / _end), made on another
-thread, refuses them as well; once it has ended they work.
+thread, refuses them as well; once it has ended they work. A default tag reaches every tensor made
+outside regions, an untagged block's excepted.
 argv[1]: the libcudart to load, argv[2]: the shim. Prints "ok python-pluggable-captures" and exits
 0, or raises."""
 import ctypes
@@ -152,4 +153,22 @@ allocator.free(after, 4096, 0, CAPTURE_STREAM)
 vmmkit.resume("weights")
 assert download(cudart, w, len(weights)) == weights, "the weights came back changed"
 allocator.free(w, len(weights), 0, None)
+
+# As the whole allocator, a default tag reaches every tensor made outside regions; an untagged
+# block's stay out of it; the cache goes back to the device on request.
+vmmkit.default_tag("everything", keep_contents=True)
+everything = allocator.alloc(MIB, 0, None)
+upload(cudart, everything, weights[:MIB])
+with vmmkit.untagged():
+    outside = allocator.alloc(MIB, 0, None)
+upload(cudart, outside, weights[MIB:2 * MIB])
+vmmkit.pause("everything")
+assert not allocator.alloc(4096, 0, None), "an allocation outside regions into the paused default tag was served"
+assert download(cudart, outside, MIB) == weights[MIB:2 * MIB], "the pause touched an untagged block's memory"
+vmmkit.resume("everything")
+assert download(cudart, everything, MIB) == weights[:MIB], "the default tag's bytes were not kept"
+vmmkit.default_tag(None)
+allocator.free(everything, MIB, 0, None)
+allocator.free(outside, MIB, 0, None)
+assert vmmkit.release_cached() > 0, "the freed blocks' pages stayed cached"
 print("ok python-pluggable-captures")
