@@ -9,7 +9,9 @@
 #      and training_engine with TMS_INIT_ENABLE=1 and TMS_INIT_ENABLE_CPU_BACKUP=1), unchanged, in its
 #      preload mode: first by torch_memory_saver (its library preloaded), then by vmmkit (`vmmkit run`,
 #      python/compat first on PYTHONPATH); each program checks itself (addresses, freed memory,
-#      contents) and exits 0 when it passed
+#      contents) and exits 0 when it passed; training_engine also with the shim preloaded by the
+#      program's parent (vmmkit-preload: no `vmmkit run`, no VMMKIT_* or JAVA_HOME: the shim finds
+#      the checkout's runtime/ itself), as an RL framework starts its trainer
 #   3. tms_trainer.py: a training process paused whole between steps (TMS_INIT_ENABLE), natively
 #      without pauses (the reference), by torch_memory_saver and by vmmkit: pause and resume times,
 #      memory released, state and losses against the reference
@@ -46,6 +48,12 @@ impl_run() {
     tms) timeout "$limit" env "${envs[@]}" IMPL=tms PYTHONPATH="$tms_site:$root/$examples_dir" LD_PRELOAD="$tms_preload" "$@" > "$log" 2>&1 ;;
     vmmkit) timeout "$limit" env "${envs[@]}" IMPL=vmmkit PYTHONPATH="$root/python/compat:$root/$examples_dir" \
               ./vmmkit run --driver cuda --stats "$out/$name-vmmkit.stats.json" -- "$@" > "$log" 2>&1 ;;
+    # As an RL framework starts its trainer: the shim preloaded by the parent (the path
+    # torch_memory_saver.utils gives), no `vmmkit run` and none of its settings.
+    vmmkit-preload) timeout "$limit" env -u VMMKIT_JAR -u VMMKIT_JAVA_HOME -u VMMKIT_AOT_CACHE -u JAVA_HOME "${envs[@]}" \
+              IMPL=vmmkit PYTHONPATH="$root/python/compat:$root/$examples_dir" \
+              LD_PRELOAD="$(PYTHONPATH="$root/python/compat" "$py" -c 'from torch_memory_saver.utils import get_binary_path_from_package as p
+print(p("torch_memory_saver_hook_mode_preload"))')" "$@" > "$log" 2>&1 ;;
     native) timeout "$limit" env "${envs[@]}" IMPL=native "$@" > "$log" 2>&1 ;;
   esac
   local rc=$?
@@ -57,7 +65,9 @@ impl_run() {
 for example in ${EXAMPLES:-simple rl_example cuda_graph training_engine}; do
   envs=(PYTHONUNBUFFERED=1)
   [ "$example" = training_engine ] && envs+=(TMS_INIT_ENABLE=1 TMS_INIT_ENABLE_CPU_BACKUP=1)
-  for impl in tms vmmkit; do
+  impls="tms vmmkit"
+  [ "$example" = training_engine ] && impls="$impls vmmkit-preload"
+  for impl in $impls; do
     [ "$impl" = tms ] && [ $have_tms = 0 ] && continue
     if impl_run "$example" "$impl" "${envs[@]}" -- "$py" "$examples_dir/$example.py" preload; then
       echo "example $example $impl passed" | tee -a "$results"

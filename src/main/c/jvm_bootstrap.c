@@ -47,20 +47,39 @@ static int java_version_at_least_25(const char *home) {
     return version >= 25;
 }
 
-/* VMMKIT_JAVA_HOME (set by `vmmkit run`), JAVA_HOME, then /usr/lib/jvm/temurin-25-*. */
+/* The checkout's own runtime (scripts/build-runtime.sh), two folders above this library
+ * (target/native/..): a program that preloads the shim by itself finds a JVM where no Java 25 is
+ * installed, as on a GPU machine the runtime was carried to. */
+static const char *checkout_runtime(void) {
+    static char home[PATH_MAX];
+    Dl_info self;
+    if (!dladdr((void *) checkout_runtime, &self) || !self.dli_fname) return NULL;
+    snprintf(home, sizeof home, "%s", self.dli_fname);
+    char *slash = strrchr(home, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    strncat(home, "/../../runtime", sizeof home - strlen(home) - 1);
+    return home;
+}
+
+/* VMMKIT_JAVA_HOME (set by `vmmkit run`), JAVA_HOME, /usr/lib/jvm/temurin-25-*, then the checkout's
+ * runtime; the home found is left in java_home. */
+static char java_home[PATH_MAX];
 static int find_libjvm(char *libjvm, size_t size) {
-    const char *homes[8];
+    const char *homes[9];
     int count = 0;
     homes[count++] = getenv("VMMKIT_JAVA_HOME");
     homes[count++] = getenv("JAVA_HOME");
     glob_t found = {0};
     glob("/usr/lib/jvm/temurin-25-*", 0, NULL, &found);
     for (size_t i = 0; i < found.gl_pathc && count < 8; i++) homes[count++] = found.gl_pathv[i];
+    homes[count++] = checkout_runtime();
     int ok = 0;
     for (int i = 0; i < count && !ok; i++) {
         if (!homes[i] || !*homes[i]) continue;
         snprintf(libjvm, size, "%s/lib/server/libjvm.so", homes[i]);
         ok = access(libjvm, R_OK) == 0 && java_version_at_least_25(homes[i]);
+        if (ok) snprintf(java_home, sizeof java_home, "%s", homes[i]);
     }
     globfree(&found);
     return ok;
@@ -81,11 +100,15 @@ static void find_jar(char *jar, size_t size) {
 }
 
 /* The AOT cache (see AotTraining): VMMKIT_AOT_CACHE when set (`vmmkit run` sets it to the one
- * scripts/build-runtime.sh made for its runtime), else the one the build writes next to the jar.
- * A cache matches the JVM that trained it alone. */
+ * scripts/build-runtime.sh made for its runtime), else the Java home's own (that script writes it
+ * into the runtime), else the one the build writes next to the jar. A cache matches the JVM that
+ * trained it alone. */
 static void add_aot_cache(const char *jar, JavaVMOption *options, int *count) {
     static char option[PATH_MAX + 32];
     const char *chosen = getenv("VMMKIT_AOT_CACHE");
+    static char home_cache[PATH_MAX];
+    snprintf(home_cache, sizeof home_cache, "%s/vmmkit.aot", java_home);
+    if (!(chosen && *chosen) && java_home[0]) chosen = home_cache;
     if (chosen && *chosen && access(chosen, R_OK) == 0) {
         snprintf(option, sizeof option, "-XX:AOTCache=%s", chosen);
         options[(*count)++].optionString = option;
@@ -111,7 +134,8 @@ static void JNICALL abort_hook(void) {
 static jint create_jvm(JavaVM **vm, JNIEnv **env, const char *jar) {
     char libjvm[PATH_MAX], class_path[PATH_MAX + 32];
     if (!find_libjvm(libjvm, sizeof libjvm)) {
-        fprintf(stderr, "vmmkit: no Java 25 runtime found (set VMMKIT_JAVA_HOME or JAVA_HOME)\n");
+        fprintf(stderr, "vmmkit: no Java 25 runtime found (set VMMKIT_JAVA_HOME or JAVA_HOME, or build the "
+                        "checkout's with scripts/build-runtime.sh)\n");
         return JNI_ERR;
     }
     void *handle = dlopen(libjvm, RTLD_NOW | RTLD_GLOBAL); /* as the java launcher does */
