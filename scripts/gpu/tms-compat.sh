@@ -29,10 +29,14 @@ results="$out/results.txt"
 build_tms tms-compat
 [ $have_tms = 1 ] || failed=1
 examples_dir=.device/torch_memory_saver/test/examples
+# preload_library SITE: the library torch_memory_saver's users preload, as its package at SITE names it.
+preload_library() {
+  PYTHONPATH="$1" "$py" -c 'from torch_memory_saver.utils import get_binary_path_from_package as p
+print(p("torch_memory_saver_hook_mode_preload"))'
+}
 tms_preload=""
 if [ $have_tms = 1 ]; then
-  tms_preload="$(PYTHONPATH="$tms_site" "$py" -c 'from torch_memory_saver.utils import get_binary_path_from_package as p
-print(p("torch_memory_saver_hook_mode_preload"))' 2>> "$out/tms-build.log")"
+  tms_preload="$(preload_library "$tms_site" 2>> "$out/tms-build.log")"
   [ -f "$tms_preload" ] || { echo "tms-compat: torch_memory_saver's preload library not found"; failed=1; have_tms=0; }
 fi
 
@@ -52,8 +56,7 @@ impl_run() {
     # torch_memory_saver.utils gives), no `vmmkit run` and none of its settings.
     vmmkit-preload) timeout "$limit" env -u VMMKIT_JAR -u VMMKIT_JAVA_HOME -u VMMKIT_AOT_CACHE -u JAVA_HOME "${envs[@]}" \
               IMPL=vmmkit PYTHONPATH="$root/python/compat:$root/$examples_dir" \
-              LD_PRELOAD="$(PYTHONPATH="$root/python/compat" "$py" -c 'from torch_memory_saver.utils import get_binary_path_from_package as p
-print(p("torch_memory_saver_hook_mode_preload"))')" "$@" > "$log" 2>&1 ;;
+              LD_PRELOAD="$(preload_library "$root/python/compat")" "$@" > "$log" 2>&1 ;;
     native) timeout "$limit" env "${envs[@]}" IMPL=native "$@" > "$log" 2>&1 ;;
   esac
   local rc=$?

@@ -47,19 +47,24 @@ static int java_version_at_least_25(const char *home) {
     return version >= 25;
 }
 
-/* The checkout's own runtime (scripts/build-runtime.sh), two folders above this library
- * (target/native/..): a program that preloads the shim by itself finds a JVM where no Java 25 is
- * installed, as on a GPU machine the runtime was carried to. */
+/* Writes `relative` taken from the folder holding this library (target/native) to `path`; false
+ * when the library's own path is unknown. */
+static int beside_this_library(char *path, size_t size, const char *relative) {
+    Dl_info self;
+    if (!dladdr((void *) beside_this_library, &self) || !self.dli_fname) return 0;
+    snprintf(path, size, "%s", self.dli_fname);
+    char *slash = strrchr(path, '/');
+    if (slash) *slash = 0; else snprintf(path, size, ".");
+    strncat(path, relative, size - strlen(path) - 1);
+    return 1;
+}
+
+/* The checkout's own runtime (scripts/build-runtime.sh), two folders above this library: a program
+ * that preloads the shim by itself finds a JVM where no Java 25 is installed, as on a GPU machine
+ * the runtime was carried to. */
 static const char *checkout_runtime(void) {
     static char home[PATH_MAX];
-    Dl_info self;
-    if (!dladdr((void *) checkout_runtime, &self) || !self.dli_fname) return NULL;
-    snprintf(home, sizeof home, "%s", self.dli_fname);
-    char *slash = strrchr(home, '/');
-    if (!slash) return NULL;
-    *slash = 0;
-    strncat(home, "/../../runtime", sizeof home - strlen(home) - 1);
-    return home;
+    return beside_this_library(home, sizeof home, "/../../runtime") ? home : NULL;
 }
 
 /* VMMKIT_JAVA_HOME (set by `vmmkit run`), JAVA_HOME, /usr/lib/jvm/temurin-25-*, then the checkout's
@@ -88,15 +93,8 @@ static int find_libjvm(char *libjvm, size_t size) {
 /* VMMKIT_JAR, else vmmkit.jar next to the folder holding this library (target/native/..). */
 static void find_jar(char *jar, size_t size) {
     const char *env = getenv("VMMKIT_JAR");
-    Dl_info self;
-    if (env && *env) {
-        snprintf(jar, size, "%s", env);
-    } else if (dladdr((void *) find_jar, &self) && self.dli_fname) {
-        snprintf(jar, size, "%s", self.dli_fname);
-        char *slash = strrchr(jar, '/');
-        if (slash) *slash = 0; else snprintf(jar, size, ".");
-        strncat(jar, "/../vmmkit.jar", size - strlen(jar) - 1);
-    }
+    if (env && *env) snprintf(jar, size, "%s", env);
+    else beside_this_library(jar, size, "/../vmmkit.jar");
 }
 
 /* The AOT cache (see AotTraining): VMMKIT_AOT_CACHE when set (`vmmkit run` sets it to the one

@@ -62,7 +62,6 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
         return null;
     }
 
-    /** Memory tags, paused and resumed by name; null when the resource has none. */
     /**
      * Gives the memory it caches (free blocks' pages, pooled handles) back to the device, after the
      * frees still waiting for the device's work; returns the bytes given back (0: it caches none).
@@ -71,6 +70,7 @@ public interface ManagedMemoryResource extends DeviceMemoryResource, AutoCloseab
         return 0;
     }
 
+    /** Memory tags, paused and resumed by name; null when the resource has none. */
     default MemoryTagControl tagControl() {
         return null;
     }

@@ -65,7 +65,7 @@ final class ManagerResizing {
             } catch (DriverException e) {
                 if (!e.isOutOfMemory()) throw e;
                 // As an allocation does (seed 001, 5.2): release what is cached, then retry once.
-                manager.drainWaitingForFrees();
+                manager.releaseCachedMemory();
                 try {
                     if (resizeInPlace(region, address, newSize, small, stream)) return address;
                 } catch (DriverException again) {

@@ -61,7 +61,7 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         this.pool = new PhysicalPool(config.maxCachedBytes());
         this.deviceFence = fence.apply(this.driver.events());
         this.regions = new ManagerRegions(this.driver, config, this::newRegion);
-        this.tags = new MemoryTags(this.driver, regions::newTagRegion, this::drainWaitingForFrees, deviceFence.captures());
+        this.tags = new MemoryTags(this.driver, regions::newTagRegion, this::releaseCachedMemory, deviceFence.captures());
         this.peerAccess = new PeerAccess(this.driver, () -> regions.allWith(tags.regions()));
         this.sharedPages = new SharedPages(this.driver, peerAccess, this::regionOf);
         this.resizing = new ManagerResizing(this, this.driver);
@@ -314,17 +314,14 @@ public final class VmmManager implements ManagedMemoryResource, MemoryTagControl
         return drain(false);
     }
 
+
     /**
      * Like {@link #drain()}, but first waits for frees still pending on their streams (device-wide
      * ones wait for a device synchronisation), so everything freed so far is released too.
      */
-    public long drainWaitingForFrees() {
-        return drain(true);
-    }
-
     @Override
     public long releaseCachedMemory() {
-        return drainWaitingForFrees();
+        return drain(true);
     }
 
     private long drain(boolean waitForFrees) {

@@ -99,7 +99,7 @@ final class DeviceMemory implements AutoCloseable {
      */
     long drainCaches() {
         try {
-            return manager.drainWaitingForFrees();
+            return manager.releaseCachedMemory();
         } catch (DriverException e) {
             EngineHost.LOGGER.log(System.Logger.Level.WARNING, "cached device memory stays cached: " + e.getMessage());
             return 0;
